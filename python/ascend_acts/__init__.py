@@ -1,0 +1,10 @@
+"""ascend-acts: LeakyReLU, RReLU and fused Conv+BN+LeakyReLU for Ascend NPUs, with CPU backends."""
+
+from . import nn, ops  # noqa: F401
+from .backends import available_backends, use_backend
+from .convert import convert
+from .functional import leaky_relu, rrelu
+
+__version__ = "0.1.0"
+
+__all__ = ["available_backends", "convert", "leaky_relu", "nn", "rrelu", "use_backend", "__version__"]
