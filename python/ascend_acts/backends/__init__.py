@@ -38,6 +38,10 @@ def unavailable_reason(name: str) -> str | None:
         return f"cannot import {_REGISTRY[name]}: {exc}"
 
 
+def known_backends() -> list[str]:
+    return list(_REGISTRY)
+
+
 def available_backends() -> list[str]:
     return [name for name in _REGISTRY if unavailable_reason(name) is None]
 

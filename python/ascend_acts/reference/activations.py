@@ -22,8 +22,9 @@ def _scale_where_not_positive(values, test, scale, out) -> None:
     """out = test > 0 ? values : values * scale, computed in the compute dtype, rounded once."""
     ctype = compute_dtype(values.dtype)
     v = values.astype(ctype, copy=False)
-    scaled = v * (scale.astype(ctype, copy=False) if isinstance(scale, np.ndarray) else ctype.type(scale))
-    result = np.where(test > 0, v, scaled)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 and NaN compare as IEEE says
+        scaled = v * (scale.astype(ctype, copy=False) if isinstance(scale, np.ndarray) else ctype.type(scale))
+        result = np.where(test > 0, v, scaled)
     np.copyto(out, result.astype(out.dtype, copy=False).reshape(out.shape))
 
 

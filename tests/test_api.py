@@ -1,0 +1,115 @@
+"""Public API: argument errors, backends, convert, pickling."""
+
+import io
+import pickle
+
+import pytest
+import torch
+
+import ascend_acts
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.bool, torch.complex64])
+def test_non_floating_input_rejected(dtype):
+    x = torch.zeros(3, dtype=dtype)
+    with pytest.raises(TypeError, match="'input' must be a floating-point tensor"):
+        ascend_acts.leaky_relu(x)
+    with pytest.raises(TypeError, match="'input' must be a floating-point tensor"):
+        ascend_acts.rrelu(x, training=True)
+
+
+@pytest.mark.parametrize("fn", [ascend_acts.leaky_relu, ascend_acts.rrelu])
+def test_non_tensor_input_rejected(fn):
+    with pytest.raises(TypeError, match="'input' must be a torch.Tensor, got list"):
+        fn([1.0, -1.0])
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("training", [False, True])
+def test_bad_bounds_rejected_and_input_intact(training, inplace):
+    x = torch.randn(10)
+    before = x.clone()
+    with pytest.raises(ValueError, match="'lower' \\(0.5\\) must not be greater than 'upper' \\(0.1\\)"):
+        ascend_acts.rrelu(x, 0.5, 0.1, training=training, inplace=inplace)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match="'upper' must be finite"):
+            ascend_acts.rrelu(x, 0.1, bad, training=training, inplace=inplace)
+        with pytest.raises(ValueError, match="'lower' must be finite"):
+            ascend_acts.rrelu(x, bad, 0.1, training=training, inplace=inplace)
+    assert torch.equal(x, before)
+
+
+def test_bad_scalar_types_rejected():
+    x = torch.randn(3)
+    with pytest.raises(TypeError, match="'negative_slope' must be a real number, got str"):
+        ascend_acts.leaky_relu(x, "0.1")
+    with pytest.raises(TypeError, match="'inplace' must be a bool"):
+        ascend_acts.leaky_relu(x, 0.1, inplace=1)
+    with pytest.raises(TypeError, match="'training' must be a bool"):
+        ascend_acts.rrelu(x, training="yes")
+
+
+def test_generator_on_another_device_rejected_and_input_intact():
+    x = torch.empty(4, device="meta")
+    with pytest.raises(ValueError, match="'generator' is on device 'cpu' but 'input' is on 'meta'"):
+        ascend_acts.rrelu(x, training=True, generator=torch.Generator())
+    y = torch.randn(4)
+    before = y.clone()
+    with pytest.raises(TypeError, match="'generator' must be a torch.Generator"):
+        ascend_acts.rrelu(y, training=True, inplace=True, generator=42)
+    assert torch.equal(y, before)
+
+
+def test_backend_selection():
+    assert "reference" in ascend_acts.available_backends()
+    with ascend_acts.use_backend("reference") as selected:
+        assert ascend_acts.backends.current_backend_name() == "reference" == selected.name
+    with pytest.raises(RuntimeError, match="backend 'nope' is not available: unknown backend"):
+        ascend_acts.use_backend("nope")
+
+
+def test_plain_use_backend_call_persists_until_changed():
+    previous = ascend_acts.backends.current_backend_name()
+    ascend_acts.use_backend("reference")
+    try:
+        assert ascend_acts.backends.current_backend_name() == "reference"
+    finally:
+        ascend_acts.use_backend(previous)
+
+
+def test_convert_replaces_exact_torch_activations_only():
+    class MyLeaky(torch.nn.LeakyReLU):
+        pass
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 4), torch.nn.LeakyReLU(0.2, inplace=True),
+        torch.nn.Sequential(torch.nn.RReLU(0.1, 0.2), MyLeaky(0.3)), torch.nn.ReLU(),
+    ).eval()
+    x = torch.randn(5, 4)
+    expected = model(x)
+    weight = model[0].weight
+    out = ascend_acts.convert(model)
+    assert out is model and model[0].weight is weight
+    assert type(model[1]) is ascend_acts.nn.LeakyReLU and model[1].negative_slope == 0.2 and model[1].inplace
+    assert type(model[2][0]) is ascend_acts.nn.RReLU and (model[2][0].lower, model[2][0].upper) == (0.1, 0.2)
+    assert type(model[2][1]) is MyLeaky and type(model[3]) is torch.nn.ReLU
+    assert not model[2][0].training
+    torch.testing.assert_close(model(x), expected, rtol=0, atol=0)
+
+
+def test_convert_root_module_and_bad_argument():
+    assert type(ascend_acts.convert(torch.nn.LeakyReLU())) is ascend_acts.nn.LeakyReLU
+    with pytest.raises(TypeError, match="'model' must be a torch.nn.Module"):
+        ascend_acts.convert("model")
+
+
+@pytest.mark.parametrize("module", [ascend_acts.nn.LeakyReLU(0.3, True), ascend_acts.nn.RReLU(0.2, 0.4)])
+def test_modules_pickle_and_state_dict(module):
+    clone = pickle.loads(pickle.dumps(module))
+    assert type(clone) is type(module) and clone.extra_repr() == module.extra_repr()
+    buffer = io.BytesIO()
+    torch.save(module, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    assert loaded.extra_repr() == module.extra_repr()
+    assert isinstance(module, (torch.nn.LeakyReLU, torch.nn.RReLU))

@@ -1,0 +1,80 @@
+"""Every op passes torch.library.opcheck; a model with both ops compiles with fullgraph=True."""
+
+import pytest
+import torch
+
+import ascend_acts
+
+ops = torch.ops.ascend_acts
+
+
+def _x(requires_grad=False):
+    return torch.randn(5, 7, requires_grad=requires_grad)
+
+
+def _seed():
+    return torch.tensor(1234, dtype=torch.int64)
+
+
+# (op, args factory): in-place ops get a fresh non-leaf input per call
+OP_SAMPLES = {
+    "leaky_relu": lambda: (ops.leaky_relu.default, (_x(True), 0.2)),
+    "leaky_relu_negative": lambda: (ops.leaky_relu.default, (_x(True), -0.3)),
+    "leaky_relu_": lambda: (ops.leaky_relu_.default, (_x(True) * 1.0, 0.2)),
+    "leaky_relu_backward": lambda: (ops.leaky_relu_backward.default, (_x(True), _x(), 0.2, True)),
+    "rrelu_with_seed": lambda: (ops.rrelu_with_seed.default, (_x(True), _seed(), 0.1, 0.3)),
+    "rrelu_with_seed_": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), 0.1, 0.3)),
+    "rrelu_with_seed_backward": lambda: (
+        ops.rrelu_with_seed_backward.default, (_x(True), _x(), _seed(), 0.1, 0.3, False)),
+}
+
+
+@pytest.mark.parametrize("sample", OP_SAMPLES)
+def test_opcheck(backend, sample):
+    op, args = OP_SAMPLES[sample]()
+    torch.library.opcheck(op, args)
+
+
+class TinyDiscriminator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 1)
+        self.act1, self.act2 = ascend_acts.nn.LeakyReLU(0.2), ascend_acts.nn.RReLU()
+
+    def forward(self, x):
+        return self.fc2(self.act2(self.act1(self.fc1(x))))
+
+
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_compile_fullgraph_eval_matches_eager(compiler):
+    torch.manual_seed(0)
+    model = TinyDiscriminator().eval()
+    x = torch.randn(8, 16, requires_grad=True)
+    compiled = torch.compile(model, backend=compiler, fullgraph=True)
+    y, y_eager = compiled(x), model(x)
+    torch.testing.assert_close(y, y_eager)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    (g_eager,) = torch.autograd.grad(y_eager.sum(), x)
+    torch.testing.assert_close(g, g_eager)
+
+
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_compile_fullgraph_training_runs_and_backward_uses_the_forward_noise(compiler):
+    def f(x):
+        return ascend_acts.rrelu(ascend_acts.leaky_relu(x, 0.5), 0.1, 0.3, training=True)
+
+    compiled = torch.compile(f, backend=compiler, fullgraph=True)
+    x = -torch.rand(64, dtype=torch.float64) - 0.5
+    x.requires_grad_()
+    y = compiled(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    # y = 0.5 x * noise and dy/dx = 0.5 * noise: the backward regenerated the forward's noise
+    torch.testing.assert_close(g, y.detach() / x.detach(), rtol=1e-12, atol=0)
+    noise = g / 0.5
+    assert bool(((noise >= 0.1) & (noise <= 0.3)).all())
+
+
+def test_fake_tensor_propagation_on_meta():
+    x = torch.empty(3, 4, device="meta")
+    assert ascend_acts.leaky_relu(x, 0.1).shape == (3, 4)
+    assert ascend_acts.rrelu(x, training=True).device.type == "meta"
