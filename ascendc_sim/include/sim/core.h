@@ -1,0 +1,101 @@
+// ascendc_sim core: scalar types, the per-launch runtime context, rule violations and counters.
+// Our own CPU model of the documented AscendC programming interface (not derived from CANN sources).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#define __aicore__
+#define __global__
+#define __gm__
+#define __inline__ inline
+typedef uint8_t* GM_ADDR;
+
+// 910B vector fp16: _Float16 arithmetic is rounded to fp16 after every operation.
+using half = _Float16;
+
+// bfloat16 storage type; 910B's vector unit has no bf16 arithmetic, only Cast to/from float.
+struct bfloat16_t {
+    uint16_t bits = 0;
+    bfloat16_t() = default;
+    explicit bfloat16_t(float value) {
+        uint32_t u;
+        std::memcpy(&u, &value, 4);
+        if ((u & 0x7fffffffu) > 0x7f800000u) {
+            bits = static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN, sign kept
+        } else {
+            bits = static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);  // nearest even
+        }
+    }
+    explicit operator float() const {
+        uint32_t u = static_cast<uint32_t>(bits) << 16;
+        float value;
+        std::memcpy(&value, &u, 4);
+        return value;
+    }
+};
+
+namespace ascendc_sim {
+
+struct Platform {
+    const char* name;
+    uint32_t vectorCores;
+    uint32_t ubBytes;
+};
+
+// A broken rule: `rule` is a stable name tests and users can match on.
+struct RuleViolation : std::runtime_error {
+    std::string rule;
+    RuleViolation(std::string ruleName, const std::string& message)
+        : std::runtime_error(message), rule(std::move(ruleName)) {}
+};
+
+[[noreturn]] void Fail(const char* rule, const std::string& message);
+
+struct Counters {
+    uint64_t gmBytesIn = 0;
+    uint64_t gmBytesOut = 0;
+    uint64_t dataCopyCalls = 0;
+    uint64_t vectorInstructions = 0;
+    uint64_t vectorRepeats = 0;  // 256-byte vector repeats issued
+    uint64_t peakUbBytes = 0;
+    std::vector<uint64_t> blockBytesIn, blockBytesOut;
+};
+
+// A GM buffer handed to the launch; `owner` records which block wrote each byte of an output.
+struct GmBuffer {
+    uint8_t* base;
+    uint64_t bytes;
+    bool output;
+    std::vector<int16_t> owner;
+};
+
+class QueueBase;
+
+struct Context {
+    Platform platform{};
+    const char* kernel = "";
+    uint32_t blockIdx = 0;
+    uint32_t blockDim = 1;
+    uint64_t tilingKey = 0;
+    std::vector<GmBuffer> gm;
+    std::unique_ptr<uint8_t[]> ubStorage;
+    uint8_t* ub = nullptr;  // 32-byte aligned
+    uint32_t ubUsed = 0;
+    std::vector<std::string> leaks;  // tensors still held when a queue went away
+    Counters counters;
+};
+
+Context& Ctx();
+
+GmBuffer* FindGm(const void* address, uint64_t bytes);
+void RecordGmRead(uint64_t bytes);
+void RecordGmWrite(const void* address, uint64_t bytes);
+void RecordVector(uint64_t bytes);
+uint32_t AllocateUb(uint32_t bytes, const char* what);
+
+}  // namespace ascendc_sim

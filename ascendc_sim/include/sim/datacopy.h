@@ -1,0 +1,92 @@
+// DataCopy (32-byte granular, as the hardware moves data) and DataCopyPad (exact bytes in GM).
+#pragma once
+
+#include "tensors.h"
+
+namespace AscendC {
+
+struct DataCopyExtParams {
+    uint16_t blockCount = 1;
+    uint32_t blockLen = 0;   // bytes per block
+    uint32_t srcStride = 0;  // GM -> UB: bytes between GM blocks; UB -> GM: 32-byte blocks between UB blocks
+    uint32_t dstStride = 0;  // GM -> UB: 32-byte blocks between UB blocks; UB -> GM: bytes between GM blocks
+    uint32_t rsv = 0;
+};
+
+template <typename T>
+struct DataCopyPadExtParams {
+    bool isPad = false;
+    uint8_t leftPadding = 0;   // elements
+    uint8_t rightPadding = 0;  // elements
+    T paddingValue{};
+};
+
+namespace detail {
+inline void CheckDataCopyBytes(uint64_t bytes) {
+    if (bytes % 32 != 0) {
+        ascendc_sim::Fail("unaligned_datacopy", "DataCopy of " + std::to_string(bytes) +
+                          " bytes: not a multiple of 32 (the hardware would silently drop the rest; use DataCopyPad)");
+    }
+}
+inline uint64_t UbBlockBytes(uint32_t blockLen) { return (uint64_t(blockLen) + 31) / 32 * 32; }
+}  // namespace detail
+
+template <typename T>
+void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t count) {
+    uint64_t bytes = uint64_t(count) * sizeof(T);
+    detail::CheckDataCopyBytes(bytes);
+    dst.Check(count, "DataCopy");
+    src.CheckRange(0, count, "DataCopy");
+    std::memcpy(dst.Address(), src.Address(), bytes);
+    ascendc_sim::RecordGmRead(bytes);
+}
+
+template <typename T>
+void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) {
+    uint64_t bytes = uint64_t(count) * sizeof(T);
+    detail::CheckDataCopyBytes(bytes);
+    src.Check(count, "DataCopy");
+    dst.CheckRange(0, count, "DataCopy");
+    ascendc_sim::RecordGmWrite(dst.Address(), bytes);
+    std::memcpy(dst.Address(), src.Address(), bytes);
+}
+
+template <typename T>
+void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyExtParams& params,
+                 const DataCopyPadExtParams<T>& pad) {
+    if (params.blockLen % sizeof(T) != 0) ascendc_sim::Fail("unaligned_datacopy", "DataCopyPad: blockLen is not whole elements");
+    uint64_t ubStride = detail::UbBlockBytes(params.blockLen + (pad.leftPadding + pad.rightPadding) * sizeof(T)) +
+                        uint64_t(params.dstStride) * 32;
+    for (uint32_t block = 0; block < params.blockCount; ++block) {
+        uint64_t gmOffset = uint64_t(block) * (params.blockLen + params.srcStride);
+        if (gmOffset % sizeof(T) != 0) ascendc_sim::Fail("unaligned_datacopy", "DataCopyPad: GM stride is not whole elements");
+        uint64_t first = gmOffset / sizeof(T), count = params.blockLen / sizeof(T);
+        src.CheckRange(first, count, "DataCopyPad");
+        LocalTensor<T> row = dst[static_cast<uint32_t>(block * ubStride / sizeof(T))];
+        row.Check(count + pad.leftPadding + pad.rightPadding, "DataCopyPad");
+        if (pad.isPad) {
+            for (uint32_t i = 0; i < pad.leftPadding; ++i) row.Address()[i] = pad.paddingValue;
+            for (uint32_t i = 0; i < pad.rightPadding; ++i) row.Address()[pad.leftPadding + count + i] = pad.paddingValue;
+        }
+        std::memcpy(row.Address() + (pad.isPad ? pad.leftPadding : 0), src.Address() + first, params.blockLen);
+        ascendc_sim::RecordGmRead(params.blockLen);
+    }
+}
+
+template <typename T>
+void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& params) {
+    if (params.blockLen % sizeof(T) != 0) ascendc_sim::Fail("unaligned_datacopy", "DataCopyPad: blockLen is not whole elements");
+    uint64_t ubStride = detail::UbBlockBytes(params.blockLen) + uint64_t(params.srcStride) * 32;
+    for (uint32_t block = 0; block < params.blockCount; ++block) {
+        uint64_t gmOffset = uint64_t(block) * (params.blockLen + params.dstStride);
+        if (gmOffset % sizeof(T) != 0) ascendc_sim::Fail("unaligned_datacopy", "DataCopyPad: GM stride is not whole elements");
+        uint64_t first = gmOffset / sizeof(T), count = params.blockLen / sizeof(T);
+        dst.CheckRange(first, count, "DataCopyPad");
+        LocalTensor<T> row = src[static_cast<uint32_t>(block * ubStride / sizeof(T))];
+        row.Check(count, "DataCopyPad");
+        ascendc_sim::RecordGmWrite(dst.Address() + first, params.blockLen);
+        std::memcpy(dst.Address() + first, row.Address(), params.blockLen);
+    }
+}
+
+}  // namespace AscendC

@@ -1,0 +1,29 @@
+// Host side of the emulator: run a kernel on blocks 0..blockDim-1 with every launch-level rule checked.
+#pragma once
+
+#include <functional>
+
+#include "core.h"
+
+namespace ascendc_sim {
+
+extern const Platform kPlatforms[];
+extern const uint32_t kPlatformCount;
+
+struct LaunchBuffer {
+    void* data;
+    uint64_t bytes;
+    bool output;  // poisoned before the launch; every byte must be written by exactly one block
+};
+
+struct LaunchResult {
+    bool ok = true;
+    std::string rule, message;
+    int64_t block = -1;  // -1: a launch-level check
+    Counters counters;
+};
+
+LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,
+                    const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock);
+
+}  // namespace ascendc_sim

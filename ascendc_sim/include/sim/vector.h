@@ -1,0 +1,283 @@
+// Vector instructions on UB tensors, with the dtypes 910B supports for each (others are errors).
+#pragma once
+
+#include <cmath>
+#include <type_traits>
+
+#include "tensors.h"
+
+namespace AscendC {
+
+enum class RoundMode { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
+enum class CMPMODE { LT, GT, EQ, LE, GE, NE };
+enum class SELMODE { VSEL_CMPMASK_SPR, VSEL_TENSOR_SCALAR_MODE, VSEL_TENSOR_TENSOR_MODE };
+
+namespace detail {
+
+template <typename T, typename... Allowed>
+constexpr bool OneOf = (std::is_same_v<T, Allowed> || ...);
+
+template <typename T>
+constexpr const char* TypeName() {
+    if constexpr (std::is_same_v<T, float>) return "float";
+    else if constexpr (std::is_same_v<T, half>) return "half";
+    else if constexpr (std::is_same_v<T, bfloat16_t>) return "bfloat16_t";
+    else if constexpr (std::is_same_v<T, int32_t>) return "int32_t";
+    else if constexpr (std::is_same_v<T, uint32_t>) return "uint32_t";
+    else if constexpr (std::is_same_v<T, int16_t>) return "int16_t";
+    else if constexpr (std::is_same_v<T, uint16_t>) return "uint16_t";
+    else if constexpr (std::is_same_v<T, uint8_t>) return "uint8_t";
+    else return "another type";
+}
+
+template <typename T>
+[[noreturn]] void Unsupported(const char* op) {
+    ascendc_sim::Fail("unsupported_dtype", std::string(op) + " does not take " + TypeName<T>() + " on 910B");
+}
+
+// Counts one vector instruction over `count` elements and checks every operand.
+template <typename T, typename... Operands>
+void Issue(const char* op, uint32_t count, const Operands&... operands) {
+    (operands.Check(count, op), ...);
+    ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
+}
+
+template <typename T>
+constexpr bool kArithmetic = OneOf<T, half, float, int16_t, int32_t>;
+template <typename T>
+constexpr bool kFloating = OneOf<T, half, float>;
+template <typename T>
+constexpr bool kShiftable = OneOf<T, int16_t, uint16_t, int32_t, uint32_t>;
+template <typename T>
+constexpr bool kBitwise = OneOf<T, int16_t, uint16_t>;
+
+// Integer arithmetic wraps (multiply keeps the low bits), as the hardware does.
+template <typename T, typename F>
+T Wrap(T a, T b, F op) {
+    if constexpr (std::is_integral_v<T>) {
+        using U = std::make_unsigned_t<T>;
+        return static_cast<T>(static_cast<U>(op(static_cast<U>(a), static_cast<U>(b))));
+    } else {
+        return static_cast<T>(op(a, b));
+    }
+}
+
+}  // namespace detail
+
+#define ASCENDC_SIM_BINARY(NAME, SUPPORTED, EXPR)                                                   \
+    template <typename T>                                                                            \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,     \
+              uint32_t count) {                                                                      \
+        if constexpr (!SUPPORTED<T>) {                                                               \
+            detail::Unsupported<T>(#NAME);                                                           \
+        } else {                                                                                     \
+            detail::Issue<T>(#NAME, count, dst, src0, src1);                                         \
+            T* d = dst.Address(); const T* a = src0.Address(); const T* b = src1.Address();          \
+            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(a[i], b[i], [](auto x, auto y) { return EXPR; }); \
+        }                                                                                            \
+    }
+
+#define ASCENDC_SIM_SCALAR(NAME, SUPPORTED, EXPR)                                                   \
+    template <typename T>                                                                            \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, T scalar, uint32_t count) {      \
+        if constexpr (!SUPPORTED<T>) {                                                               \
+            detail::Unsupported<T>(#NAME);                                                           \
+        } else {                                                                                     \
+            detail::Issue<T>(#NAME, count, dst, src);                                                \
+            T* d = dst.Address(); const T* a = src.Address();                                        \
+            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(a[i], scalar, [](auto x, auto y) { return EXPR; }); \
+        }                                                                                            \
+    }
+
+ASCENDC_SIM_BINARY(Add, detail::kArithmetic, x + y)
+ASCENDC_SIM_BINARY(Sub, detail::kArithmetic, x - y)
+ASCENDC_SIM_BINARY(Mul, detail::kArithmetic, x * y)
+ASCENDC_SIM_BINARY(Div, detail::kFloating, x / y)
+ASCENDC_SIM_BINARY(Max, detail::kArithmetic, (x > y ? x : y))
+ASCENDC_SIM_BINARY(Min, detail::kArithmetic, (x < y ? x : y))
+ASCENDC_SIM_BINARY(And, detail::kBitwise, x & y)
+ASCENDC_SIM_BINARY(Or, detail::kBitwise, x | y)
+ASCENDC_SIM_SCALAR(Adds, detail::kArithmetic, x + y)
+ASCENDC_SIM_SCALAR(Muls, detail::kArithmetic, x * y)
+ASCENDC_SIM_SCALAR(Maxs, detail::kArithmetic, (x > y ? x : y))
+ASCENDC_SIM_SCALAR(Mins, detail::kArithmetic, (x < y ? x : y))
+#undef ASCENDC_SIM_BINARY
+#undef ASCENDC_SIM_SCALAR
+
+// dst = src > 0 ? src : src * scalar
+template <typename T>
+void LeakyRelu(const LocalTensor<T>& dst, const LocalTensor<T>& src, T scalar, uint32_t count) {
+    if constexpr (!detail::kFloating<T>) {
+        detail::Unsupported<T>("LeakyRelu");
+    } else {
+        detail::Issue<T>("LeakyRelu", count, dst, src);
+        for (uint32_t i = 0; i < count; ++i) {
+            T x = src.Address()[i];
+            dst.Address()[i] = x > T(0) ? x : static_cast<T>(x * scalar);
+        }
+    }
+}
+
+template <typename T>
+void Not(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) {
+    if constexpr (!detail::kBitwise<T>) {
+        detail::Unsupported<T>("Not");
+    } else {
+        detail::Issue<T>("Not", count, dst, src);
+        for (uint32_t i = 0; i < count; ++i) dst.Address()[i] = static_cast<T>(~src.Address()[i]);
+    }
+}
+
+template <typename T>
+void Sqrt(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) {
+    if constexpr (!detail::kFloating<T>) {
+        detail::Unsupported<T>("Sqrt");
+    } else {
+        detail::Issue<T>("Sqrt", count, dst, src);
+        for (uint32_t i = 0; i < count; ++i) dst.Address()[i] = static_cast<T>(std::sqrt(static_cast<float>(src.Address()[i])));
+    }
+}
+
+template <typename T>
+void ShiftRight(const LocalTensor<T>& dst, const LocalTensor<T>& src, T bits, uint32_t count) {
+    if constexpr (!detail::kShiftable<T>) {
+        detail::Unsupported<T>("ShiftRight");
+    } else {
+        detail::Issue<T>("ShiftRight", count, dst, src);
+        for (uint32_t i = 0; i < count; ++i) dst.Address()[i] = static_cast<T>(src.Address()[i] >> bits);
+    }
+}
+
+template <typename T>
+void ShiftLeft(const LocalTensor<T>& dst, const LocalTensor<T>& src, T bits, uint32_t count) {
+    if constexpr (!detail::kShiftable<T>) {
+        detail::Unsupported<T>("ShiftLeft");
+    } else {
+        detail::Issue<T>("ShiftLeft", count, dst, src);
+        using U = std::make_unsigned_t<T>;
+        for (uint32_t i = 0; i < count; ++i) dst.Address()[i] = static_cast<T>(static_cast<U>(src.Address()[i]) << bits);
+    }
+}
+
+template <typename T>
+void Duplicate(const LocalTensor<T>& dst, T value, uint32_t count) {
+    if constexpr (!detail::OneOf<T, half, float, int16_t, uint16_t, int32_t, uint32_t>) {
+        detail::Unsupported<T>("Duplicate");
+    } else {
+        detail::Issue<T>("Duplicate", count, dst);
+        for (uint32_t i = 0; i < count; ++i) dst.Address()[i] = value;
+    }
+}
+
+// dst[i] = firstValue + i (integers wrap)
+template <typename T>
+void CreateVecIndex(const LocalTensor<T>& dst, T firstValue, uint32_t count) {
+    if constexpr (!detail::OneOf<T, half, float, int16_t, int32_t>) {
+        detail::Unsupported<T>("CreateVecIndex");
+    } else {
+        detail::Issue<T>("CreateVecIndex", count, dst);
+        for (uint32_t i = 0; i < count; ++i) {
+            if constexpr (std::is_integral_v<T>) {
+                using U = std::make_unsigned_t<T>;
+                dst.Address()[i] = static_cast<T>(static_cast<U>(firstValue) + static_cast<U>(i));
+            } else {
+                dst.Address()[i] = static_cast<T>(static_cast<float>(firstValue) + static_cast<float>(i));
+            }
+        }
+    }
+}
+
+namespace detail {
+template <typename Dst, typename Src>
+constexpr bool kCastable =
+    (std::is_same_v<Dst, float> && OneOf<Src, half, bfloat16_t, int32_t>) ||
+    (OneOf<Dst, half, bfloat16_t, int32_t> && std::is_same_v<Src, float>);
+
+inline float RoundFloat(float x, RoundMode mode) {
+    switch (mode) {
+        case RoundMode::CAST_FLOOR: return std::floor(x);
+        case RoundMode::CAST_CEIL: return std::ceil(x);
+        case RoundMode::CAST_ROUND: return std::round(x);
+        case RoundMode::CAST_TRUNC: return std::trunc(x);
+        default: return std::nearbyint(x);  // to nearest, ties to even
+    }
+}
+}  // namespace detail
+
+// float -> half / bfloat16_t round to nearest even (CAST_RINT; CAST_NONE is the same for narrowing floats)
+template <typename Dst, typename Src>
+void Cast(const LocalTensor<Dst>& dst, const LocalTensor<Src>& src, RoundMode mode, uint32_t count) {
+    if constexpr (!detail::kCastable<Dst, Src>) {
+        ascendc_sim::Fail("unsupported_dtype", std::string("Cast from ") + detail::TypeName<Src>() + " to " +
+                          detail::TypeName<Dst>() + " is not a 910B conversion");
+    } else {
+        src.Check(count, "Cast");
+        dst.Check(count, "Cast");
+        ascendc_sim::RecordVector(uint64_t(count) * (sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src)));
+        for (uint32_t i = 0; i < count; ++i) {
+            if constexpr (std::is_same_v<Dst, int32_t>) {
+                dst.Address()[i] = static_cast<int32_t>(detail::RoundFloat(src.Address()[i], mode));
+            } else {
+                dst.Address()[i] = static_cast<Dst>(static_cast<float>(src.Address()[i]));
+            }
+        }
+    }
+}
+
+// Bit i of dst (a uint8_t mask) = src[i] <mode> scalar. count * sizeof(T) must be a multiple of 256 bytes.
+template <typename T>
+void CompareScalar(const LocalTensor<uint8_t>& dst, const LocalTensor<T>& src, T scalar, CMPMODE mode, uint32_t count) {
+    if constexpr (!detail::kFloating<T>) {
+        detail::Unsupported<T>("CompareScalar");
+    } else {
+        if (uint64_t(count) * sizeof(T) % 256 != 0) {
+            ascendc_sim::Fail("vector_alignment", "CompareScalar: count * sizeof(T) must be a multiple of 256 bytes");
+        }
+        src.Check(count, "CompareScalar");
+        dst.Check((count + 7) / 8, "CompareScalar");
+        ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
+        uint8_t* mask = dst.Address();
+        std::memset(mask, 0, (count + 7) / 8);
+        for (uint32_t i = 0; i < count; ++i) {
+            T x = src.Address()[i];
+            bool bit = mode == CMPMODE::GT ? x > scalar : mode == CMPMODE::LT ? x < scalar : mode == CMPMODE::GE ? x >= scalar
+                     : mode == CMPMODE::LE ? x <= scalar : mode == CMPMODE::EQ ? x == scalar : x != scalar;
+            mask[i / 8] |= static_cast<uint8_t>(bit) << (i % 8);
+        }
+    }
+}
+
+// dst[i] = bit i of mask ? src0[i] : src1[i]
+template <typename T>
+void Select(const LocalTensor<T>& dst, const LocalTensor<uint8_t>& mask, const LocalTensor<T>& src0,
+            const LocalTensor<T>& src1, SELMODE mode, uint32_t count) {
+    if constexpr (!detail::kFloating<T>) {
+        detail::Unsupported<T>("Select");
+    } else {
+        if (mode != SELMODE::VSEL_TENSOR_TENSOR_MODE) ascendc_sim::Fail("unsupported_mode", "Select: tensor operands need VSEL_TENSOR_TENSOR_MODE");
+        mask.Check((count + 7) / 8, "Select");
+        detail::Issue<T>("Select", count, dst, src0, src1);
+        for (uint32_t i = 0; i < count; ++i) {
+            bool bit = (mask.Address()[i / 8] >> (i % 8)) & 1u;
+            dst.Address()[i] = bit ? src0.Address()[i] : src1.Address()[i];
+        }
+    }
+}
+
+// dst[0] = sum of src[0..count) (work is scratch space, as the documented interface requires)
+template <typename T>
+void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, uint32_t count) {
+    if constexpr (!detail::kFloating<T>) {
+        detail::Unsupported<T>("ReduceSum");
+    } else {
+        src.Check(count, "ReduceSum");
+        dst.Check(1, "ReduceSum");
+        work.Check(1, "ReduceSum");
+        ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
+        float sum = 0.0f;
+        for (uint32_t i = 0; i < count; ++i) sum += static_cast<float>(src.Address()[i]);
+        dst.Address()[0] = static_cast<T>(sum);
+    }
+}
+
+}  // namespace AscendC

@@ -1,0 +1,136 @@
+#include <algorithm>
+
+#include "sim/launch.h"
+#include "sim/tensors.h"
+
+namespace ascendc_sim {
+
+// Vector cores and Unified Buffer per core (ARCHITECTURE.md, "Ascend facts"); 310P has no split
+// cube/vector cores, its 8 AI cores each run vector code.
+const Platform kPlatforms[] = {
+    {"ascend910b1", 48, 192 * 1024},
+    {"ascend910b3", 40, 192 * 1024},
+    {"ascend310p", 8, 256 * 1024},
+};
+const uint32_t kPlatformCount = sizeof(kPlatforms) / sizeof(kPlatforms[0]);
+
+namespace {
+Context* g_context = nullptr;
+constexpr uint8_t kPoison = 0xA5;
+}  // namespace
+
+Context& Ctx() { return *g_context; }
+
+void Fail(const char* rule, const std::string& message) { throw RuleViolation(rule, message); }
+
+GmBuffer* FindGm(const void* address, uint64_t bytes) {
+    auto* p = static_cast<const uint8_t*>(address);
+    for (auto& buffer : Ctx().gm) {
+        if (p >= buffer.base && p + bytes <= buffer.base + buffer.bytes) return &buffer;
+    }
+    return nullptr;
+}
+
+void RecordGmRead(uint64_t bytes) {
+    auto& c = Ctx().counters;
+    c.gmBytesIn += bytes;
+    c.blockBytesIn[Ctx().blockIdx] += bytes;
+    ++c.dataCopyCalls;
+}
+
+void RecordGmWrite(const void* address, uint64_t bytes) {
+    auto& ctx = Ctx();
+    GmBuffer* buffer = FindGm(address, bytes);
+    if (buffer == nullptr) Fail("gm_out_of_bounds", "write of " + std::to_string(bytes) + " bytes outside the launch's buffers");
+    if (buffer->output) {
+        auto block = static_cast<int16_t>(ctx.blockIdx);
+        uint64_t first = static_cast<const uint8_t*>(address) - buffer->base;
+        for (uint64_t i = first; i < first + bytes; ++i) {
+            int16_t& owner = buffer->owner[i];
+            if (owner != -1 && owner != block) {
+                Fail("overlapping_core_writes", "GM byte " + std::to_string(i) + " of an output is written by blocks " +
+                     std::to_string(owner) + " and " + std::to_string(block));
+            }
+            owner = block;
+        }
+    }
+    ctx.counters.gmBytesOut += bytes;
+    ctx.counters.blockBytesOut[ctx.blockIdx] += bytes;
+    ++ctx.counters.dataCopyCalls;
+}
+
+void RecordVector(uint64_t bytes) {
+    auto& c = Ctx().counters;
+    ++c.vectorInstructions;
+    c.vectorRepeats += (bytes + 255) / 256;
+}
+
+uint32_t AllocateUb(uint32_t bytes, const char* what) {
+    auto& ctx = Ctx();
+    uint64_t end = uint64_t(ctx.ubUsed) + bytes;
+    if (end > ctx.platform.ubBytes) {
+        Fail("ub_overflow", std::string(what) + ": " + std::to_string(end) + " bytes of Unified Buffer requested, " +
+             ctx.platform.name + " has " + std::to_string(ctx.platform.ubBytes));
+    }
+    uint32_t offset = ctx.ubUsed;
+    ctx.ubUsed = static_cast<uint32_t>(end);
+    ctx.counters.peakUbBytes = std::max<uint64_t>(ctx.counters.peakUbBytes, end);
+    return offset;
+}
+
+LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,
+                    const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock) {
+    Context context;
+    context.platform = platform;
+    context.kernel = kernel;
+    context.blockDim = blockDim;
+    context.tilingKey = tilingKey;
+    context.ubStorage.reset(new uint8_t[platform.ubBytes + 32]);
+    auto aligned = (reinterpret_cast<uintptr_t>(context.ubStorage.get()) + 31) / 32 * 32;
+    context.ub = reinterpret_cast<uint8_t*>(aligned);
+    context.counters.blockBytesIn.assign(blockDim, 0);
+    context.counters.blockBytesOut.assign(blockDim, 0);
+    for (const auto& b : buffers) {
+        GmBuffer gm{static_cast<uint8_t*>(b.data), b.bytes, b.output, {}};
+        if (b.output) {
+            gm.owner.assign(b.bytes, -1);
+            std::memset(b.data, kPoison, b.bytes);
+        }
+        context.gm.push_back(std::move(gm));
+    }
+    g_context = &context;
+    LaunchResult result;
+    try {
+        if (blockDim == 0 || blockDim > platform.vectorCores) {
+            Fail("block_dim", "blockDim " + std::to_string(blockDim) + " is outside 1.." +
+                 std::to_string(platform.vectorCores) + " (" + platform.name + " vector cores)");
+        }
+        for (uint32_t block = 0; block < blockDim; ++block) {
+            context.blockIdx = block;
+            context.ubUsed = 0;
+            context.leaks.clear();
+            std::memset(context.ub, 0, platform.ubBytes);
+            runBlock();
+            if (!context.leaks.empty()) Fail("leaked_tensor", context.leaks.front() + " when the kernel returned");
+        }
+        result.block = -1;
+        for (const auto& gm : context.gm) {
+            auto unwritten = std::find(gm.owner.begin(), gm.owner.end(), int16_t(-1));
+            if (gm.output && unwritten != gm.owner.end()) {
+                Fail("unwritten_output", "output byte " + std::to_string(unwritten - gm.owner.begin()) + " of " +
+                     std::to_string(gm.bytes) + " was never written");
+            }
+        }
+    } catch (const RuleViolation& violation) {
+        result.ok = false;
+        result.rule = violation.rule;
+        result.message = violation.what();
+        bool inBlock = context.blockIdx < blockDim && result.rule != "unwritten_output" && result.rule != "block_dim";
+        result.block = inBlock ? static_cast<int64_t>(context.blockIdx) : -1;
+    }
+    result.counters = context.counters;
+    g_context = nullptr;
+    return result;
+}
+
+}  // namespace ascendc_sim

@@ -1,0 +1,33 @@
+// What the RReLU kernels share: the seed from GM, the 2^32 tile split, and the noise of a tile.
+#pragma once
+
+#include "elementwise_pipeline.h"
+#include "rrelu_rng.h"
+
+namespace ascend_acts {
+
+struct RReluNoise {
+    rng::Keys keys;
+    float lower, span;
+
+    __aicore__ inline static RReluNoise FromSeed(GM_ADDR seed, const ElementwiseTiling& tiling) {
+        AscendC::GlobalTensor<int64_t> seedGm;
+        seedGm.SetGlobalBuffer(reinterpret_cast<__gm__ int64_t*>(seed), 1);
+        return RReluNoise{rng::RoundKeys(static_cast<uint64_t>(seedGm.GetValue(0))), tiling.lower, tiling.span};
+    }
+
+    // A tile stops at the next multiple of 2^32, so the high index word is one scalar per tile.
+    __aicore__ inline uint32_t TileLength(uint64_t firstIndex, uint32_t count) const {
+        uint64_t toBoundary = (uint64_t(1) << 32) - (firstIndex & 0xFFFFFFFFull);
+        return toBoundary < count ? static_cast<uint32_t>(toBoundary) : count;
+    }
+
+    // work[0] = noise of the tile; work[1..3] = hash registers.
+    __aicore__ inline void Fill(const TileVectors& v, uint64_t firstIndex, uint32_t lanes) const {
+        rng::HashBuffers hash{v.work[1].ReinterpretCast<uint32_t>(), v.work[2].ReinterpretCast<uint32_t>(),
+                              v.work[3].ReinterpretCast<uint32_t>()};
+        rng::Noise(v.work[0], hash, keys, firstIndex, lanes, lower, span);
+    }
+};
+
+}  // namespace ascend_acts

@@ -1,0 +1,149 @@
+"""The elementwise AscendC kernels on the emulator: op_host tiling, sizes and block counts, the RNG's
+high index word, and GM traffic from the launch counters."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from ascend_acts.backends import sim
+from ascend_acts.reference import activations as reference
+from ascend_acts.reference import rng
+
+pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
+
+SIZES = [0, 1, 7, 8, 31, 32, 33, 255, 256, 257, 4095, 65537, 10**6 + 3, 3 * 10**7]
+PLATFORMS = {"ascend910b1": (48, 192 * 1024), "ascend910b3": (40, 192 * 1024), "ascend310p": (8, 256 * 1024)}
+OPS = ["leaky_relu", "leaky_relu_backward", "rrelu", "rrelu_backward"]
+DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+# UB buffers per op: (inputs, float work vectors, mask bits) -- an independent copy of the kernels' needs
+BUFFERS = {"leaky_relu": (1, 0, 0), "leaky_relu_backward": (2, 1, 1), "rrelu": (1, 4, 1), "rrelu_backward": (2, 4, 1)}
+
+
+def core_ranges(t):
+    ranges, first = [], 0
+    for block in range(t.block_dim):
+        nominal = t.big_core_length if block < t.big_core_count else t.small_core_length
+        length = min(nominal, t.total_length - first)
+        ranges.append((first, length))
+        first += nominal
+    return ranges
+
+
+def ub_bytes(op, size, tile):
+    inputs, work, mask = BUFFERS[op]
+    return (inputs + 1) * 2 * size * tile + (0 if size == 4 else (inputs + 1) * 4 * tile) + work * 4 * tile + mask * tile // 8
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("size", [4, 2])
+def test_tiling_covers_every_element_once_and_fits(platform, op, size):
+    cores, ub = PLATFORMS[platform]
+    unit = 32 // size
+    for n in SIZES + [2**31 + 5, 2**40 + 3]:
+        t = sim.elementwise_tiling(op, n, size, platform)
+        ranges = core_ranges(t)
+        assert t.block_dim == min(cores, -(-n // unit))
+        covered = 0
+        for first, length in ranges:
+            assert first == covered and first * size % 32 == 0  # contiguous, 32-byte aligned starts
+            assert length > 0  # no idle core
+            covered += length
+        assert covered == n
+        # every DataCopy is whole 32-byte blocks except the single tail (DataCopyPad)
+        tails = [length for _, length in ranges if length % t.tile_length and length % t.tile_length * size % 32]
+        assert len(tails) <= 1 and (not tails or ranges[-1][1] % t.tile_length * size % 32)
+        assert t.tile_length % 256 == 0 and ub_bytes(op, size, t.tile_length) <= ub
+        longest = max((length for _, length in ranges), default=0)
+        if t.tile_length < longest:  # a core needing several tiles gets the largest tile the UB holds
+            assert ub_bytes(op, size, t.tile_length + 256) > ub
+        else:  # otherwise one tile, no larger than the core's share needs
+            assert t.tile_length - 256 < max(longest, 1)
+
+
+def run(op, dtype, n, shape=None, vector_cores=0, seed=7, index_base=0):
+    rs = np.random.default_rng(n)
+    x = rs.standard_normal(n).astype(np.float32).astype(dtype)
+    if shape is not None:
+        x = x.reshape(shape)
+    grad = rs.standard_normal(x.shape).astype(np.float32).astype(dtype)
+    out, expected = np.empty_like(x), np.empty_like(x)
+    with sim.launch_settings(vector_cores=vector_cores):
+        if op == "leaky_relu":
+            sim.leaky_relu(x, 0.2, out), reference.leaky_relu(x, 0.2, expected)
+        elif op == "leaky_relu_backward":
+            sim.leaky_relu_backward(grad, x, 0.2, out), reference.leaky_relu_backward(grad, x, 0.2, expected)
+        elif op == "rrelu":
+            sim.rrelu(x, 0.1, 0.3, seed, out, index_base=index_base)
+            reference.rrelu(x, 0.1, 0.3, seed, expected)
+        else:
+            sim.rrelu_backward(grad, x, 0.1, 0.3, seed, out, index_base=index_base)
+            reference.rrelu_backward(grad, x, 0.1, 0.3, seed, expected)
+    return x, out, expected
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n", [1, 7, 8, 31, 32, 33, 255, 256, 257, 4095, 65537])
+def test_kernels_match_reference_bit_for_bit(op, dtype, n):
+    _, out, expected = run(op, dtype, n)
+    assert np.array_equal(out.view(np.uint8), expected.view(np.uint8))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("vector_cores", [1, 5, 0])
+def test_one_and_many_blocks_and_shapes(op, vector_cores):
+    _, out, expected = run(op, np.float16, 3 * 17 * 29 * 5, shape=(3, 17, 29, 5), vector_cores=vector_cores)
+    assert np.array_equal(out, expected)
+    assert sim.last_launch().block_dim == (vector_cores or 48)
+
+
+@pytest.mark.parametrize("op", ["leaky_relu", "rrelu_backward"])
+def test_million_elements(op):
+    _, out, expected = run(op, np.float32, 10**6 + 3)
+    assert np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("op", ["rrelu", "rrelu_backward"])
+def test_noise_across_the_2_to_32_index_boundary(op):
+    """Elements whose flat index crosses 2^32 (high word 0 -> 1): the kernel splits the tile there."""
+    n, base = 5000, 2**32 - 1234
+    x = -np.abs(np.random.default_rng(0).standard_normal(n)).astype(np.float32) - 0.5
+    out = np.empty_like(x)
+    if op == "rrelu":
+        sim.rrelu(x, 0.1, 0.3, 99, out, index_base=base)
+        slopes = out / x
+    else:
+        sim.rrelu_backward(np.ones_like(x), x, 0.1, 0.3, 99, out, index_base=base)
+        slopes = out
+    expected = rng.noise(99, np.arange(base, base + n, dtype=np.uint64), 0.1, 0.3)
+    assert np.array_equal(slopes if op == "rrelu_backward" else out, expected if op == "rrelu_backward" else x * expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES)
+@pytest.mark.parametrize("op, reads, seed_bytes", [
+    ("leaky_relu", 1, 0), ("leaky_relu_backward", 2, 0), ("rrelu", 1, 8), ("rrelu_backward", 2, 8)])
+@pytest.mark.parametrize("n", [33, 65537, 10**6 + 3])
+def test_gm_traffic(op, reads, seed_bytes, dtype, n):
+    """n elements of s bytes: forward 2*n*s, gradients 3*n*s, no noise tensor; the seed is read
+    once per block; padding adds nothing (the tails move exact bytes with DataCopyPad)."""
+    run(op, dtype, n)
+    launch, s = sim.last_launch(), np.dtype(dtype).itemsize
+    assert launch.gm_bytes_out == n * s
+    assert launch.gm_bytes_in == reads * n * s + seed_bytes * launch.block_dim
+    assert sum(launch.block_bytes_out) == n * s and launch.peak_ub_bytes <= 192 * 1024
+    assert launch.peak_ub_bytes == ub_bytes(op, s, launch.tile_length)
+
+
+def test_float64_is_refused():
+    x = np.zeros(4)
+    with pytest.raises(TypeError, match="no float64"):
+        sim.leaky_relu(x, 0.1, np.empty_like(x))
+
+
+def test_other_platforms_run():
+    for platform in PLATFORMS:
+        with sim.launch_settings(platform=platform):
+            _, out, expected = run("rrelu", np.float32, 70001)
+        assert np.array_equal(out, expected)
+        assert sim.last_launch().block_dim == PLATFORMS[platform][0]
