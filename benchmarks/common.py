@@ -1,0 +1,257 @@
+"""Shared benchmark machinery: timing, saved-for-backward bytes, memory-copy ceiling, tables, plots.
+
+Every per-op script builds a list of `Row`s and hands it to `report()`, which prints the environment,
+writes `<name>.csv`, `<name>.md` and `<name>.png` into the output directory and prints the Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import statistics
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+
+import ascend_acts
+from ascend_acts import backends
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)  # 64 Ki, 1 Mi, 16 Mi elements; the headline is 16 Mi
+QUICK_SIZES = (1 << 12, 1 << 14)
+SIM_MAX_SIZE = 1 << 20  # the emulator interprets every vector instruction: too slow beyond ~1 Mi
+PHASES = ("forward", "backward", "forward+backward")
+
+
+@dataclass
+class Row:
+    op: str
+    impl: str  # "torch", "reference", "sim" or one of CEILINGS
+    size: int  # elements
+    phase: str
+    median_ms: float
+    gb_per_s: float  # minimal bytes the phase must move / median time
+    saved_bytes: int | None = None  # saved-for-backward, unique storages
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, two repeats")
+    parser.add_argument("--sizes", type=int, nargs="+", help=f"elements (default {DEFAULT_SIZES})")
+    parser.add_argument("--repeats", type=int, default=9, help="timed runs per measurement (median)")
+    parser.add_argument("--sim-max-size", type=int, default=SIM_MAX_SIZE,
+                        help="largest size run on the (slow) emulator backend")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where CSV/Markdown/PNG go")
+    return parser
+
+
+def resolve_sizes(args) -> list[int]:
+    if args.sizes:
+        return sorted(args.sizes)
+    if args.quick:
+        args.repeats = 2
+        return list(QUICK_SIZES)
+    return list(DEFAULT_SIZES)
+
+
+def environment() -> str:
+    return (f"torch {torch.__version__}, numpy {np.__version__}, ascend_acts {ascend_acts.__version__}; "
+            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+            f"torch.get_num_threads() = {torch.get_num_threads()} (default, not changed)")
+
+
+def median_ms(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
+    """Median wall time of fn() in milliseconds after `warmup` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def saved_bytes(forward: Callable[[], torch.Tensor]) -> int:
+    """Bytes autograd keeps for the backward of forward(): unique storages of the saved tensors
+    (a tensor saved twice, or the output that is also saved, counts once)."""
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        forward()
+    return sum(storages.values())
+
+
+def copy_ceiling_gb_per_s(size: int, dtype: torch.dtype, repeats: int, allocate: bool) -> float:
+    """What a plain read-one-write-one pass achieves here: `src.clone()` (allocates its output, as an
+    out-of-place op does, so it pays the same first-touch page faults) or `dst.copy_(src)` into a
+    preallocated buffer (the bandwidth ceiling proper)."""
+    src = torch.randn(size).to(dtype)
+    dst = torch.empty_like(src)
+    copy = src.clone if allocate else (lambda: dst.copy_(src))
+    milliseconds = median_ms(copy, repeats)
+    return 2 * src.nbytes / milliseconds / 1e6
+
+
+def backend_context(impl: str):
+    """A `with` context selecting the ascend_acts backend for impl (torch needs none)."""
+    return ascend_acts.use_backend(impl) if impl in backends.known_backends() else nullcontext()
+
+
+def available_impls(size: int, sim_max_size: int) -> tuple[list[str], dict[str, str]]:
+    """(impls to measure at this size, {impl: why it is left out})."""
+    impls, left_out = ["torch"], {}
+    for name in backends.known_backends():
+        reason = backends.unavailable_reason(name)
+        if reason is not None:
+            left_out[name] = reason
+        elif name == "sim" and size > sim_max_size:
+            left_out[name] = f"emulator measured only up to {sim_max_size:,} elements (slow)"
+        else:
+            impls.append(name)
+    return impls, left_out
+
+
+def measure_elementwise(op_name: str, impl: str, size: int, forward: Callable[[torch.Tensor], torch.Tensor],
+                        bytes_per_element: int, repeats: int) -> list[Row]:
+    """Forward, backward and forward+backward of an elementwise op of one input.
+
+    Minimal traffic: forward reads x and writes y; backward reads dy and the saved tensor, writes dx.
+    """
+    x = torch.randn(size, generator=torch.Generator().manual_seed(size))
+    grad = torch.randn(size, generator=torch.Generator().manual_seed(size + 1))
+    leaf = x.clone().requires_grad_()
+    traffic = {"forward": 2 * size * bytes_per_element, "backward": 3 * size * bytes_per_element}
+    traffic["forward+backward"] = traffic["forward"] + traffic["backward"]
+    with backend_context(impl):
+        output = forward(leaf)
+
+        def backward():
+            torch.autograd.grad(output, leaf, grad, retain_graph=True)
+
+        def forward_backward():
+            torch.autograd.grad(forward(leaf), leaf, grad)
+
+        timed = {"forward": lambda: forward(x), "backward": backward, "forward+backward": forward_backward}
+        kept = saved_bytes(lambda: forward(leaf))
+        rows = []
+        for phase in PHASES:
+            milliseconds = median_ms(timed[phase], repeats)
+            rows.append(Row(op_name, impl, size, phase, milliseconds, traffic[phase] / milliseconds / 1e6, kept))
+    return rows
+
+
+CEILINGS = {"clone ceiling": True, "copy_ ceiling": False}  # name -> allocates its output
+
+
+def copy_rows(op_name: str, size: int, bytes_per_element: int, repeats: int) -> list[Row]:
+    """The memory-copy ceilings expressed as the time each phase would take at copy bandwidth."""
+    passes = {"forward": 2, "backward": 3, "forward+backward": 5}
+    rows = []
+    for name, allocate in CEILINGS.items():
+        bandwidth = copy_ceiling_gb_per_s(size, torch.float32, repeats, allocate)
+        rows += [Row(op_name, name, size, phase, passes[phase] * size * bytes_per_element / bandwidth / 1e6,
+                     bandwidth) for phase in PHASES]
+    return rows
+
+
+def markdown_table(headers: list[str], rows: Iterable[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def comparison_table(rows: list[Row]) -> str:
+    """One line per (size, impl): the three phases side by side, each as ms and x torch."""
+    by_key = {(r.size, r.impl, r.phase): r for r in rows}
+    impl_order = ["torch", "reference", "sim", *CEILINGS]
+    lines = []
+    for size in sorted({r.size for r in rows}):
+        for impl in [i for i in impl_order if (size, i, "forward") in by_key]:
+            cells = [f"{size:,}", impl]
+            for phase in PHASES:
+                row, torch_row = by_key[(size, impl, phase)], by_key[(size, "torch", phase)]
+                cells.append(f"{row.median_ms:.3g} ({row.median_ms / torch_row.median_ms:.2f}x)")
+            cells.append(f"{by_key[(size, impl, 'forward')].gb_per_s:.1f}")
+            saved = by_key[(size, impl, "forward")].saved_bytes
+            torch_saved = by_key[(size, "torch", "forward")].saved_bytes
+            cells.append("-" if saved is None else f"{saved:,} ({saved / torch_saved:.2f}x)")
+            lines.append(cells)
+    headers = ["elements", "impl", "forward ms (x torch)", "backward ms (x torch)",
+               "fwd+bwd ms (x torch)", "forward GB/s", "saved bytes (x torch)"]
+    return markdown_table(headers, lines)
+
+
+def plot_phases(rows: list[Row], title: str, path: Path) -> None:
+    """Time vs size, one panel per phase, one line per impl (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(PHASES), figsize=(4.2 * len(PHASES), 3.6), sharey=True)
+    for ax, phase in zip(axes, PHASES):
+        for impl in dict.fromkeys(r.impl for r in rows):
+            points = sorted((r.size, r.median_ms) for r in rows if r.impl == impl and r.phase == phase)
+            style = "--" if impl in CEILINGS else "-o"
+            ax.plot(*zip(*points), style, label=impl, ms=4)
+        ax.set(xscale="log", yscale="log", title=phase, xlabel="elements")
+    axes[0].set_ylabel("median ms")
+    axes[0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def plot_bars(labels: list[str], panels: dict[str, list[float]], title: str, path: Path) -> None:
+    """One bar panel per quantity (e.g. time, saved bytes), one bar per label."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.2 + 0.25 * len(labels)))
+    for ax, (quantity, values) in zip(axes, panels.items()):
+        ax.barh(labels, values, color=[f"C{i}" for i in range(len(labels))])
+        ax.invert_yaxis()
+        ax.set(xlabel=quantity)
+    for ax in axes[1:]:
+        ax.set_yticklabels([])
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def write_csv(rows: list, path: Path) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=[f.name for f in fields(rows[0])])
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in rows)
+
+
+def report(name: str, title: str, rows: list, table: str, notes: list[str], out: Path,
+           plot: Callable[[Path], None] | None = None) -> None:
+    """Print and write <name>.md (title, environment, table, notes), <name>.csv and <name>.png."""
+    out.mkdir(parents=True, exist_ok=True)
+    markdown = "\n\n".join([f"### {title}", environment(), table] + (["\n".join(f"- {n}" for n in notes)]
+                                                                    if notes else []))
+    print(markdown)
+    (out / f"{name}.md").write_text(markdown + "\n")
+    write_csv(rows, out / f"{name}.csv")
+    if plot is not None:
+        plot(out / f"{name}.png")
+    print(f"\nwritten: {out / name}.{{md,csv{',png' if plot else ''}}}")
