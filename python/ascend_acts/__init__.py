@@ -2,9 +2,10 @@
 
 from . import nn, ops  # noqa: F401
 from .backends import available_backends, use_backend
+from .conv_bn import conv_bn_leaky_relu
 from .convert import convert
 from .functional import leaky_relu, rrelu
 
 __version__ = "0.1.0"
 
-__all__ = ["available_backends", "convert", "leaky_relu", "nn", "rrelu", "use_backend", "__version__"]
+__all__ = ["available_backends", "conv_bn_leaky_relu", "convert", "leaky_relu", "nn", "rrelu", "use_backend", "__version__"]

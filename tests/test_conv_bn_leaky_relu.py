@@ -1,0 +1,213 @@
+"""Fused Conv2d + BatchNorm2d + LeakyReLU against torch's composite (the oracle), train and eval."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ascend_acts
+
+# (N, C_in, C_out, H, W, kernel, stride, padding, dilation, groups, bias)
+GRID = [
+    (4, 3, 8, 16, 16, 4, 2, 1, 1, 1, False),   # DCGAN layer
+    (2, 8, 16, 9, 7, 4, 2, 1, 1, 1, False),    # odd sizes
+    (3, 4, 6, 5, 5, 1, 1, 0, 1, 1, True),      # 1x1
+    (2, 4, 8, 11, 10, 3, 1, "same", 1, 2, True),
+    (2, 6, 6, 12, 9, 3, 2, 2, 2, 3, False),    # dilation, groups
+    (1, 3, 5, 8, 8, 2, 1, "same", 1, 1, True), # even kernel: asymmetric "same"
+    (2, 2, 4, 7, 7, 3, (2, 1), (1, 0), 1, 1, True),
+]
+TOL = {torch.float64: 1e-10, torch.float32: 2e-4, torch.float16: 3e-2, torch.bfloat16: 1.5e-1}
+
+
+def pair(seed, config, dtype, slope=0.2):
+    n, cin, cout, h, w, k, stride, padding, dilation, groups, bias = config
+    torch.manual_seed(seed)
+    seq = nn.Sequential(nn.Conv2d(cin, cout, k, stride, padding, dilation, groups, bias), nn.BatchNorm2d(cout),
+                        nn.LeakyReLU(slope))
+    with torch.no_grad():
+        seq[1].weight.uniform_(0.5, 1.5), seq[1].bias.uniform_(-0.5, 0.5)
+        seq[1].running_mean.uniform_(-0.2, 0.2), seq[1].running_var.uniform_(0.5, 2)
+    seq = seq.to(dtype)
+    fused = ascend_acts.nn.ConvBNLeakyReLU2d(cin, cout, k, stride, padding, dilation, groups, bias,
+                                              negative_slope=slope).to(dtype)
+    fused.load_state_dict(seq.state_dict())
+    x = torch.randn(n, cin, h, w, dtype=torch.float64).to(dtype)
+    return seq, fused, x
+
+
+def params(seq_or_fused):
+    conv, bn = (seq_or_fused[0], seq_or_fused[1]) if isinstance(seq_or_fused, nn.Sequential) else \
+        (seq_or_fused.conv, seq_or_fused.bn)
+    return [p for p in (conv.weight, conv.bias, bn.weight, bn.bias) if p is not None]
+
+
+def close(a, b, dtype):
+    torch.testing.assert_close(a.double(), b.double(), rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("config", GRID, ids=lambda c: "x".join(map(str, c)))
+def test_matches_sequential(config, training, dtype):
+    seq, fused, x = pair(0, config, dtype)
+    seq.train(training), fused.train(training)
+    xs, xf = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ys, yf = seq(xs), fused(xf)
+    close(yf, ys, dtype)
+    grad = torch.randn_like(ys)
+    gs = torch.autograd.grad(ys, [xs, *params(seq)], grad)
+    gf = torch.autograd.grad(yf, [xf, *params(fused)], grad)
+    for a, b in zip(gf, gs):
+        close(a, b, dtype)
+    close(fused.bn.running_mean, seq[1].running_mean, dtype)
+    close(fused.bn.running_var, seq[1].running_var, dtype)
+    assert fused.bn.num_batches_tracked == seq[1].num_batches_tracked
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("training", [True, False])
+def test_half_types_no_worse_than_twice_torch(training, dtype):
+    """|ours - float64 reference| <= 2 |torch's same-dtype result - float64 reference| (+ a tiny floor)."""
+    seq64, fused, x = pair(1, GRID[0], torch.float64)
+    seq64.train(training)
+    reference = seq64(x)
+    seq_low = pair(1, GRID[0], dtype)[0].train(training)
+    fused = fused.to(dtype).train(training)
+    ours = (fused(x.to(dtype)).double() - reference).abs().max()
+    theirs = (seq_low(x.to(dtype)).double() - reference).abs().max()
+    assert ours <= 2 * theirs + 1e-3
+
+
+def test_no_running_stats_and_momentum_none():
+    seq, fused, x = pair(2, GRID[1], torch.float64)
+    seq[1].momentum = fused.bn.momentum = None
+    for _ in range(3):
+        close(fused(x), seq(x), torch.float64)
+    close(fused.bn.running_var, seq[1].running_var, torch.float64)
+    assert fused.bn.num_batches_tracked == 3
+    plain = nn.Sequential(nn.Conv2d(2, 4, 3), nn.BatchNorm2d(4, track_running_stats=False), nn.LeakyReLU()).double()
+    mine = ascend_acts.nn.ConvBNLeakyReLU2d.from_modules(*plain).eval()
+    plain.eval()
+    y = torch.randn(2, 2, 6, 6, dtype=torch.float64)
+    close(mine(y), plain(y), torch.float64)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("slope", [0.2, 0.0, -0.3])
+def test_gradcheck_float64(training, slope):
+    torch.manual_seed(3)
+    x = torch.randn(2, 2, 5, 5, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    gamma = torch.rand(3, dtype=torch.float64).add(0.5).requires_grad_()
+    beta = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    rm, rv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+
+    def fn(*args):
+        return ascend_acts.conv_bn_leaky_relu(args[0], args[1], args[2], None if training else rm,
+                                              None if training else rv, args[3], args[4], training=training,
+                                              negative_slope=slope, padding=1)
+
+    assert torch.autograd.gradcheck(fn, (x, w, b, gamma, beta))
+
+
+def test_zero_bn_weight_falls_back_and_is_correct():
+    seq, fused, x = pair(4, GRID[2], torch.float64)
+    with torch.no_grad():
+        seq[1].weight[1] = 0
+        fused.bn.weight[1] = 0
+    close(fused(x), seq(x), torch.float64)
+    gs = torch.autograd.grad(seq(x).sum(), params(seq))
+    gf = torch.autograd.grad(fused(x).sum(), params(fused))
+    for a, b in zip(gf, gs):
+        close(a, b, torch.float64)
+
+
+def saved_bytes(fn):
+    storages = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, sum(storages.values())
+
+
+def test_saves_less_than_the_composite():
+    seq, fused, x = pair(5, GRID[0], torch.float32)
+    x.requires_grad_()
+    out, ours = saved_bytes(lambda: fused(x))
+    _, theirs = saved_bytes(lambda: seq(x))
+    weight_bytes = fused.conv.weight.numel() * 4
+    statistics = 16 * fused.conv.out_channels * 8  # bn weight/bias, mean/invstd: O(C)
+    assert ours <= x.numel() * 4 + weight_bytes + out.numel() * 4 + statistics
+    assert ours < theirs
+
+
+def test_eval_fold_cache_refreshes_when_parameters_change():
+    seq, fused, x = pair(6, GRID[1], torch.float64)
+    seq.eval(), fused.eval()
+    with torch.no_grad():
+        close(fused(x), seq(x), torch.float64)
+        seq[1].running_mean.add_(0.5), fused.bn.running_mean.add_(0.5)
+        seq[0].weight.mul_(1.5), fused.conv.weight.mul_(1.5)
+        close(fused(x), seq(x), torch.float64)
+
+
+OPS = {
+    "train": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_train.default,
+                      (torch.randn(2, 3, 6, 6, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True),
+                       torch.randn(4, requires_grad=True), torch.rand(4).add(0.5).requires_grad_(),
+                       torch.randn(4, requires_grad=True), [1, 1], [1, 1, 1, 1], [1, 1], 1, 1e-5, 0.2, True)),
+    "train_backward": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_train_backward.default,
+                               (torch.randn(2, 4, 6, 6), torch.randn(2, 4, 6, 6), False, torch.randn(2, 3, 6, 6),
+                                torch.randn(4, 3, 3, 3), torch.ones(4), torch.zeros(4), torch.zeros(4), torch.ones(4),
+                                [1, 1], [1, 1, 1, 1], [1, 1], 1, 0.2)),
+    "eval": lambda: (torch.ops.ascend_acts.conv_bias_leaky_relu.default,
+                     (torch.randn(2, 4, 7, 7, requires_grad=True), torch.randn(6, 2, 3, 3, requires_grad=True),
+                      torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
+    "eval_backward": lambda: (torch.ops.ascend_acts.conv_bias_leaky_relu_backward.default,
+                              (torch.randn(2, 6, 3, 3), torch.randn(2, 4, 7, 7), torch.randn(6, 2, 3, 3),
+                               torch.randn(6), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
+}
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_opcheck(op):
+    torch.library.opcheck(*OPS[op]())
+
+
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("training", [True, False])
+def test_compile_fullgraph(compiler, training):
+    seq, fused, x = pair(7, GRID[0], torch.float32)
+    seq.train(training), fused.train(training)
+    compiled = torch.compile(fused, backend=compiler, fullgraph=True)
+    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    yc, ys = compiled(xc), seq(xs)
+    close(yc, ys, torch.float32)
+    (gc,) = torch.autograd.grad(yc.sum(), xc)
+    (gs,) = torch.autograd.grad(ys.sum(), xs)
+    close(gc, gs, torch.float32)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(input=torch.randn(2, 5, 8, 8)), "'weight' expects 3 input channels, 'input' has 5"),
+    (dict(input=torch.randn(3, 8, 8)), "'input' must be 4-D"),
+    (dict(groups=2), "groups \\(2\\) must divide"),
+    (dict(padding=-1), "'padding' must be non-negative"),
+    (dict(running_mean=torch.zeros(3)), "'running_mean' must have shape \\(4,\\)"),
+    (dict(bias=torch.zeros(5)), "'bias' must have shape \\(4,\\)"),
+    (dict(padding="same", stride=2), "padding='same' is not supported for strided"),
+])
+def test_bad_input_is_rejected_and_nothing_mutated(change, message):
+    args = dict(input=torch.randn(2, 3, 8, 8), weight=torch.randn(4, 3, 3, 3), bias=None,
+                running_mean=torch.zeros(4), running_var=torch.ones(4), training=True)
+    args.update(change)
+    before = [t.clone() for t in (args["running_mean"], args["running_var"])]
+    with pytest.raises(ValueError, match=message):
+        ascend_acts.conv_bn_leaky_relu(**args)
+    assert all(torch.equal(a, b) for a, b in zip(before, (args["running_mean"], args["running_var"])))
