@@ -47,7 +47,7 @@ def torch_discriminator(ndf: int) -> nn.Module:
 
 MODELS = {
     "torch": torch_discriminator,
-    "ascend_acts (convert: LeakyReLU)": lambda ndf: ascend_acts.convert(torch_discriminator(ndf)),
+    "ascend_acts (convert: fused Conv+BN+LeakyReLU, LeakyReLU)": lambda ndf: ascend_acts.convert(torch_discriminator(ndf)),
 }
 
 
