@@ -10,12 +10,10 @@ import argparse
 import time
 from pathlib import Path
 
-import torch
 
 import ascend_acts
 from ascend_acts import sine_gan
 
-EVAL_SAMPLES = 512
 
 
 def main(argv=None) -> None:
@@ -32,14 +30,10 @@ def main(argv=None) -> None:
 
     ascend_acts.use_backend(args.backend)
     start = time.perf_counter()
-    generator, _, history = sine_gan.train(steps=steps, batch=args.batch, negative_slope=args.slope,
-                                           seed=args.seed, progress=not args.quick)
-    real = sine_gan.real_signals(EVAL_SAMPLES, torch.Generator().manual_seed(7))
-    fake = sine_gan.sample(generator, EVAL_SAMPLES)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    sine_gan.plot(real, fake, history, args.out)
+    distance = sine_gan.run_demo(args.out, steps=steps, negative_slope=args.slope, seed=args.seed, batch=args.batch,
+                                 progress=not args.quick)
     print(f"{steps} steps, slope {args.slope}, backend {args.backend}: {time.perf_counter() - start:.1f} s")
-    print(f"sliced Wasserstein distance, generated vs real: {sine_gan.sliced_wasserstein(real, fake):.4f}")
+    print(f"sliced Wasserstein distance, generated vs real: {distance:.4f}")
     print(f"figure: {args.out.resolve()}")
 
 

@@ -12,12 +12,7 @@ def _demo(args) -> None:
 
     use_backend(args.backend)
     start = time.perf_counter()
-    generator, _, history = sine_gan.train(steps=args.steps, seed=args.seed)
-    real = sine_gan.real_signals(512, __import__("torch").Generator().manual_seed(7))
-    fake = sine_gan.sample(generator, 512)
-    distance = sine_gan.sliced_wasserstein(real, fake)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    sine_gan.plot(real, fake, history, args.out)
+    distance = sine_gan.run_demo(args.out, steps=args.steps, seed=args.seed)
     print(f"trained {args.steps} steps on backend '{args.backend}' in {time.perf_counter() - start:.1f} s")
     print(f"sliced Wasserstein distance, generated vs real signals: {distance:.4f}")
     print(f"figure: {args.out.resolve()}")

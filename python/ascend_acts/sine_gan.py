@@ -113,3 +113,18 @@ def plot(real: torch.Tensor, fake: torch.Tensor, history: History, path) -> None
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def run_demo(out, steps: int = 3000, negative_slope: float = 0.2, seed: int = 0, batch: int = 128,
+             progress: bool = True) -> float:
+    """Train, plot real vs generated signals and the losses to `out`; returns the sliced Wasserstein
+    distance between 512 generated and 512 real signals."""
+    from pathlib import Path
+
+    generator, _, history = train(steps=steps, batch=batch, negative_slope=negative_slope, seed=seed,
+                                  progress=progress)
+    real = real_signals(512, torch.Generator().manual_seed(7))
+    fake = sample(generator, 512)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    plot(real, fake, history, out)
+    return sliced_wasserstein(real, fake)
