@@ -4,7 +4,7 @@ The discriminator is built from ascend_acts: LeakyReLU(0.2) after the first conv
 Conv2d + BatchNorm2d + LeakyReLU block after the second. The generator uses the usual torch layers.
 Writes image grids, loss curves and checkpoints into --out.
 
-    python examples/dcgan.py                              # CPU, NumPy reference kernels, ~3 minutes
+    python examples/dcgan.py                              # CPU, NumPy reference kernels, ~4 minutes
     python examples/dcgan.py --backend sim --steps 50      # CPU, the AscendC kernels in the emulator
     python examples/dcgan.py --device npu                  # Ascend NPU (torch_npu + custom op package)
 """
@@ -48,7 +48,7 @@ def make_discriminator() -> nn.Module:
     """16x16 image -> 8x8 -> 4x4 -> one logit. No BatchNorm on the first layer, as in DCGAN."""
     return nn.Sequential(
         nn.Conv2d(1, 64, 4, 2, 1), ascend_acts.nn.LeakyReLU(SLOPE),
-        nn.Conv2d(64, 128, 4, 2, 1, bias=False), nn.BatchNorm2d(128), ascend_acts.nn.LeakyReLU(SLOPE),
+        ascend_acts.nn.ConvBNLeakyReLU2d(64, 128, 4, 2, 1, negative_slope=SLOPE),
         nn.Conv2d(128, 1, 4, 1, 0), nn.Flatten(),
     )
 
@@ -166,7 +166,7 @@ def main(argv=None) -> None:
     parser.add_argument("--device", choices=["cpu", "npu"], default="cpu")
     parser.add_argument("--backend", choices=["reference", "sim"], default="reference",
                         help="CPU kernels: NumPy reference or the AscendC kernels in the emulator")
-    parser.add_argument("--epochs", type=int, default=80, help="passes over the 1797 digits")
+    parser.add_argument("--epochs", type=int, default=30, help="passes over the 1797 digits")
     parser.add_argument("--steps", type=int, default=0, help="train this many steps instead of --epochs")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-4)
