@@ -5,16 +5,10 @@
 #pragma once
 
 #include "kernel_operator.h"
+#include "read_tiling.h"
 #include "../op_host/elementwise_tiling.h"
 
 namespace ascend_acts {
-
-// Copies the plain tiling struct the host wrote to GM (scalar reads work on every AscendC target).
-__aicore__ inline void ReadTiling(ElementwiseTiling& tiling, GM_ADDR gm) {
-    auto* src = reinterpret_cast<__gm__ uint32_t*>(gm);
-    auto* dst = reinterpret_cast<uint32_t*>(&tiling);
-    for (uint32_t i = 0; i < sizeof(ElementwiseTiling) / sizeof(uint32_t); ++i) dst[i] = src[i];
-}
 
 // Float views of one tile, handed to the activation.
 struct TileVectors {

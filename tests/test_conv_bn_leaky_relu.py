@@ -6,6 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
+from conftest import skip_unsupported
 
 # (N, C_in, C_out, H, W, kernel, stride, padding, dilation, groups, bias)
 GRID = [
@@ -49,7 +50,8 @@ def close(a, b, dtype):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("config", GRID, ids=lambda c: "x".join(map(str, c)))
-def test_matches_sequential(config, training, dtype):
+def test_matches_sequential(config, training, dtype, backend):
+    skip_unsupported(backend, dtype)
     seq, fused, x = pair(0, config, dtype)
     seq.train(training), fused.train(training)
     xs, xf = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -67,7 +69,7 @@ def test_matches_sequential(config, training, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("training", [True, False])
-def test_half_types_no_worse_than_twice_torch(training, dtype):
+def test_half_types_no_worse_than_twice_torch(training, dtype, backend):
     """|ours - float64 reference| <= 2 |torch's same-dtype result - float64 reference| (+ a tiny floor)."""
     seq64, fused, x = pair(1, GRID[0], torch.float64)
     seq64.train(training)
@@ -112,6 +114,19 @@ def test_gradcheck_float64(training, slope):
     assert torch.autograd.gradcheck(fn, (x, w, b, gamma, beta))
 
 
+@pytest.mark.parametrize("slope", [0.0, -0.3])
+def test_non_invertible_slope_keeps_conv_output(slope, backend):
+    """slope <= 0: the output does not determine the BN output, so the conv output is kept."""
+    seq, fused, x = pair(8, GRID[1], torch.float32, slope=slope)
+    xs, xf = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ys, yf = seq(xs), fused(xf)
+    close(yf, ys, torch.float32)
+    grad = torch.randn_like(ys)
+    for a, b in zip(torch.autograd.grad(yf, [xf, *params(fused)], grad),
+                    torch.autograd.grad(ys, [xs, *params(seq)], grad)):
+        close(a, b, torch.float32)
+
+
 def test_zero_bn_weight_falls_back_and_is_correct():
     seq, fused, x = pair(4, GRID[2], torch.float64)
     with torch.no_grad():
@@ -136,7 +151,7 @@ def saved_bytes(fn):
     return out, sum(storages.values())
 
 
-def test_saves_less_than_the_composite():
+def test_saves_less_than_the_composite(backend):
     seq, fused, x = pair(5, GRID[0], torch.float32)
     x.requires_grad_()
     out, ours = saved_bytes(lambda: fused(x))
@@ -176,13 +191,13 @@ OPS = {
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_opcheck(op):
+def test_opcheck(op, backend):
     torch.library.opcheck(*OPS[op]())
 
 
 @pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
 @pytest.mark.parametrize("training", [True, False])
-def test_compile_fullgraph(compiler, training):
+def test_compile_fullgraph(compiler, training, backend):
     seq, fused, x = pair(7, GRID[0], torch.float32)
     seq.train(training), fused.train(training)
     compiled = torch.compile(fused, backend=compiler, fullgraph=True)

@@ -11,6 +11,7 @@ struct ActsSimStats {
     uint64_t gmBytesIn, gmBytesOut, dataCopyCalls, vectorInstructions, vectorRepeats, peakUbBytes;
     uint32_t blockDim, tileLength;
     uint64_t blockBytesIn[64], blockBytesOut[64];
+    uint64_t bufferBytesIn[16], bufferBytesOut[16];  // per launch buffer, in the launcher's order
 };
 
 // 0: ran; 1: a rule was broken (`error` holds "rule\tmessage", `errorBlock` the block or -1); 2: bad arguments.

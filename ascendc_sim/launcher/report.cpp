@@ -16,10 +16,13 @@ int Report(const ascendc_sim::LaunchResult& result, ActsSimStats* stats, char* e
     const auto& c = result.counters;
     if (stats != nullptr) {
         *stats = ActsSimStats{c.gmBytesIn, c.gmBytesOut, c.dataCopyCalls, c.vectorInstructions, c.vectorRepeats,
-                              c.peakUbBytes, static_cast<uint32_t>(c.blockBytesIn.size()), 0, {}, {}};
+                              c.peakUbBytes, static_cast<uint32_t>(c.blockBytesIn.size()), 0, {}, {}, {}, {}};
         size_t blocks = std::min<size_t>(c.blockBytesIn.size(), 64);
         std::copy_n(c.blockBytesIn.begin(), blocks, stats->blockBytesIn);
         std::copy_n(c.blockBytesOut.begin(), blocks, stats->blockBytesOut);
+        size_t buffers = std::min<size_t>(result.bufferBytesIn.size(), 16);
+        std::copy_n(result.bufferBytesIn.begin(), buffers, stats->bufferBytesIn);
+        std::copy_n(result.bufferBytesOut.begin(), buffers, stats->bufferBytesOut);
     }
     if (result.ok) return ACTS_SIM_OK;
     std::string text = result.rule + "\t" + result.message;

@@ -31,7 +31,10 @@ GmBuffer* FindGm(const void* address, uint64_t bytes) {
     return nullptr;
 }
 
-void RecordGmRead(uint64_t bytes) {
+void RecordGmRead(const void* address, uint64_t bytes) {
+    GmBuffer* buffer = FindGm(address, bytes);
+    if (buffer == nullptr) Fail("gm_out_of_bounds", "read of " + std::to_string(bytes) + " bytes outside the launch's buffers");
+    buffer->bytesIn += bytes;
     auto& c = Ctx().counters;
     c.gmBytesIn += bytes;
     c.blockBytesIn[Ctx().blockIdx] += bytes;
@@ -54,6 +57,7 @@ void RecordGmWrite(const void* address, uint64_t bytes) {
             owner = block;
         }
     }
+    buffer->bytesOut += bytes;
     ctx.counters.gmBytesOut += bytes;
     ctx.counters.blockBytesOut[ctx.blockIdx] += bytes;
     ++ctx.counters.dataCopyCalls;
@@ -94,7 +98,7 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
         GmBuffer gm{static_cast<uint8_t*>(b.data), b.bytes, b.output, {}};
         if (b.output) {
             gm.owner.assign(b.bytes, -1);
-            std::memset(b.data, kPoison, b.bytes);
+            if (!b.keepContents) std::memset(b.data, kPoison, b.bytes);
         }
         context.gm.push_back(std::move(gm));
     }
@@ -129,6 +133,10 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
         result.block = inBlock ? static_cast<int64_t>(context.blockIdx) : -1;
     }
     result.counters = context.counters;
+    for (const auto& gm : context.gm) {
+        result.bufferBytesIn.push_back(gm.bytesIn);
+        result.bufferBytesOut.push_back(gm.bytesOut);
+    }
     g_context = nullptr;
     return result;
 }

@@ -72,6 +72,7 @@ struct GmBuffer {
     uint64_t bytes;
     bool output;
     std::vector<int16_t> owner;
+    uint64_t bytesIn = 0, bytesOut = 0;  // traffic of this buffer alone
 };
 
 class QueueBase;
@@ -93,7 +94,7 @@ struct Context {
 Context& Ctx();
 
 GmBuffer* FindGm(const void* address, uint64_t bytes);
-void RecordGmRead(uint64_t bytes);
+void RecordGmRead(const void* address, uint64_t bytes);
 void RecordGmWrite(const void* address, uint64_t bytes);
 void RecordVector(uint64_t bytes);
 uint32_t AllocateUb(uint32_t bytes, const char* what);

@@ -38,7 +38,7 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t co
     dst.Check(count, "DataCopy");
     src.CheckRange(0, count, "DataCopy");
     std::memcpy(dst.Address(), src.Address(), bytes);
-    ascendc_sim::RecordGmRead(bytes);
+    ascendc_sim::RecordGmRead(src.Address(), bytes);
 }
 
 template <typename T>
@@ -69,7 +69,7 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
             for (uint32_t i = 0; i < pad.rightPadding; ++i) row.Address()[pad.leftPadding + count + i] = pad.paddingValue;
         }
         std::memcpy(row.Address() + (pad.isPad ? pad.leftPadding : 0), src.Address() + first, params.blockLen);
-        ascendc_sim::RecordGmRead(params.blockLen);
+        ascendc_sim::RecordGmRead(src.Address() + first, params.blockLen);
     }
 }
 

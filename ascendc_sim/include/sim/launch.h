@@ -14,6 +14,7 @@ struct LaunchBuffer {
     void* data;
     uint64_t bytes;
     bool output;  // poisoned before the launch; every byte must be written by exactly one block
+    bool keepContents = false;  // an output the kernel also reads (updated in place): not poisoned
 };
 
 struct LaunchResult {
@@ -21,6 +22,7 @@ struct LaunchResult {
     std::string rule, message;
     int64_t block = -1;  // -1: a launch-level check
     Counters counters;
+    std::vector<uint64_t> bufferBytesIn, bufferBytesOut;  // per LaunchBuffer, in launch order
 };
 
 LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,

@@ -41,7 +41,7 @@ public:
     }
     T GetValue(uint64_t index) const {
         CheckRange(index, 1, "GetValue");
-        ascendc_sim::RecordGmRead(sizeof(T));
+        ascendc_sim::RecordGmRead(data_ + index, sizeof(T));
         return data_[index];
     }
     void SetValue(uint64_t index, T value) const {

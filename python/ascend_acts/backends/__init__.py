@@ -1,8 +1,9 @@
 """CPU kernel backends: which implementation runs the ops for CPU tensors.
 
 A backend is a module that exposes the kernel functions listed in `KERNELS` with the array interface of
-`ascend_acts.reference.activations`: contiguous NumPy arrays of one dtype in, results written into
-`out`. "reference" (NumPy, the default) is always there; "sim" runs the AscendC kernels of op_kernel/
+`ascend_acts.reference.activations` (contiguous NumPy arrays of one dtype in, results written into
+`out`) and those in `FUSED_KERNELS` with the tensor interface of the fused ops' schemas
+(`ascend_acts.backends.reference_conv_bn`). "reference" (NumPy, the default) is always there; "sim" runs the AscendC kernels of op_kernel/
 through our emulator when its library is built. Selection: `use_backend(name)` (a plain call or a
 context manager) or the environment variable ASCEND_ACTS_BACKEND.
 """
@@ -14,6 +15,8 @@ import os
 from types import ModuleType
 
 KERNELS = ("leaky_relu", "leaky_relu_backward", "rrelu", "rrelu_backward")
+FUSED_KERNELS = ("conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward", "conv_bias_leaky_relu",
+                 "conv_bias_leaky_relu_backward")
 
 # name -> module path; each module has `unavailable_reason() -> str | None`.
 _REGISTRY = {

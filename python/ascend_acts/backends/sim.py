@@ -37,7 +37,8 @@ class Stats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "gm_bytes_in", "gm_bytes_out", "datacopy_calls", "vector_instructions", "vector_repeats", "peak_ub_bytes")] + [
         ("block_dim", ctypes.c_uint32), ("tile_length", ctypes.c_uint32),
-        ("block_bytes_in", ctypes.c_uint64 * 64), ("block_bytes_out", ctypes.c_uint64 * 64)]
+        ("block_bytes_in", ctypes.c_uint64 * 64), ("block_bytes_out", ctypes.c_uint64 * 64),
+        ("buffer_bytes_in", ctypes.c_uint64 * 16), ("buffer_bytes_out", ctypes.c_uint64 * 16)]
 
 
 class ElementwiseTiling(ctypes.Structure):
@@ -48,9 +49,19 @@ class ElementwiseTiling(ctypes.Structure):
                 ("slope", ctypes.c_float), ("lower", ctypes.c_float), ("span", ctypes.c_float)]
 
 
+class BatchNormTiling(ctypes.Structure):
+    """Mirror of op_host/batch_norm_leaky_relu_tiling.h's BatchNormLeakyReluTiling."""
+    _fields_ = [("batch", ctypes.c_uint32), ("channels", ctypes.c_uint32), ("plane_size", ctypes.c_uint64)] + [
+        (name, ctypes.c_uint32) for name in ("used_core_num", "channels_per_core", "big_core_count", "tile_length",
+                                             "stats_length", "reduce_work_length")] + [
+        ("negative_slope", ctypes.c_float), ("eps", ctypes.c_float), ("momentum", ctypes.c_float),
+        ("update_running_stats", ctypes.c_uint32), ("inverse_count", ctypes.c_float),
+        ("unbias_factor", ctypes.c_float)]
+
+
 @dataclass(frozen=True)
 class Launch:
-    """Counters of one kernel launch."""
+    """Counters of one kernel launch; `buffer_bytes_in/out` map each GM buffer of the launch to its traffic."""
     kernel: str
     gm_bytes_in: int
     gm_bytes_out: int
@@ -62,6 +73,8 @@ class Launch:
     tile_length: int
     block_bytes_in: tuple[int, ...]
     block_bytes_out: tuple[int, ...]
+    buffer_bytes_in: dict[str, int]
+    buffer_bytes_out: dict[str, int]
 
 
 def library_path(name: str = "_sim") -> Path:
@@ -84,6 +97,9 @@ def _lib() -> ctypes.CDLL:
         _library = load_library()
         _library.acts_sim_elementwise.restype = ctypes.c_int
         _library.acts_sim_elementwise_tiling.restype = ctypes.c_int
+        _library.acts_sim_batch_norm_tiling.restype = ctypes.c_int
+        _library.acts_sim_batch_norm_leaky_relu.restype = ctypes.c_int
+        _library.acts_sim_batch_norm_leaky_relu_grad.restype = ctypes.c_int
         _library.acts_sim_platform_name.restype = ctypes.c_char_p
     return _library
 
@@ -144,11 +160,14 @@ def raise_for_status(status: int, kernel: str, error: ctypes.Array, block: ctype
         raise ValueError(f"{kernel}: arguments rejected by the emulator library")
 
 
-def launch_from_stats(kernel: str, stats: Stats) -> Launch:
+def launch_from_stats(kernel: str, stats: Stats, buffers: tuple[str, ...] = ()) -> Launch:
+    """`buffers` names the launch's GM buffers in the launcher's order."""
     blocks = min(stats.block_dim, 64)
     return Launch(kernel, stats.gm_bytes_in, stats.gm_bytes_out, stats.datacopy_calls, stats.vector_instructions,
                   stats.vector_repeats, stats.peak_ub_bytes, stats.block_dim, stats.tile_length,
-                  tuple(stats.block_bytes_in[:blocks]), tuple(stats.block_bytes_out[:blocks]))
+                  tuple(stats.block_bytes_in[:blocks]), tuple(stats.block_bytes_out[:blocks]),
+                  {name: stats.buffer_bytes_in[i] for i, name in enumerate(buffers)},
+                  {name: stats.buffer_bytes_out[i] for i, name in enumerate(buffers)})
 
 
 def _run(op: str, out, first, second=None, seed: int = 0, slope=0.0, lower=0.0, span=0.0, index_base: int = 0):
@@ -175,7 +194,9 @@ def _run(op: str, out, first, second=None, seed: int = 0, slope=0.0, lower=0.0, 
         ctypes.c_uint64(index_base), ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES), ctypes.byref(block))
     kernel = "acts_" + op.replace("_backward", "_grad")
     raise_for_status(status, kernel, error, block)
-    _last = launch_from_stats(kernel, stats)
+    names = ("input", "output", "tiling") + (("saved",) if second is not None else ()) + (
+        ("seed",) if op.startswith("rrelu") else ())
+    _last = launch_from_stats(kernel, stats, names)
     if target is not out:
         np.copyto(out, target)
 
@@ -201,3 +222,97 @@ def rrelu(x, lower: float, upper: float, seed: int, out, index_base: int = 0) ->
 def rrelu_backward(grad, saved, lower: float, upper: float, seed: int, out, index_base: int = 0) -> None:
     lo, span = _bounds(lower, upper)
     _run("rrelu_backward", out, grad, saved, seed=seed, lower=lo, span=span, index_base=index_base)
+
+
+# --- BatchNorm + LeakyReLU training kernels (the fused Conv+BN+LeakyReLU after the platform's conv) ---
+def _dtype_code(a: np.ndarray) -> int:
+    code = _DTYPE_CODES.get(a.dtype)
+    if code is None:
+        raise TypeError(f"the AscendC kernels take float32, float16 or bfloat16, got {a.dtype}")
+    return code
+
+
+def _stats_array(a: np.ndarray, name: str) -> np.ndarray:
+    if a.dtype != np.float32 or not a.flags.c_contiguous:
+        raise TypeError(f"{name}: the kernels keep per-channel statistics as contiguous float32")
+    return a
+
+
+def _nchw(a: np.ndarray) -> tuple[int, int, int]:
+    n, c = a.shape[:2]
+    return n, c, int(np.prod(a.shape[2:], dtype=np.int64))
+
+
+def batch_norm_tiling(backward: bool, shape: tuple[int, ...], element_size: int, platform: str = "ascend910b1",
+                      vector_cores: int = 0) -> BatchNormTiling:
+    """The op_host tiling of the BatchNorm + LeakyReLU kernels (for inspection and tests)."""
+    n, c = shape[:2]
+    plane = int(np.prod(shape[2:], dtype=np.int64))
+    tiling = BatchNormTiling()
+    status = _lib().acts_sim_batch_norm_tiling(
+        ctypes.c_uint32(int(backward)), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
+        ctypes.c_uint32(element_size), ctypes.c_uint32(platforms().index(platform)), ctypes.c_uint32(vector_cores),
+        ctypes.c_float(0.2), ctypes.c_float(1e-5), ctypes.c_float(0.1), ctypes.c_uint32(1), ctypes.byref(tiling))
+    if status != 0:
+        raise ValueError(f"no BatchNorm tiling for shape {tuple(shape)} with {element_size}-byte elements on {platform}")
+    return tiling
+
+
+def _pointer(a):
+    return ctypes.c_void_p(a.ctypes.data) if a is not None else None
+
+
+def _launch_batch_norm(function: str, kernel: str, names: tuple[str, ...], *arguments) -> None:
+    global _last
+    stats, error, block = Stats(), ctypes.create_string_buffer(_ERROR_BYTES), ctypes.c_int64(-1)
+    status = getattr(_lib(), function)(*arguments, ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES),
+                                       ctypes.byref(block))
+    raise_for_status(status, kernel, error, block)
+    _last = launch_from_stats(kernel, stats, names)
+
+
+def batch_norm_leaky_relu_forward(x, gamma, beta, running_mean, running_var, negative_slope: float, eps: float,
+                                  momentum: float, update_running_stats: bool, out, save_mean, save_invstd) -> None:
+    """out = leaky_relu(batch_norm(x) * gamma + beta) over NC(spatial) `x`; batch mean and 1/sqrt(var + eps)
+    into save_mean/save_invstd; running stats (float32) updated in place when update_running_stats."""
+    n, c, plane = _nchw(x)
+    arrays = {"gamma": gamma, "beta": beta, "save_mean": save_mean, "save_invstd": save_invstd}
+    if update_running_stats:
+        arrays.update(running_mean=running_mean, running_var=running_var)
+    for name, a in arrays.items():
+        _stats_array(a, name)
+    names = ("x", "gamma", "beta", "out", "save_mean", "save_invstd", "tiling") + (
+        ("running_mean", "running_var") if update_running_stats else ())
+    _launch_batch_norm(
+        "acts_sim_batch_norm_leaky_relu", "acts_batch_norm_leaky_relu", names,
+        ctypes.c_uint32(_dtype_code(x)), ctypes.c_uint32(_settings["platform"]),
+        ctypes.c_uint32(_settings["vector_cores"]), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
+        _pointer(x), _pointer(gamma), _pointer(beta), _pointer(running_mean if update_running_stats else None),
+        _pointer(running_var if update_running_stats else None), _pointer(out), _pointer(save_mean),
+        _pointer(save_invstd), ctypes.c_float(negative_slope), ctypes.c_float(eps), ctypes.c_float(momentum),
+        ctypes.c_uint32(int(update_running_stats)))
+
+
+def batch_norm_leaky_relu_backward(grad_out, output, gamma, beta, invstd, negative_slope: float, grad_input,
+                                   grad_gamma, grad_beta) -> None:
+    """Gradients of x, gamma, beta from the forward's output (needs negative_slope > 0 and no zero gamma)."""
+    if not negative_slope > 0:
+        raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got {negative_slope}")
+    n, c, plane = _nchw(grad_out)
+    for name, a in {"gamma": gamma, "beta": beta, "invstd": invstd, "grad_gamma": grad_gamma,
+                    "grad_beta": grad_beta}.items():
+        _stats_array(a, name)
+    if not np.all(gamma != 0):
+        raise ValueError("gamma: the output-based backward divides by gamma; a zero entry needs the conv output kept")
+    names = ("grad_out", "output", "gamma", "beta", "invstd", "grad_input", "grad_gamma", "grad_beta", "tiling")
+    _launch_batch_norm(
+        "acts_sim_batch_norm_leaky_relu_grad", "acts_batch_norm_leaky_relu_grad", names,
+        ctypes.c_uint32(_dtype_code(grad_out)), ctypes.c_uint32(_settings["platform"]),
+        ctypes.c_uint32(_settings["vector_cores"]), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
+        _pointer(grad_out), _pointer(output), _pointer(gamma), _pointer(beta), _pointer(invstd), _pointer(grad_input),
+        _pointer(grad_gamma), _pointer(grad_beta), ctypes.c_float(negative_slope))
+
+
+# the fused Conv+BN+LeakyReLU ops (backends.FUSED_KERNELS)
+from .sim_conv_bn import (  # noqa: E402,F401
+    conv_bias_leaky_relu, conv_bias_leaky_relu_backward, conv_bn_leaky_relu_train, conv_bn_leaky_relu_train_backward)

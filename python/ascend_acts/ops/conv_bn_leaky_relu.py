@@ -4,15 +4,15 @@ Training keeps the post-activation output (InPlace-ABN) when the activation and 
 inverted (negative_slope > 0, no zero bn_weight; the caller decides with `save_output`); otherwise it
 keeps the conv output. Eval runs the conv with BN folded into weight and bias; its backward recomputes
 the pre-activation, so nothing but the input and the folded weight is kept.
-CPU kernels: the NumPy reference (the emulator has no kernels for these ops yet).
+CPU kernels: the selected backend's (NumPy reference, or on "sim" the platform conv + the AscendC
+BatchNorm+LeakyReLU kernels on the emulator).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-from ..reference import conv_bn as reference
+from .. import backends
 from ._library import lib
 
 _GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
@@ -39,14 +39,6 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _array(t: torch.Tensor | None, dtype: torch.dtype):
-    return None if t is None else t.detach().to(dtype).contiguous().numpy()
-
-
-def _tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-    return torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
-
-
 def output_shape(input: torch.Tensor, weight: torch.Tensor, stride, padding, dilation) -> list:
     sizes = []
     for axis in range(2):
@@ -55,46 +47,17 @@ def output_shape(input: torch.Tensor, weight: torch.Tensor, stride, padding, dil
     return [input.shape[0], weight.shape[0], *sizes]
 
 
-# --- CPU kernels -------------------------------------------------------------------------------
-@torch.library.impl(lib, "conv_bn_leaky_relu_train", "CPU")
-def _train_cpu(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps, negative_slope,
-               save_output):
-    c = compute_dtype(input.dtype)
-    out, conv_out, mean, invstd = reference.train_forward(
-        _array(input, c), _array(weight, c), _array(bias, c), _array(bn_weight, c), _array(bn_bias, c),
-        stride, padding, dilation, groups, eps, negative_slope)
-    stats = torch.empty(0, dtype=c)
-    kept = torch.empty(0, dtype=input.dtype) if save_output else _tensor(conv_out, input)
-    return _tensor(out, input), kept, _tensor(mean, stats), _tensor(invstd, stats)
+# --- CPU kernels: the selected backend's (backends.FUSED_KERNELS) -------------------------------
+def _register_cpu(op: str) -> None:
+    def kernel(*args):
+        return getattr(backends.current_backend(), op)(*args)
+
+    kernel.__name__ = f"{op}_cpu"
+    torch.library.impl(lib, op, "CPU")(kernel)
 
 
-@torch.library.impl(lib, "conv_bn_leaky_relu_train_backward", "CPU")
-def _train_backward_cpu(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd, stride,
-                        padding, dilation, groups, negative_slope):
-    c = compute_dtype(input.dtype)
-    grads = reference.train_backward(
-        _array(grad_out, c), _array(saved, c), saved_is_output, _array(input, c), _array(weight, c),
-        _array(bn_weight, c), _array(bn_bias, c), _array(mean, c), _array(invstd, c), stride, padding, dilation,
-        groups, negative_slope)
-    likes = (input, weight, weight, bn_weight, bn_bias)
-    return tuple(_tensor(g, like) for g, like in zip(grads, likes))
-
-
-@torch.library.impl(lib, "conv_bias_leaky_relu", "CPU")
-def _eval_cpu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    c = compute_dtype(input.dtype)
-    out = reference.conv_bias_leaky_relu(_array(input, c), _array(weight, c), _array(bias, c), stride, padding,
-                                         dilation, groups, negative_slope)
-    return _tensor(out, input)
-
-
-@torch.library.impl(lib, "conv_bias_leaky_relu_backward", "CPU")
-def _eval_backward_cpu(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    c = compute_dtype(input.dtype)
-    grads = reference.conv_bias_leaky_relu_backward(
-        _array(grad_out, c), _array(input, c), _array(weight, c), _array(bias, c), stride, padding, dilation, groups,
-        negative_slope)
-    return tuple(_tensor(g, like) for g, like in zip(grads, (input, weight, bias)))
+for _op in backends.FUSED_KERNELS:
+    _register_cpu(_op)
 
 
 # --- fake kernels ------------------------------------------------------------------------------

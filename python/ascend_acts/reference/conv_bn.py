@@ -96,6 +96,14 @@ def train_backward(grad_out, saved, saved_is_output, x, weight, gamma, beta, mea
                    groups, slope):
     """Gradients for (input, weight, bias, gamma, beta). `saved` is the output when saved_is_output,
     else the conv output."""
+    dy, grad_gamma, grad_beta = batch_norm_leaky_relu_backward(grad_out, saved, saved_is_output, gamma, beta, mean,
+                                                               invstd, slope)
+    grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, weight, stride, padding, dilation, groups)
+    return grad_input, grad_weight, grad_bias, grad_gamma, grad_beta
+
+
+def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_output, gamma, beta, mean, invstd, slope):
+    """Gradients for (conv output, gamma, beta) of the BN + LeakyReLU part."""
     if saved_is_output:
         z = np.where(saved > 0, saved, saved / saved.dtype.type(slope))
         xhat = (z - _channel(beta)) / _channel(gamma)
@@ -108,8 +116,7 @@ def train_backward(grad_out, saved, saved_is_output, x, weight, gamma, beta, mea
     dxhat = dz * _channel(gamma)
     dy = _channel(invstd) * (dxhat - dxhat.mean(axis=(0, 2, 3), keepdims=True)
                               - xhat * (dxhat * xhat).mean(axis=(0, 2, 3), keepdims=True))
-    grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, weight, stride, padding, dilation, groups)
-    return grad_input, grad_weight, grad_bias, grad_gamma, grad_beta
+    return dy, grad_gamma, grad_beta
 
 
 def conv_bias_leaky_relu(x, weight, bias, stride, padding, dilation, groups, slope):

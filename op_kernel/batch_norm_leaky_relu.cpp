@@ -1,0 +1,216 @@
+// BatchNorm2d (training: batch statistics) + LeakyReLU forward, on the output of the convolution.
+//
+//   out = leaky_relu((x - mean) * invstd * gamma + beta, slope),  mean/var over N, H, W per channel
+//
+// Each core owns whole channels (see batch_norm_leaky_relu_tiling.h), so the reduction needs no
+// cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
+// channel's first element (the shifted-data variance: no cancellation when |mean| >> std); (2)
+// normalise + affine + LeakyReLU and the single write of `out`. GM traffic: x read twice, out written
+// once, O(C) floats of statistics. Half types are computed in float32 and rounded once (RINT).
+//
+// Outputs besides `out`: save_mean, save_invstd (for the backward and for torch's BN semantics) and,
+// when updateRunningStats, running_mean / running_var updated in place (unbiased variance).
+#include "batch_norm_leaky_relu_common.h"
+
+using namespace AscendC;
+
+namespace ascend_acts {
+namespace {
+
+using batch_norm_kernel::ChannelStats;
+using batch_norm_kernel::PlaneTile;
+
+enum class ForwardSlot : uint32_t {
+    SumShifted, SumSquaresShifted, Shift, Gamma, Beta, RunningMean, RunningVar, Mean, Variance, InvStd, Scale,
+    Bias,
+};
+static_assert(static_cast<uint32_t>(ForwardSlot::Bias) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
+
+template <typename T>
+class BatchNormLeakyReluForward {
+public:
+    __aicore__ inline void Init(GM_ADDR x, GM_ADDR gamma, GM_ADDR beta, GM_ADDR runningMean, GM_ADDR runningVar,
+                                GM_ADDR out, GM_ADDR saveMean, GM_ADDR saveInvStd,
+                                const BatchNormLeakyReluTiling& tiling) {
+        tiling_ = tiling;
+        batch_norm_kernel::ChannelRange(tiling_, GetBlockIdx(), firstChannel_, channelCount_);
+        uint64_t total = uint64_t(tiling_.batch) * tiling_.channels * tiling_.planeSize;
+        xGm_.SetGlobalBuffer((__gm__ T*)x, total);
+        outGm_.SetGlobalBuffer((__gm__ T*)out, total);
+        gammaGm_.SetGlobalBuffer((__gm__ float*)gamma + firstChannel_, channelCount_);
+        betaGm_.SetGlobalBuffer((__gm__ float*)beta + firstChannel_, channelCount_);
+        saveMeanGm_.SetGlobalBuffer((__gm__ float*)saveMean + firstChannel_, channelCount_);
+        saveInvStdGm_.SetGlobalBuffer((__gm__ float*)saveInvStd + firstChannel_, channelCount_);
+        if (tiling_.updateRunningStats) {
+            runningMeanGm_.SetGlobalBuffer((__gm__ float*)runningMean + firstChannel_, channelCount_);
+            runningVarGm_.SetGlobalBuffer((__gm__ float*)runningVar + firstChannel_, channelCount_);
+        }
+        uint32_t tile = tiling_.tileLength;
+        pipe_.InitBuffer(inQueue_, batch_norm_tiling::kBufferNum, tile * sizeof(T));
+        pipe_.InitBuffer(outQueue_, batch_norm_tiling::kBufferNum, tile * sizeof(T));
+        pipe_.InitBuffer(valuesBuf_, tile * sizeof(float));
+        pipe_.InitBuffer(squaresBuf_, tile * sizeof(float));
+        pipe_.InitBuffer(sumBuf_, tile * sizeof(float));
+        pipe_.InitBuffer(sumSquaresBuf_, tile * sizeof(float));
+        pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
+        stats_.Init(pipe_, tiling_.statsLength);
+    }
+
+    __aicore__ inline void Process() {
+        for (uint32_t local = 0; local < channelCount_; ++local) AccumulateChannel(local);
+        ComputeChannelAffine();
+        for (uint32_t local = 0; local < channelCount_; ++local) NormalizeChannel(local);
+    }
+
+private:
+    // Pass 1: per-lane sums over the channel's tiles, then one reduction per sum.
+    __aicore__ inline void AccumulateChannel(uint32_t local) {
+        LocalTensor<float> values = valuesBuf_.Get<float>();
+        LocalTensor<float> squares = squaresBuf_.Get<float>();
+        LocalTensor<float> sum = sumBuf_.Get<float>();
+        LocalTensor<float> sumSquares = sumSquaresBuf_.Get<float>();
+        Duplicate(sum, 0.0f, tiling_.tileLength);
+        Duplicate(sumSquares, 0.0f, tiling_.tileLength);
+        bool first = true;
+        float shift = 0.0f;
+        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) {
+            LoadAsFloat(values, tile);
+            if (first) {
+                PipeBarrier<PIPE_ALL>();
+                shift = values.GetValue(0);
+                first = false;
+            }
+            Adds(values, values, -shift, tile.count);
+            Mul(squares, values, values, tile.count);
+            Add(sum, sum, values, tile.count);
+            Add(sumSquares, sumSquares, squares, tile.count);
+        });
+        LocalTensor<float> work = reduceWorkBuf_.Get<float>();
+        float total = batch_norm_kernel::SumToScalar(values, sum, work, tiling_.tileLength);
+        float totalSquares = batch_norm_kernel::SumToScalar(values, sumSquares, work, tiling_.tileLength);
+        stats_[ForwardSlot::SumShifted].SetValue(local, total);
+        stats_[ForwardSlot::SumSquaresShifted].SetValue(local, totalSquares);
+        stats_[ForwardSlot::Shift].SetValue(local, shift);
+    }
+
+    // Per channel of the core, vectorised over the channels: mean, invstd, the affine out = x*scale+bias,
+    // and the running statistics; written to GM once.
+    __aicore__ inline void ComputeChannelAffine() {
+        const uint32_t n = channelCount_;
+        float inverseCount = tiling_.inverseCount;
+        LocalTensor<float> mean = stats_[ForwardSlot::Mean];
+        LocalTensor<float> variance = stats_[ForwardSlot::Variance];
+        LocalTensor<float> invStd = stats_[ForwardSlot::InvStd];
+        LocalTensor<float> scale = stats_[ForwardSlot::Scale];
+        LocalTensor<float> bias = stats_[ForwardSlot::Bias];
+        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Gamma], gammaGm_, n);
+        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Beta], betaGm_, n);
+        PipeBarrier<PIPE_ALL>();
+
+        // var = E[(x-shift)^2] - E[x-shift]^2 (>= 0), mean = E[x-shift] + shift
+        Muls(mean, stats_[ForwardSlot::SumShifted], inverseCount, n);
+        Muls(variance, stats_[ForwardSlot::SumSquaresShifted], inverseCount, n);
+        Mul(scale, mean, mean, n);
+        Sub(variance, variance, scale, n);
+        Maxs(variance, variance, 0.0f, n);
+        Add(mean, mean, stats_[ForwardSlot::Shift], n);
+        // invstd = 1 / sqrt(var + eps)
+        Adds(scale, variance, tiling_.eps, n);
+        Sqrt(scale, scale, n);
+        Duplicate(invStd, 1.0f, n);
+        Div(invStd, invStd, scale, n);
+        // out = x * scale + bias with scale = gamma * invstd, bias = beta - mean * scale
+        Mul(scale, stats_[ForwardSlot::Gamma], invStd, n);
+        Mul(bias, mean, scale, n);
+        Sub(bias, stats_[ForwardSlot::Beta], bias, n);
+        PipeBarrier<PIPE_ALL>();
+        batch_norm_kernel::CopyOut(saveMeanGm_, mean, n);
+        batch_norm_kernel::CopyOut(saveInvStdGm_, invStd, n);
+        if (tiling_.updateRunningStats) UpdateRunningStats(mean, variance);
+    }
+
+    // running = (1 - momentum) * running + momentum * batch value; the variance unbiased (n / (n - 1)).
+    __aicore__ inline void UpdateRunningStats(const LocalTensor<float>& mean, const LocalTensor<float>& variance) {
+        const uint32_t n = channelCount_;
+        LocalTensor<float> runningMean = stats_[ForwardSlot::RunningMean];
+        LocalTensor<float> runningVar = stats_[ForwardSlot::RunningVar];
+        batch_norm_kernel::CopyIn(runningMean, runningMeanGm_, n);
+        batch_norm_kernel::CopyIn(runningVar, runningVarGm_, n);
+        PipeBarrier<PIPE_ALL>();
+        LocalTensor<float> scratch = stats_[ForwardSlot::SumShifted];  // no longer needed
+        float keep = 1.0f - tiling_.momentum;
+        Muls(runningMean, runningMean, keep, n);
+        Muls(scratch, mean, tiling_.momentum, n);
+        Add(runningMean, runningMean, scratch, n);
+        Muls(runningVar, runningVar, keep, n);
+        Muls(scratch, variance, tiling_.momentum * tiling_.unbiasFactor, n);
+        Add(runningVar, runningVar, scratch, n);
+        PipeBarrier<PIPE_ALL>();
+        batch_norm_kernel::CopyOut(runningMeanGm_, runningMean, n);
+        batch_norm_kernel::CopyOut(runningVarGm_, runningVar, n);
+    }
+
+    // Pass 2: out = leaky_relu(x * scale + bias), rounded once to T.
+    __aicore__ inline void NormalizeChannel(uint32_t local) {
+        PipeBarrier<PIPE_ALL>();
+        float scale = stats_[ForwardSlot::Scale].GetValue(local);
+        float bias = stats_[ForwardSlot::Bias].GetValue(local);
+        LocalTensor<float> values = valuesBuf_.Get<float>();
+        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) {
+            LoadAsFloat(values, tile);
+            Muls(values, values, scale, tile.count);
+            Adds(values, values, bias, tile.count);
+            LeakyRelu(values, values, tiling_.negativeSlope, tile.count);
+            StoreFromFloat(values, tile);
+        });
+    }
+
+    __aicore__ inline void LoadAsFloat(const LocalTensor<float>& values, const PlaneTile& tile) {
+        LocalTensor<T> staged = inQueue_.template AllocTensor<T>();
+        batch_norm_kernel::CopyIn(staged, xGm_[tile.offset], tile.count);
+        inQueue_.EnQue(staged);
+        staged = inQueue_.template DeQue<T>();
+        if constexpr (IsSameType<T, float>::value) {
+            Muls(values, staged, 1.0f, tile.count);  // exact copy, keeps -0.0
+        } else {
+            Cast(values, staged, RoundMode::CAST_NONE, tile.count);
+        }
+        inQueue_.FreeTensor(staged);
+    }
+
+    __aicore__ inline void StoreFromFloat(const LocalTensor<float>& values, const PlaneTile& tile) {
+        LocalTensor<T> staged = outQueue_.template AllocTensor<T>();
+        if constexpr (IsSameType<T, float>::value) {
+            Muls(staged, values, 1.0f, tile.count);
+        } else {
+            Cast(staged, values, RoundMode::CAST_RINT, tile.count);
+        }
+        outQueue_.EnQue(staged);
+        staged = outQueue_.template DeQue<T>();
+        batch_norm_kernel::CopyOut(outGm_[tile.offset], staged, tile.count);
+        outQueue_.FreeTensor(staged);
+    }
+
+    BatchNormLeakyReluTiling tiling_;
+    uint32_t firstChannel_ = 0, channelCount_ = 0;
+    TPipe pipe_;
+    TQue<QuePosition::VECIN, batch_norm_tiling::kBufferNum> inQueue_;
+    TQue<QuePosition::VECOUT, batch_norm_tiling::kBufferNum> outQueue_;
+    TBuf<TPosition::VECCALC> valuesBuf_, squaresBuf_, sumBuf_, sumSquaresBuf_, reduceWorkBuf_;
+    ChannelStats<ForwardSlot> stats_;
+    GlobalTensor<T> xGm_, outGm_;
+    GlobalTensor<float> gammaGm_, betaGm_, runningMeanGm_, runningVarGm_, saveMeanGm_, saveInvStdGm_;
+};
+
+}  // namespace
+}  // namespace ascend_acts
+
+extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu(GM_ADDR x, GM_ADDR gamma, GM_ADDR beta,
+                                                                 GM_ADDR runningMean, GM_ADDR runningVar, GM_ADDR out,
+                                                                 GM_ADDR saveMean, GM_ADDR saveInvStd,
+                                                                 GM_ADDR workspace, GM_ADDR tiling) {
+    ascend_acts::BatchNormLeakyReluTiling t;
+    ascend_acts::ReadTiling(t, tiling);
+    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluForward>(x, gamma, beta, runningMean, runningVar, out,
+                                                                        saveMean, saveInvStd, t);
+}

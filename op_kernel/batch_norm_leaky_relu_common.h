@@ -1,0 +1,86 @@
+// Shared by the BatchNorm + LeakyReLU training kernels (forward and backward): a core's channel range,
+// the walk over one channel's tiles, and the per-core statistics arrays in UB.
+//
+// Layout: NCHW, so channel c is N planes of H*W contiguous elements, plane n at (n * C + c) * H*W.
+// Tiles never cross planes; the last tile of a plane may be short, and is moved with DataCopyPad.
+#pragma once
+
+#include "kernel_operator.h"
+#include "read_tiling.h"
+#include "../op_host/batch_norm_leaky_relu_tiling.h"
+
+namespace ascend_acts {
+namespace batch_norm_kernel {
+
+// One tile of a channel: its GM offset (elements) and its length.
+struct PlaneTile {
+    uint64_t offset;
+    uint32_t count;
+};
+
+// Visits the tiles of channel `channel` in a fixed order (plane by plane, front to back).
+template <typename Visit>
+__aicore__ inline void ForEachTile(const BatchNormLeakyReluTiling& tiling, uint32_t channel, Visit&& visit) {
+    for (uint32_t n = 0; n < tiling.batch; ++n) {
+        uint64_t planeStart = (uint64_t(n) * tiling.channels + channel) * tiling.planeSize;
+        for (uint64_t done = 0; done < tiling.planeSize; done += tiling.tileLength) {
+            uint64_t left = tiling.planeSize - done;
+            uint32_t count = left < tiling.tileLength ? static_cast<uint32_t>(left) : tiling.tileLength;
+            visit(PlaneTile{planeStart + done, count});
+        }
+    }
+}
+
+// The channels of core `blockIdx`: whole channels, the first bigCoreCount cores one more.
+__aicore__ inline void ChannelRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx, uint32_t& first,
+                                    uint32_t& count) {
+    uint32_t bigBefore = blockIdx < tiling.bigCoreCount ? blockIdx : tiling.bigCoreCount;
+    count = tiling.channelsPerCore + (blockIdx < tiling.bigCoreCount ? 1 : 0);
+    first = blockIdx * tiling.channelsPerCore + bigBefore;
+}
+
+__aicore__ inline AscendC::DataCopyExtParams ContiguousBytes(uint32_t count, uint32_t elementSize) {
+    return AscendC::DataCopyExtParams{1, count * elementSize, 0, 0, 0};
+}
+
+// GM -> UB and UB -> GM of `count` contiguous elements, any count (DataCopyPad: exact bytes in GM).
+template <typename T>
+__aicore__ inline void CopyIn(const AscendC::LocalTensor<T>& dst, const AscendC::GlobalTensor<T>& src, uint32_t count) {
+    AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)), AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
+}
+
+template <typename T>
+__aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const AscendC::LocalTensor<T>& src, uint32_t count) {
+    AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)));
+}
+
+// Per-core arrays of float, one value per channel of the core, each `statsLength` floats (32-byte
+// aligned) in one UB buffer; `Slot` is the kernel's enum of arrays.
+template <typename Slot>
+class ChannelStats {
+public:
+    __aicore__ inline void Init(AscendC::TPipe& pipe, uint32_t statsLength) {
+        length_ = statsLength;
+        pipe.InitBuffer(buffer_, batch_norm_tiling::kStatsArrays * statsLength * sizeof(float));
+        all_ = buffer_.template Get<float>();
+    }
+    __aicore__ inline AscendC::LocalTensor<float> operator[](Slot slot) const {
+        return all_[static_cast<uint32_t>(slot) * length_];
+    }
+
+private:
+    AscendC::TBuf<AscendC::TPosition::VECCALC> buffer_;
+    AscendC::LocalTensor<float> all_;
+    uint32_t length_ = 0;
+};
+
+// Sum of the first `count` floats of `values` as a scalar (the vector result read by the scalar unit).
+__aicore__ inline float SumToScalar(const AscendC::LocalTensor<float>& result, const AscendC::LocalTensor<float>& values,
+                                    const AscendC::LocalTensor<float>& work, uint32_t count) {
+    AscendC::ReduceSum<float>(result, values, work, count);
+    AscendC::PipeBarrier<PIPE_ALL>();
+    return result.GetValue(0);
+}
+
+}  // namespace batch_norm_kernel
+}  // namespace ascend_acts

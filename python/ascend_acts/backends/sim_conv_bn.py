@@ -1,0 +1,77 @@
+"""The fused Conv2d + BatchNorm2d + LeakyReLU on the "sim" backend, as on the NPU: in training the
+platform's convolution followed by our AscendC BatchNorm+LeakyReLU kernels (op_kernel/
+batch_norm_leaky_relu*.cpp) on the emulator.
+
+The platform convolution is the NumPy reference here (float32 accumulation, its output rounded to the
+input dtype as an NPU convolution returns it). The backward runs the output-based (InPlace-ABN) kernel
+when the output was kept; when the conv output was kept instead (slope <= 0 or a zero bn_weight, which
+the kernel cannot invert) the BN part falls back to the NumPy reference. The eval op has no AscendC
+kernel on the emulator yet and runs the reference.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..ops._library import to_array
+from ..reference import conv_bn as reference
+from . import sim
+from .reference_conv_bn import array, conv_bias_leaky_relu, conv_bias_leaky_relu_backward, tensor  # noqa: F401
+
+_SIM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _check_dtype(input: torch.Tensor) -> None:
+    if input.dtype not in _SIM_DTYPES:
+        raise TypeError(f"the sim backend runs the NPU kernels, which take float32, float16 or bfloat16, got "
+                        f"{input.dtype}; use the reference backend for float64")
+
+
+def _platform_conv(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
+    f = torch.float32
+    y = reference.conv2d(array(input, f), array(weight, f), array(bias, f), stride, padding, dilation, groups)
+    return tensor(y, input)
+
+
+def _channel_floats(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to(torch.float32).contiguous()
+
+
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps,
+                             negative_slope, save_output):
+    _check_dtype(input)
+    y = _platform_conv(input, weight, bias, stride, padding, dilation, groups)
+    channels = y.shape[1]
+    out = torch.empty_like(y)
+    mean, invstd = torch.empty(channels), torch.empty(channels)
+    # running statistics stay with the caller (the op returns mean and invstd); the kernel can also
+    # update them in place, which tests/test_sim_batch_norm.py checks
+    sim.batch_norm_leaky_relu_forward(
+        to_array(y), to_array(_channel_floats(bn_weight)), to_array(_channel_floats(bn_bias)), None, None,
+        negative_slope, eps, 0.0, False, to_array(out), to_array(mean), to_array(invstd))
+    kept = torch.empty(0, dtype=input.dtype) if save_output else y
+    return out, kept, mean, invstd
+
+
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean,
+                                      invstd, stride, padding, dilation, groups, negative_slope):
+    _check_dtype(input)
+    gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
+    if saved_is_output:
+        grad_y = torch.empty_like(grad_out)
+        grad_gamma, grad_beta = torch.empty_like(gamma), torch.empty_like(beta)
+        sim.batch_norm_leaky_relu_backward(
+            to_array(grad_out.contiguous()), to_array(saved), to_array(gamma), to_array(beta),
+            to_array(_channel_floats(invstd)), negative_slope, to_array(grad_y), to_array(grad_gamma),
+            to_array(grad_beta))
+        grad_y = grad_y.float().numpy()
+    else:
+        f = torch.float32
+        grad_y, grad_gamma, grad_beta = reference.batch_norm_leaky_relu_backward(
+            array(grad_out, f), array(saved, f), False, array(gamma, f), array(beta, f), array(mean, f),
+            array(invstd, f), negative_slope)
+        grad_gamma, grad_beta = torch.from_numpy(grad_gamma), torch.from_numpy(grad_beta)
+    grads = reference.conv2d_backward(grad_y, array(input, torch.float32), array(weight, torch.float32), stride,
+                                      padding, dilation, groups)
+    grad_input, grad_weight, grad_bias = (tensor(g, like) for g, like in zip(grads, (input, weight, weight)))
+    return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)

@@ -1,0 +1,21 @@
+"""The pure C++ tilings of the fused Conv+BN+LeakyReLU kernels (op_host/batch_norm_leaky_relu_tiling.h,
+op_host/conv_bn_leaky_relu_eval_tiling.h): coverage, capacities (UB, L1, L0A/L0B/L0C) and alignment
+over a grid of shapes on 910B1, 910B3 (and 310P for the vector-only BN split), checked by
+tests/tiling/conv_bn_tiling_check.cpp, compiled here with the system C++ compiler."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(__file__).parent / "tiling" / "conv_bn_tiling_check.cpp"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_tiling_invariants(tmp_path):
+    binary = tmp_path / "conv_bn_tiling_check"
+    subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-o", str(binary), str(SOURCE)], check=True)
+    result = subprocess.run([str(binary)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.strip().endswith("0 failures")

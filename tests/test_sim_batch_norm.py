@@ -1,0 +1,165 @@
+"""The AscendC BatchNorm + LeakyReLU training kernels (op_kernel/batch_norm_leaky_relu*.cpp) on the
+emulator, called directly (array interface of the "sim" backend), against torch in float64; their
+GM traffic and determinism from the emulator's counters."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ascend_acts import backends
+from ascend_acts.ops._library import to_array
+
+pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")
+
+SLOPE = 0.2
+EPS = 1e-5
+MOMENTUM = 0.1
+# float32: accumulation-order differences; half types: one rounding of the output (relative), plus
+# for the backward the rounding of the saved output the BN output is recovered from.
+TOLERANCES = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+# odd planes, one channel, more channels than some cores, planes longer than one UB tile
+SHAPES = [(2, 3, 5, 7), (1, 1, 4, 4), (3, 50, 3, 1), (2, 4, 33, 65), (1, 2, 131, 130)]
+
+
+def sim():
+    from ascend_acts.backends import sim as module
+
+    return module
+
+
+def bn_inputs(shape, dtype, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    n, c, h, w = shape
+    # an offset mean far larger than the spread: the shifted-data sums must not cancel
+    x = (torch.randn(shape, generator=generator, dtype=torch.float64) * 3 + 50).to(dtype)
+    weight = torch.rand(c, generator=generator) + 0.5
+    weight[::2] *= -1  # negative gamma: x_hat = (z - beta) / gamma keeps its sign right
+    bias = torch.randn(c, generator=generator)
+    return x, weight, bias
+
+
+def run_forward(x, weight, bias, running_mean, running_var, update=True):
+    c = x.shape[1]
+    out = torch.empty_like(x)
+    save_mean, save_invstd = torch.empty(c), torch.empty(c)
+    sim().batch_norm_leaky_relu_forward(
+        to_array(x), to_array(weight), to_array(bias), to_array(running_mean), to_array(running_var),
+        SLOPE, EPS, MOMENTUM, update, to_array(out), to_array(save_mean), to_array(save_invstd))
+    return out, save_mean, save_invstd
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_bn_forward_matches_torch(shape, dtype):
+    x, weight, bias = bn_inputs(shape, dtype)
+    running_mean, running_var = torch.rand(shape[1]), torch.rand(shape[1]) + 1
+    expected_mean, expected_var = running_mean.double().clone(), running_var.double().clone()
+    out, save_mean, save_invstd = run_forward(x, weight, bias, running_mean, running_var)
+
+    x64 = x.double()
+    z = F.batch_norm(x64, expected_mean, expected_var, weight.double(), bias.double(), True, MOMENTUM, EPS)
+    rtol, atol = TOLERANCES[dtype]
+    torch.testing.assert_close(out, F.leaky_relu(z, SLOPE).to(dtype), rtol=rtol, atol=atol)
+    mean = x64.mean((0, 2, 3))
+    invstd = (x64.var((0, 2, 3), unbiased=False) + EPS).rsqrt()
+    torch.testing.assert_close(save_mean.double(), mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(save_invstd.double(), invstd, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(running_mean.double(), expected_mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(running_var.double(), expected_var, rtol=1e-4, atol=1e-6)
+
+
+def test_bn_forward_without_running_stats_leaves_them():
+    x, weight, bias = bn_inputs((2, 3, 4, 4), torch.float32)
+    running_mean, running_var = torch.zeros(3), torch.ones(3)
+    run_forward(x, weight, bias, running_mean, running_var, update=False)
+    assert torch.equal(running_mean, torch.zeros(3)) and torch.equal(running_var, torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_bn_backward_from_output_matches_torch(shape, dtype):
+    x, weight, bias = bn_inputs(shape, dtype)
+    c = shape[1]
+    out, _, save_invstd = run_forward(x, weight, bias, torch.zeros(c), torch.ones(c), update=False)
+    grad_out = torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
+    grad_input, grad_weight, grad_bias = torch.empty_like(x), torch.empty(c), torch.empty(c)
+    sim().batch_norm_leaky_relu_backward(
+        to_array(grad_out), to_array(out), to_array(weight), to_array(bias), to_array(save_invstd), SLOPE,
+        to_array(grad_input), to_array(grad_weight), to_array(grad_bias))
+
+    x64 = x.double().requires_grad_()
+    w64, b64 = weight.double().requires_grad_(), bias.double().requires_grad_()
+    y = F.leaky_relu(F.batch_norm(x64, None, None, w64, b64, True, 0.0, EPS), SLOPE)
+    y.backward(grad_out.double())
+    rtol, atol = TOLERANCES[dtype]
+    # the half types recover z from a rounded output: error relative to the largest gradient
+    scale = 1.0 if dtype == torch.float32 else float(x64.grad.abs().max())
+    torch.testing.assert_close(grad_input.double(), x64.grad, rtol=rtol, atol=atol * scale)
+    sums_scale = 1.0 if dtype == torch.float32 else float(w64.grad.abs().max() + b64.grad.abs().max())
+    torch.testing.assert_close(grad_bias.double(), b64.grad, rtol=rtol, atol=atol * sums_scale)
+    torch.testing.assert_close(grad_weight.double(), w64.grad, rtol=rtol, atol=atol * sums_scale)
+
+
+def run_backward(grad_out, out, weight, bias, save_invstd):
+    c = out.shape[1]
+    grad_input, grad_weight, grad_bias = torch.empty_like(out), torch.empty(c), torch.empty(c)
+    sim().batch_norm_leaky_relu_backward(
+        to_array(grad_out), to_array(out), to_array(weight), to_array(bias), to_array(save_invstd), SLOPE,
+        to_array(grad_input), to_array(grad_weight), to_array(grad_bias))
+    return grad_input, grad_weight, grad_bias
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_traffic_two_passes_one_write(dtype):
+    """Forward reads x twice and writes out once; backward reads dy and the output twice, writes dx once."""
+    shape = (2, 5, 9, 11)
+    x, weight, bias = bn_inputs(shape, dtype)
+    nbytes = x.numel() * x.element_size()
+    out, _, save_invstd = run_forward(x, weight, bias, torch.zeros(5), torch.ones(5))
+    launch = sim().last_launch()
+    assert launch.kernel == "acts_batch_norm_leaky_relu"
+    assert launch.buffer_bytes_in["x"] == 2 * nbytes
+    assert launch.buffer_bytes_out["out"] == nbytes and launch.buffer_bytes_in["out"] == 0
+    assert launch.buffer_bytes_out["running_var"] == 5 * 4 and launch.buffer_bytes_out["save_mean"] == 5 * 4
+    run_backward(torch.randn(shape).to(dtype), out, weight, bias, save_invstd)
+    launch = sim().last_launch()
+    assert launch.buffer_bytes_in["grad_out"] == 2 * nbytes and launch.buffer_bytes_in["output"] == 2 * nbytes
+    assert launch.buffer_bytes_out["grad_input"] == nbytes
+    assert launch.block_dim == 5  # whole channels per core
+
+
+@pytest.mark.parametrize("platform, cores", [("ascend910b1", 0), ("ascend910b1", 1), ("ascend910b1", 3),
+                                             ("ascend910b3", 0), ("ascend310p", 0)])
+def test_results_do_not_depend_on_the_core_split(platform, cores):
+    """Each channel is reduced by one core in a fixed order: bit-identical on any core count."""
+    shape = (3, 50, 6, 5)
+    x, weight, bias = bn_inputs(shape, torch.float32)
+    grad_out = torch.randn(shape, generator=torch.Generator().manual_seed(2))
+    expected_out, _, invstd = run_forward(x, weight, bias, torch.zeros(50), torch.ones(50))
+    expected_grads = run_backward(grad_out, expected_out, weight, bias, invstd)
+    with sim().launch_settings(platform=platform, vector_cores=cores or None):
+        out, _, invstd_here = run_forward(x, weight, bias, torch.zeros(50), torch.ones(50))
+        grads = run_backward(grad_out, out, weight, bias, invstd_here)
+        assert sim().last_launch().block_dim == min(50, cores or {"ascend910b1": 48, "ascend910b3": 40,
+                                                                  "ascend310p": 8}[platform])
+    assert torch.equal(out, expected_out) and torch.equal(invstd_here, invstd)
+    assert all(torch.equal(a, b) for a, b in zip(grads, expected_grads))
+
+
+def test_backward_refuses_what_it_cannot_invert():
+    x, weight, bias = bn_inputs((1, 2, 4, 4), torch.float32)
+    out, _, invstd = run_forward(x, weight, bias, torch.zeros(2), torch.ones(2))
+    args = [to_array(t) for t in (out, out, weight, bias, invstd)]
+    outs = [to_array(t) for t in (torch.empty_like(out), torch.empty(2), torch.empty(2))]
+    with pytest.raises(ValueError, match="negative_slope"):
+        sim().batch_norm_leaky_relu_backward(*args, 0.0, *outs)
+    zero_gamma = to_array(torch.tensor([1.0, 0.0]))
+    with pytest.raises(ValueError, match="gamma"):
+        sim().batch_norm_leaky_relu_backward(args[0], args[1], zero_gamma, *args[3:], SLOPE, *outs)
+
+
+def test_tiling_walks_long_planes_in_several_tiles():
+    tiling = sim().batch_norm_tiling(False, (1, 2, 131, 130), 4)
+    assert tiling.tile_length < 131 * 130 and tiling.tile_length % 64 == 0
+    assert tiling.used_core_num == 2
