@@ -48,13 +48,14 @@ def measure_layer(name: str, cin: int, size: int, cout: int, batch: int) -> Traf
     weight = (torch.randn(cout, cin, 4, 4) / (cin * 16) ** 0.5).to(dtype)
     bias = torch.randn(cout)
     out = torch.empty(1, cout, size // 2, size // 2, dtype=dtype)
-    counters = sim.conv_bn_leaky_relu_eval(to_array(x), to_array(weight), to_array(bias), (2, 2), (1, 1), (1, 1),
-                                           0.2, to_array(out))
-    gm_in, gm_out = counters["gm_bytes_in"], counters["gm_bytes_out"]
+    sim.conv_bn_leaky_relu_eval(to_array(x), to_array(weight), to_array(bias), (2, 2), (1, 1, 1, 1), (1, 1), 0.2,
+                                to_array(out))
+    launch = sim.last_launch()
+    gm_in, gm_out = launch.buffer_bytes_in, launch.buffer_bytes_out
     assert gm_out["out"] == out.numel() * element, "the fused kernel must write its output once"
     weight_bytes, bias_bytes = weight.numel() * element, bias.numel() * 4
     per_image_hbm = gm_in["x"] + gm_out["out"]
-    per_image_l2 = gm_in["weight"] - weight_bytes + gm_in["bias"] - bias_bytes + counters["workspace_bytes"]
+    per_image_l2 = gm_in["weight"] - weight_bytes + gm_in["bias"] - bias_bytes + gm_in["workspace"] + gm_out["workspace"]
     fused_hbm = batch * per_image_hbm + weight_bytes + bias_bytes
     fused_l2 = batch * per_image_l2
     y = batch * out.numel() * element

@@ -36,6 +36,9 @@ def run_test_kernel(name: str, blocks: int = 2):
     ("unwritten_output", "unwritten_output", None),
     ("unsupported_dtype", "unsupported_dtype", 0),
     ("unaligned_local", "unaligned_local", 0),
+    ("matmul_l0_overflow", "matmul_capacity", 0),
+    ("matmul_without_iterate", "matmul", 0),
+    ("gather_out_of_bounds", "ub_out_of_bounds", 0),
 ])
 def test_broken_kernel_raises_its_rule(kernel, rule, block):
     with pytest.raises(sim.EmulatorError) as caught:

@@ -8,7 +8,8 @@
 extern "C" {
 
 struct ActsSimStats {
-    uint64_t gmBytesIn, gmBytesOut, dataCopyCalls, vectorInstructions, vectorRepeats, peakUbBytes;
+    uint64_t gmBytesIn, gmBytesOut, dataCopyCalls, vectorInstructions, vectorRepeats, peakUbBytes, cubeIterations,
+        cubeMacs;
     uint32_t blockDim, tileLength;
     uint64_t blockBytesIn[64], blockBytesOut[64];
     uint64_t bufferBytesIn[16], bufferBytesOut[16];  // per launch buffer, in the launcher's order

@@ -16,7 +16,7 @@ int Report(const ascendc_sim::LaunchResult& result, ActsSimStats* stats, char* e
     const auto& c = result.counters;
     if (stats != nullptr) {
         *stats = ActsSimStats{c.gmBytesIn, c.gmBytesOut, c.dataCopyCalls, c.vectorInstructions, c.vectorRepeats,
-                              c.peakUbBytes, static_cast<uint32_t>(c.blockBytesIn.size()), 0, {}, {}, {}, {}};
+                              c.peakUbBytes, c.cubeIterations, c.cubeMacs, static_cast<uint32_t>(c.blockBytesIn.size()), 0, {}, {}, {}, {}};
         size_t blocks = std::min<size_t>(c.blockBytesIn.size(), 64);
         std::copy_n(c.blockBytesIn.begin(), blocks, stats->blockBytesIn);
         std::copy_n(c.blockBytesOut.begin(), blocks, stats->blockBytesOut);

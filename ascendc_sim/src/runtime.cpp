@@ -7,10 +7,12 @@ namespace ascendc_sim {
 
 // Vector cores and Unified Buffer per core (ARCHITECTURE.md, "Ascend facts"); 310P has no split
 // cube/vector cores, its 8 AI cores each run vector code.
+// 910B: one cube core (AIC) per two vector cores, L1 / L0A / L0B / L0C = 512 / 64 / 64 / 128 KiB.
+// 310P's Matmul path is not modelled.
 const Platform kPlatforms[] = {
-    {"ascend910b1", 48, 192 * 1024},
-    {"ascend910b3", 40, 192 * 1024},
-    {"ascend310p", 8, 256 * 1024},
+    {"ascend910b1", 48, 192 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
+    {"ascend910b3", 40, 192 * 1024, 20, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
+    {"ascend310p", 8, 256 * 1024, 0, 0, 0, 0, 0},
 };
 const uint32_t kPlatformCount = sizeof(kPlatforms) / sizeof(kPlatforms[0]);
 

@@ -2,6 +2,7 @@
 // Built into a separate test library (CMakeLists.txt), never into the product kernels.
 #include "kernel_operator.h"
 #include "launcher/abi.h"
+#include "lib/matmul_intf.h"
 
 using namespace AscendC;
 
@@ -130,6 +131,48 @@ void Correct() {  // the control: breaks no rule
     queue.FreeTensor(t);
 }
 
+// Matmul: C (4 x 16) = A (4 x 4) * B (4 x 16), both read from the block's 64 input floats.
+using MatmulA = matmul::MatmulType<TPosition::GM, CubeFormat::ND, float>;
+using MatmulC = matmul::MatmulType<TPosition::VECCALC, CubeFormat::ND, float>;
+using SmallMatmul = matmul::Matmul<MatmulA, MatmulA, MatmulC, MatmulC>;
+
+TCubeTiling SquareTiling(int32_t baseK) {
+    return TCubeTiling{1, 4, 16, 4, 4, 4, 16, 4, 16, 16, baseK, 1, 1, 1, 1, 1, 1, 0, 0, 2, 2, 2};
+}
+
+void MatmulL0Overflow() {
+    TPipe pipe;
+    SmallMatmul mm;
+    TCubeTiling tiling = SquareTiling(16);
+    tiling.baseM = tiling.baseN = 256;  // 256 x 256 floats of C, double-buffered: 512 KiB > L0C's 128 KiB
+    tiling.depthA1 = tiling.depthB1 = 1;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+}
+
+void MatmulWithoutIterate() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> c;
+    pipe.InitBuffer(c, 256 * 4);
+    SmallMatmul mm;
+    TCubeTiling tiling = SquareTiling(16);
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    GlobalTensor<float> in;
+    in.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(g_in), kFloats);
+    mm.SetTensorA(in);
+    mm.SetTensorB(in);
+    mm.GetTensorC(c.Get<float>());  // no Iterate before
+}
+
+void GatherOutOfBounds() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> src, dst, offsets;
+    pipe.InitBuffer(src, kFloats * 4);
+    pipe.InitBuffer(dst, kFloats * 4);
+    pipe.InitBuffer(offsets, kFloats * 4);
+    Duplicate(offsets.Get<uint32_t>(), uint32_t(kFloats * 4), kFloats);  // one element past the source
+    Gather(dst.Get<float>(), src.Get<float>(), offsets.Get<uint32_t>(), 0u, kFloats);
+}
+
 struct Named {
     const char* name;
     void (*body)();
@@ -141,7 +184,9 @@ const Named kKernels[] = {
     {"alloc_past_depth", AllocPastDepth}, {"deque_empty", DeQueEmpty}, {"leaked_tensor", LeakedTensor},
     {"foreign_free", ForeignFree}, {"overlapping_core_writes", OverlappingCoreWrites},
     {"unwritten_output", UnwrittenOutput}, {"unsupported_dtype", UnsupportedDtype},
-    {"unaligned_local", UnalignedLocal}, {"correct", Correct},
+    {"unaligned_local", UnalignedLocal}, {"matmul_l0_overflow", MatmulL0Overflow},
+    {"matmul_without_iterate", MatmulWithoutIterate}, {"gather_out_of_bounds", GatherOutOfBounds},
+    {"correct", Correct},
 };
 
 }  // namespace

@@ -45,6 +45,9 @@ struct Platform {
     const char* name;
     uint32_t vectorCores;
     uint32_t ubBytes;
+    // the cube unit (0 cubeCores: no Matmul on this platform in the emulator)
+    uint32_t cubeCores;
+    uint32_t l1Bytes, l0aBytes, l0bBytes, l0cBytes;
 };
 
 // A broken rule: `rule` is a stable name tests and users can match on.
@@ -63,6 +66,8 @@ struct Counters {
     uint64_t vectorInstructions = 0;
     uint64_t vectorRepeats = 0;  // 256-byte vector repeats issued
     uint64_t peakUbBytes = 0;
+    uint64_t cubeIterations = 0;  // Matmul Iterate calls (one baseM x baseN block of C each)
+    uint64_t cubeMacs = 0;        // multiply-accumulates the cube did
     std::vector<uint64_t> blockBytesIn, blockBytesOut;
 };
 

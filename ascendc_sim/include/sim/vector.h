@@ -264,6 +264,32 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<uint8_t>& mask, const L
     }
 }
 
+// dst[i] = the element at byte offset srcBaseAddr + srcOffset[i] of src (offsets in bytes, whole
+// elements, inside src): a UB-to-UB gather of 2- or 4-byte elements.
+template <typename T>
+void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<uint32_t>& srcOffset,
+            uint32_t srcBaseAddr, uint32_t count) {
+    if constexpr (!detail::OneOf<T, half, float, int16_t, uint16_t, int32_t, uint32_t>) {
+        detail::Unsupported<T>("Gather");
+    } else {
+        dst.Check(count, "Gather");
+        srcOffset.Check(count, "Gather");
+        src.Check(0, "Gather");
+        ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
+        const uint64_t srcBytes = uint64_t(src.GetSize()) * sizeof(T);
+        const auto* base = reinterpret_cast<const uint8_t*>(src.Address());
+        for (uint32_t i = 0; i < count; ++i) {
+            uint64_t offset = uint64_t(srcBaseAddr) + srcOffset.Address()[i];
+            if (offset % sizeof(T) != 0 || offset + sizeof(T) > srcBytes) {
+                ascendc_sim::Fail("ub_out_of_bounds", "Gather: element " + std::to_string(i) + " reads byte offset " +
+                                  std::to_string(offset) + ", outside the " + std::to_string(srcBytes) +
+                                  "-byte source or not a whole element");
+            }
+            std::memcpy(dst.Address() + i, base + offset, sizeof(T));
+        }
+    }
+}
+
 // dst[0] = sum of src[0..count) (work is scratch space, as the documented interface requires)
 template <typename T>
 void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, uint32_t count) {

@@ -16,6 +16,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from ..reference.conv_bn import output_shape
 from ..reference.rng import MASK64
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -35,7 +36,8 @@ class EmulatorError(RuntimeError):
 
 class Stats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
-        "gm_bytes_in", "gm_bytes_out", "datacopy_calls", "vector_instructions", "vector_repeats", "peak_ub_bytes")] + [
+        "gm_bytes_in", "gm_bytes_out", "datacopy_calls", "vector_instructions", "vector_repeats", "peak_ub_bytes",
+        "cube_iterations", "cube_macs")] + [
         ("block_dim", ctypes.c_uint32), ("tile_length", ctypes.c_uint32),
         ("block_bytes_in", ctypes.c_uint64 * 64), ("block_bytes_out", ctypes.c_uint64 * 64),
         ("buffer_bytes_in", ctypes.c_uint64 * 16), ("buffer_bytes_out", ctypes.c_uint64 * 16)]
@@ -69,6 +71,8 @@ class Launch:
     vector_instructions: int
     vector_repeats: int
     peak_ub_bytes: int
+    cube_iterations: int
+    cube_macs: int
     block_dim: int
     tile_length: int
     block_bytes_in: tuple[int, ...]
@@ -100,6 +104,8 @@ def _lib() -> ctypes.CDLL:
         _library.acts_sim_batch_norm_tiling.restype = ctypes.c_int
         _library.acts_sim_batch_norm_leaky_relu.restype = ctypes.c_int
         _library.acts_sim_batch_norm_leaky_relu_grad.restype = ctypes.c_int
+        _library.acts_sim_conv_eval_tiling.restype = ctypes.c_int
+        _library.acts_sim_conv_bn_leaky_relu_eval.restype = ctypes.c_int
         _library.acts_sim_platform_name.restype = ctypes.c_char_p
     return _library
 
@@ -164,7 +170,8 @@ def launch_from_stats(kernel: str, stats: Stats, buffers: tuple[str, ...] = ()) 
     """`buffers` names the launch's GM buffers in the launcher's order."""
     blocks = min(stats.block_dim, 64)
     return Launch(kernel, stats.gm_bytes_in, stats.gm_bytes_out, stats.datacopy_calls, stats.vector_instructions,
-                  stats.vector_repeats, stats.peak_ub_bytes, stats.block_dim, stats.tile_length,
+                  stats.vector_repeats, stats.peak_ub_bytes, stats.cube_iterations, stats.cube_macs, stats.block_dim,
+                  stats.tile_length,
                   tuple(stats.block_bytes_in[:blocks]), tuple(stats.block_bytes_out[:blocks]),
                   {name: stats.buffer_bytes_in[i] for i, name in enumerate(buffers)},
                   {name: stats.buffer_bytes_out[i] for i, name in enumerate(buffers)})
@@ -311,6 +318,74 @@ def batch_norm_leaky_relu_backward(grad_out, output, gamma, beta, invstd, negati
         ctypes.c_uint32(_settings["vector_cores"]), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
         _pointer(grad_out), _pointer(output), _pointer(gamma), _pointer(beta), _pointer(invstd), _pointer(grad_input),
         _pointer(grad_gamma), _pointer(grad_beta), ctypes.c_float(negative_slope))
+
+
+# --- the eval kernel of the fused Conv+BN+LeakyReLU: conv on the cube with BN folded, LeakyReLU epilogue ---
+_GEOMETRY_FIELDS = ("batch", "in_channels", "height", "width", "out_channels", "kernel_h", "kernel_w", "stride_h",
+                    "stride_w", "pad_top", "pad_left", "dilation_h", "dilation_w", "out_height", "out_width")
+_CUBE_FIELDS = ("usedCoreNum", "M", "N", "Ka", "Kb", "singleCoreM", "singleCoreN", "singleCoreK", "baseM", "baseN",
+                "baseK", "depthA1", "depthB1", "stepM", "stepN", "stepKa", "stepKb", "isBias", "iterateOrder", "dbL0A",
+                "dbL0B", "dbL0C")
+
+
+class CubeTiling(ctypes.Structure):
+    """Mirror of op_host/conv_bn_leaky_relu_eval_tiling.h's CubeTilingFields (TCubeTiling names)."""
+    _fields_ = [(name, ctypes.c_int32) for name in _CUBE_FIELDS]
+
+
+class ConvEvalTiling(ctypes.Structure):
+    """Mirror of op_host/conv_bn_leaky_relu_eval_tiling.h's ConvBnLeakyReluEvalTiling."""
+    _fields_ = [(name, ctypes.c_uint32) for name in _GEOMETRY_FIELDS] + [
+        (name, ctypes.c_uint32) for name in ("reduction", "column_tile", "tiles_per_image", "work_items",
+                                             "used_core_num", "block_dim", "band_rows")] + [
+        ("workspace_slab", ctypes.c_uint64), ("negative_slope", ctypes.c_float), ("cube", CubeTiling)]
+
+
+def _conv_geometry(x_shape, weight_shape, stride, padding, dilation):
+    """The kernel's geometry: padding is (top, bottom, left, right); bottom/right only set the output size."""
+    n, cin, h, w = x_shape
+    cout, _, kh, kw = weight_shape
+    top, _, left, _ = padding
+    oh, ow = output_shape(x_shape, weight_shape, stride, padding, dilation)[2:]
+    values = (n, cin, h, w, cout, kh, kw, stride[0], stride[1], top, left, dilation[0], dilation[1], oh, ow)
+    return (ctypes.c_uint32 * len(values))(*values), (n, cout, oh, ow)
+
+
+def conv_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int,
+                     platform: str = "ascend910b1") -> ConvEvalTiling:
+    """The op_host tiling of the eval kernel (for inspection and tests)."""
+    geometry, _ = _conv_geometry(x_shape, weight_shape, stride, padding, dilation)
+    tiling = ConvEvalTiling()
+    status = _lib().acts_sim_conv_eval_tiling(geometry, ctypes.c_uint32(element_size),
+                                              ctypes.c_uint32(platforms().index(platform)), ctypes.c_float(0.0),
+                                              ctypes.byref(tiling))
+    if status != 0:
+        raise ValueError(f"no eval tiling for input {tuple(x_shape)}, weight {tuple(weight_shape)} on {platform}")
+    return tiling
+
+
+def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative_slope: float, out) -> ConvEvalTiling:
+    """out = leaky_relu(conv2d(x, weight) + bias) in one launch, weight/bias already BN-folded; groups = 1.
+    `bias` is float32; x, weight and out share one dtype. Returns the tiling the launch ran with."""
+    global _last
+    if weight.dtype != x.dtype or out.dtype != x.dtype:
+        raise TypeError(f"weight and out must have the input's dtype {x.dtype}, got {weight.dtype} and {out.dtype}")
+    _stats_array(bias, "bias")
+    geometry, out_shape = _conv_geometry(x.shape, weight.shape, stride, padding, dilation)
+    if tuple(out.shape) != out_shape:
+        raise ValueError(f"out: expected shape {out_shape}, got {tuple(out.shape)}")
+    if weight.shape[1] != x.shape[1]:
+        raise ValueError("weight: the eval kernel supports groups = 1 only (weight.shape[1] == input channels)")
+    tiling = ConvEvalTiling()
+    stats, error, block = Stats(), ctypes.create_string_buffer(_ERROR_BYTES), ctypes.c_int64(-1)
+    status = _lib().acts_sim_conv_bn_leaky_relu_eval(
+        ctypes.c_uint32(_dtype_code(x)), ctypes.c_uint32(_settings["platform"]), geometry, _pointer(x),
+        _pointer(weight), _pointer(bias), _pointer(out), ctypes.c_float(negative_slope), ctypes.byref(tiling),
+        ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES), ctypes.byref(block))
+    kernel = "acts_conv_bn_leaky_relu_eval"
+    raise_for_status(status, kernel, error, block)
+    _last = launch_from_stats(kernel, stats, ("x", "weight", "bias", "out", "workspace", "tiling"))
+    return tiling
 
 
 # the fused Conv+BN+LeakyReLU ops (backends.FUSED_KERNELS)

@@ -1,12 +1,15 @@
-"""The fused Conv2d + BatchNorm2d + LeakyReLU on the "sim" backend, as on the NPU: in training the
-platform's convolution followed by our AscendC BatchNorm+LeakyReLU kernels (op_kernel/
-batch_norm_leaky_relu*.cpp) on the emulator.
+"""The fused Conv2d + BatchNorm2d + LeakyReLU on the "sim" backend, as on the NPU, with our AscendC
+kernels on the emulator.
 
-The platform convolution is the NumPy reference here (float32 accumulation, its output rounded to the
-input dtype as an NPU convolution returns it). The backward runs the output-based (InPlace-ABN) kernel
-when the output was kept; when the conv output was kept instead (slope <= 0 or a zero bn_weight, which
-the kernel cannot invert) the BN part falls back to the NumPy reference. The eval op has no AscendC
-kernel on the emulator yet and runs the reference.
+Training: the platform's convolution, then the BatchNorm+LeakyReLU kernels (op_kernel/
+batch_norm_leaky_relu*.cpp). The platform convolution is the NumPy reference here (float32
+accumulation, its output rounded to the input dtype as an NPU convolution returns it). The backward
+runs the output-based (InPlace-ABN) kernel when the output was kept; when the conv output was kept
+instead (slope <= 0 or a zero bn_weight, which the kernel cannot invert) the BN part falls back to the
+NumPy reference.
+Eval: one launch of op_kernel/conv_bn_leaky_relu_eval.cpp (conv on the cube with the BN-folded
+weights, bias and LeakyReLU on the vector unit) for groups = 1; grouped convolutions and the eval
+backward (needed only to train through an eval-mode block) run the NumPy reference.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ import torch
 from ..ops._library import to_array
 from ..reference import conv_bn as reference
 from . import sim
-from .reference_conv_bn import array, conv_bias_leaky_relu, conv_bias_leaky_relu_backward, tensor  # noqa: F401
+from . import reference_conv_bn
+from .reference_conv_bn import array, conv_bias_leaky_relu_backward, tensor  # noqa: F401
 
 _SIM_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -75,3 +79,16 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, w
                                       padding, dilation, groups)
     grad_input, grad_weight, grad_bias = (tensor(g, like) for g, like in zip(grads, (input, weight, weight)))
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
+
+
+def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    _check_dtype(input)
+    if groups != 1:
+        return reference_conv_bn.conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups,
+                                                      negative_slope)
+    shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
+    out = torch.empty(shape, dtype=input.dtype)
+    sim.conv_bn_leaky_relu_eval(to_array(input.contiguous()), to_array(weight.detach().to(input.dtype).contiguous()),
+                                to_array(_channel_floats(bias)), stride, padding, dilation, negative_slope,
+                                to_array(out))
+    return out

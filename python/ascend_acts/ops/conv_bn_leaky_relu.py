@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from .. import backends
+from ..reference import conv_bn as reference
 from ._library import lib
 
 _GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
@@ -39,14 +40,6 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def output_shape(input: torch.Tensor, weight: torch.Tensor, stride, padding, dilation) -> list:
-    sizes = []
-    for axis in range(2):
-        extent = input.shape[2 + axis] + padding[2 * axis] + padding[2 * axis + 1]
-        sizes.append((extent - dilation[axis] * (weight.shape[2 + axis] - 1) - 1) // stride[axis] + 1)
-    return [input.shape[0], weight.shape[0], *sizes]
-
-
 # --- CPU kernels: the selected backend's (backends.FUSED_KERNELS) -------------------------------
 def _register_cpu(op: str) -> None:
     def kernel(*args):
@@ -64,7 +57,7 @@ for _op in backends.FUSED_KERNELS:
 @torch.library.register_fake("ascend_acts::conv_bn_leaky_relu_train", lib=lib)
 def _train_fake(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps, negative_slope,
                 save_output):
-    shape = output_shape(input, weight, stride, padding, dilation)
+    shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     c = compute_dtype(input.dtype)
     out = input.new_empty(shape)
     kept = input.new_empty(0) if save_output else input.new_empty(shape)
@@ -80,7 +73,7 @@ def _train_backward_fake(grad_out, saved, saved_is_output, input, weight, bn_wei
 
 @torch.library.register_fake("ascend_acts::conv_bias_leaky_relu", lib=lib)
 def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    return input.new_empty(output_shape(input, weight, stride, padding, dilation))
+    return input.new_empty(reference.output_shape(input.shape, weight.shape, stride, padding, dilation))
 
 
 @torch.library.register_fake("ascend_acts::conv_bias_leaky_relu_backward", lib=lib)

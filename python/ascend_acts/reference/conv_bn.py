@@ -14,6 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 
+def output_shape(input_shape, weight_shape, stride, padding, dilation) -> list:
+    """NCHW shape of the convolution's output; padding is (top, bottom, left, right)."""
+    sizes = []
+    for axis in range(2):
+        extent = input_shape[2 + axis] + padding[2 * axis] + padding[2 * axis + 1]
+        sizes.append((extent - dilation[axis] * (weight_shape[2 + axis] - 1) - 1) // stride[axis] + 1)
+    return [input_shape[0], weight_shape[0], *sizes]
+
+
 def _windows(x, kernel, stride, padding, dilation):
     """cols[n, c, i, j, oh, ow] = padded x at (oh*sh + i*dh, ow*sw + j*dw)."""
     top, bottom, left, right = padding
