@@ -10,8 +10,10 @@
 // b', applies LeakyReLU, casts once and writes it to `out`.
 //
 // Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes. The `cube`
-// member carries the TCubeTiling fields the kernel's Matmul uses, under their documented names; the
-// CANN TilingFunc fills the same fields with MultiCoreMatmulTiling and checks they agree.
+// member is the Matmul blocking this tiling chose, under the documented TCubeTiling names. The kernel
+// does not read it: the host writes a full TCubeTiling after the struct (at kCubeTilingOffset), filled
+// by CANN's MultiCoreMatmulTiling with this blocking (op_host/conv_bn_leaky_relu_eval.cpp) or, on the
+// emulator, copied from `cube` (ascendc_sim/launcher/conv_eval.cpp).
 #pragma once
 
 #include <cstdint>
@@ -67,6 +69,8 @@ constexpr uint32_t kFractal = 16;        // cube fractal edge: base sizes are mu
 constexpr uint32_t kMaxBase = 128;
 constexpr uint32_t kBufferNum = 2;       // double-buffered output staging
 constexpr uint32_t kBlockBytes = 32;
+// where the host puts the Matmul's TCubeTiling in the tiling buffer
+constexpr uint32_t kCubeTilingOffset = 256;
 
 inline uint64_t RoundUp(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 inline uint64_t CeilDiv(uint64_t value, uint64_t divisor) { return (value + divisor - 1) / divisor; }
@@ -160,5 +164,8 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     t.cube = c;
     return true;
 }
+
+static_assert(sizeof(ConvBnLeakyReluEvalTiling) <= conv_eval_tiling::kCubeTilingOffset,
+              "the TCubeTiling follows the plan in the tiling buffer");
 
 }  // namespace ascend_acts

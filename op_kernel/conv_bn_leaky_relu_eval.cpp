@@ -30,32 +30,6 @@ template <> struct GatherBits<float> { using Type = uint32_t; };
 template <> struct GatherBits<half> { using Type = uint16_t; };
 template <> struct GatherBits<bfloat16_t> { using Type = uint16_t; };
 
-// The host's Matmul tiling (documented TCubeTiling field names) into the kernel's TCubeTiling.
-__aicore__ inline void ToCubeTiling(const CubeTilingFields& f, TCubeTiling& t) {
-    t.usedCoreNum = f.usedCoreNum;
-    t.M = f.M;
-    t.N = f.N;
-    t.Ka = f.Ka;
-    t.Kb = f.Kb;
-    t.singleCoreM = f.singleCoreM;
-    t.singleCoreN = f.singleCoreN;
-    t.singleCoreK = f.singleCoreK;
-    t.baseM = f.baseM;
-    t.baseN = f.baseN;
-    t.baseK = f.baseK;
-    t.depthA1 = f.depthA1;
-    t.depthB1 = f.depthB1;
-    t.stepM = f.stepM;
-    t.stepN = f.stepN;
-    t.stepKa = f.stepKa;
-    t.stepKb = f.stepKb;
-    t.isBias = f.isBias;
-    t.iterateOrder = f.iterateOrder;
-    t.dbL0A = f.dbL0A;
-    t.dbL0B = f.dbL0B;
-    t.dbL0C = f.dbL0C;
-}
-
 template <typename T>
 class ConvBnLeakyReluEval {
     using AType = matmul::MatmulType<TPosition::GM, CubeFormat::ND, T>;
@@ -69,8 +43,9 @@ public:
     TPipe pipe;
 
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR out, GM_ADDR userWorkspace,
-                                const ConvBnLeakyReluEvalTiling& tiling) {
+                                const ConvBnLeakyReluEvalTiling& tiling, const TCubeTiling& cubeTiling) {
         t_ = tiling;
+        cubeTiling_ = cubeTiling;
         const ConvGeometry& g = t_.conv;
         positions_ = g.outHeight * g.outWidth;
         taps_ = g.kernelH * g.kernelW;
@@ -88,7 +63,6 @@ public:
         pipe.InitBuffer(bandQueue_, 1, Aligned((bandElements_ + 1) * sizeof(T)));
         pipe.InitBuffer(rowQueue_, 2, Aligned(t_.columnTile * sizeof(T)));
         pipe.InitBuffer(offsetBuf_, taps_ * t_.columnTile * sizeof(uint32_t));
-        ToCubeTiling(t_.cube, cubeTiling_);
         REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &cubeTiling_);
     }
 
@@ -234,12 +208,16 @@ private:
 }  // namespace ascend_acts
 
 // MIX kernel: the AIVs run this body; the Matmul object drives the cube core (AIC) for them.
+// Tiling buffer: our ConvBnLeakyReluEvalTiling, then the TCubeTiling the host's Matmul tiling filled
+// (kCubeTilingOffset bytes in).
 extern "C" __global__ __aicore__ void acts_conv_bn_leaky_relu_eval(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR out,
                                                                    GM_ADDR workspace, GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
     ascend_acts::ConvBnLeakyReluEvalTiling t;
     ascend_acts::ReadTiling(t, tiling);
+    TCubeTiling cubeTiling;
+    ascend_acts::ReadTiling(cubeTiling, tiling + ascend_acts::conv_eval_tiling::kCubeTilingOffset);
     SetSysWorkspace(workspace);
     GM_ADDR userWorkspace = GetUserWorkspace(workspace);
-    ascend_acts::RunForDtypeKey<ascend_acts::ConvBnLeakyReluEval>(x, weight, bias, out, userWorkspace, t);
+    ascend_acts::RunForDtypeKey<ascend_acts::ConvBnLeakyReluEval>(x, weight, bias, out, userWorkspace, t, cubeTiling);
 }

@@ -1,9 +1,11 @@
 // Host side of the eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU on the emulator: tiling,
 // workspace, launch (a MIX kernel: 2 AIVs per AI core), counters. Weights arrive BN-folded.
+#include <cstring>
 #include <vector>
 
 #include "../../op_host/conv_bn_leaky_relu_eval_tiling.h"
 #include "abi.h"
+#include "lib/matmul_intf.h"
 
 extern "C" void acts_conv_bn_leaky_relu_eval(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR out, GM_ADDR workspace,
                                              GM_ADDR tiling);
@@ -18,6 +20,13 @@ bool CubePlatformOf(uint32_t platform, ascend_acts::CubePlatform& cube) {
     if (p.cubeCores == 0) return false;
     cube = {p.cubeCores, p.vectorCores, p.ubBytes, p.l1Bytes, p.l0aBytes, p.l0bBytes, p.l0cBytes};
     return true;
+}
+
+// What CANN's MultiCoreMatmulTiling fills on the NPU: here the emulated TCubeTiling, from the plan.
+TCubeTiling CubeTilingOf(const ascend_acts::CubeTilingFields& f) {
+    return TCubeTiling{f.usedCoreNum, f.M,      f.N,      f.Ka,     f.Kb,     f.singleCoreM,  f.singleCoreN, f.singleCoreK,
+                       f.baseM,       f.baseN,  f.baseK,  f.depthA1, f.depthB1, f.stepM,      f.stepN,       f.stepKa,
+                       f.stepKb,      f.isBias, f.iterateOrder, f.dbL0A, f.dbL0B, f.dbL0C};
 }
 }  // namespace
 
@@ -50,10 +59,15 @@ extern "C" int acts_sim_conv_bn_leaky_relu_eval(uint32_t dtype, uint32_t platfor
     uint64_t outBytes = uint64_t(g.batch) * g.outChannels * g.outHeight * g.outWidth * size;
     uint32_t aivs = 2 * tiling.blockDim;
     std::vector<uint8_t> workspace(uint64_t(aivs) * tiling.workspaceSlab * size);
-    auto* t = reinterpret_cast<uint8_t*>(&tiling);
+    // the tiling buffer: the plan, then the Matmul's TCubeTiling
+    std::vector<uint8_t> tilingBuffer(ascend_acts::conv_eval_tiling::kCubeTilingOffset + sizeof(TCubeTiling));
+    TCubeTiling cube = CubeTilingOf(tiling.cube);
+    std::memcpy(tilingBuffer.data(), &tiling, sizeof(tiling));
+    std::memcpy(tilingBuffer.data() + ascend_acts::conv_eval_tiling::kCubeTilingOffset, &cube, sizeof(cube));
+    uint8_t* t = tilingBuffer.data();
     std::vector<ascendc_sim::LaunchBuffer> buffers = {
         {x, xBytes, false}, {weight, weightBytes, false}, {bias, uint64_t(g.outChannels) * 4, false},
-        {out, outBytes, true}, {workspace.data(), workspace.size(), false}, {t, sizeof(tiling), false}};
+        {out, outBytes, true}, {workspace.data(), workspace.size(), false}, {t, tilingBuffer.size(), false}};
     auto runBlock = [&] {
         acts_conv_bn_leaky_relu_eval(static_cast<uint8_t*>(x), static_cast<uint8_t*>(weight),
                                      reinterpret_cast<uint8_t*>(bias), static_cast<uint8_t*>(out), workspace.data(), t);

@@ -1,0 +1,71 @@
+// CANN host glue shared by the BatchNorm + LeakyReLU training ops: dtype -> tiling key, the
+// TilingFunc over the pure tiling of batch_norm_leaky_relu_tiling.h (platform's vector cores and UB).
+// Written from CANN's documented custom-operator interfaces; it needs the CANN toolkit to compile.
+#pragma once
+
+#include <cstring>
+
+#include "batch_norm_leaky_relu_tiling.h"
+#include "elementwise_op_host.h"
+
+namespace optiling {
+
+// Attributes in OpDef order: negative_slope, then (forward only) eps, momentum, update_running_stats.
+template <ascend_acts::BatchNormPass kPass>
+ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
+    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    uint64_t ubBytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
+    ascend_acts::ElementwiseDtype key;
+    uint32_t elementSize = 0;
+    if (!TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, elementSize)) return ge::GRAPH_FAILED;
+    const auto& shape = context->GetInputShape(0)->GetStorageShape();  // N, C, spatial...
+    if (shape.GetDimNum() < 2) return ge::GRAPH_FAILED;
+    uint64_t plane = 1;
+    for (size_t i = 2; i < shape.GetDimNum(); ++i) plane *= shape.GetDim(i);
+    const auto* attrs = context->GetAttrs();
+    float slope = *attrs->GetAttrPointer<float>(0);
+    bool forward = kPass == ascend_acts::BatchNormPass::Forward;
+    float eps = forward ? *attrs->GetAttrPointer<float>(1) : 0.0f;
+    float momentum = forward ? *attrs->GetAttrPointer<float>(2) : 0.0f;
+    bool update = forward ? *attrs->GetAttrPointer<bool>(3) : false;
+
+    ascend_acts::BatchNormLeakyReluTiling tiling;
+    if (!ascend_acts::ComputeBatchNormLeakyReluTiling(kPass, static_cast<uint32_t>(shape.GetDim(0)),
+                                                      static_cast<uint32_t>(shape.GetDim(1)), plane, elementSize, slope,
+                                                      eps, momentum, update, platform.GetCoreNumAiv(), ubBytes, tiling)) {
+        return ge::GRAPH_FAILED;
+    }
+    context->SetBlockDim(tiling.usedCoreNum);
+    context->SetTilingKey(static_cast<uint64_t>(key));
+    auto* raw = context->GetRawTilingData();
+    std::memcpy(raw->GetData(), &tiling, sizeof(tiling));
+    raw->SetDataSize(sizeof(tiling));
+    size_t* workspace = context->GetWorkspaceSizes(1);
+    workspace[0] = platform.GetLibApiWorkSpaceSize();
+    return ge::GRAPH_SUCCESS;
+}
+
+}  // namespace optiling
+
+namespace ge {
+
+// Outputs: 0 like input 0; the others are per-channel float32 vectors of C = dim 1 of input 0.
+inline graphStatus FirstLikeInputRestPerChannel(gert::InferShapeContext* context) {
+    const gert::Shape* x = context->GetInputShape(0);
+    *context->GetOutputShape(0) = *x;
+    for (size_t i = 1; i < context->GetComputeNodeOutputNum(); ++i) {
+        gert::Shape* channel = context->GetOutputShape(i);
+        channel->SetDimNum(1);
+        channel->SetDim(0, x->GetDim(1));
+    }
+    return GRAPH_SUCCESS;
+}
+
+inline graphStatus FirstLikeInputRestFloat(gert::InferDataTypeContext* context) {
+    context->SetOutputDataType(0, context->GetInputDataType(0));
+    for (size_t i = 1; i < context->GetComputeNodeOutputNum(); ++i) context->SetOutputDataType(i, DT_FLOAT);
+    return GRAPH_SUCCESS;
+}
+
+}  // namespace ge
