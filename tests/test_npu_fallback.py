@@ -1,6 +1,12 @@
 """The NPU fallback kernels (torch ops only) agree bit for bit with the NumPy reference, on the CPU;
-and the fallback warns once, or refuses in strict mode. Tests that need an NPU are marked `npu`."""
+the fallback warns once (saying why), or refuses in strict mode; npu.py registers the extension's kernels
+or the fallback's as documented. Tests that need an NPU are marked `npu`."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import ml_dtypes
@@ -70,8 +76,6 @@ def test_fallback_warns_once_and_strict_mode_refuses(monkeypatch):
 
 
 def test_importing_ascend_acts_did_not_import_torch_npu():
-    import sys
-
     assert "torch_npu" not in sys.modules
 
 
@@ -94,3 +98,170 @@ def test_on_npu_matches_cpu(dtype):
         assert torch.equal(yn.cpu(), y)
         (g,), (gn,) = torch.autograd.grad(y.sum(), x), torch.autograd.grad(yn.sum(), xn)
         assert torch.equal(gn.cpu(), g)
+
+
+# --- which kernels npu.py registers: the extension's, or the fallback ------------------------------------
+# Runs in a fresh interpreter: an import hook serves ascend_acts._npu_ops in place of the compiled extension,
+# which cannot be built here; MODE says what importing it does.
+SELECTION = textwrap.dedent('''
+    import importlib.abc, importlib.machinery, json, os, sys
+    import torch
+
+    MODE = os.environ["MODE"]
+
+    class StandIn(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path=None, target=None):
+            if name == "ascend_acts._npu_ops" and MODE != "absent":
+                return importlib.machinery.ModuleSpec(name, self, origin="/stand-in/_npu_ops.so")
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            os.environ["STAND_IN_IMPORTED"] = "1"
+            if MODE == "broken":
+                raise OSError("libhccl.so: cannot open shared object file")
+            module.lib = torch.library.Library("ascend_acts", "IMPL")
+            ops = ["leaky_relu"] if MODE == "partial" else list(json.loads(os.environ["OPS"]))
+            for op in ops:
+                module.lib.impl(op, lambda *args: "stand-in", "PrivateUse1")
+
+    sys.meta_path.insert(0, StandIn())
+    import ascend_acts
+    from ascend_acts import npu
+    print(json.dumps({"source": npu.STATUS.source, "detail": npu.STATUS.detail, "fallback": npu.FALLBACK_OPS,
+                      "imported": os.environ.get("STAND_IN_IMPORTED") == "1", "torch_npu": "torch_npu" in sys.modules,
+                      "kernels": all(npu._has_npu_kernel(op) for op in npu.KERNELS)}))
+''')
+
+
+def select(mode, tmp_path, package=False):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
+    opp = tmp_path / "opp"
+    env.update(MODE=mode, OPS=json.dumps(list(npu.KERNELS)), ASCEND_OPP_PATH=str(opp))
+    if package:
+        (opp / "vendors/ascend_acts/op_api/lib").mkdir(parents=True, exist_ok=True)
+        (opp / "vendors/ascend_acts/op_api/lib/libcust_opapi.so").write_bytes(b"")
+    result = subprocess.run([sys.executable, "-c", SELECTION], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+def test_fallback_when_the_extension_is_not_built(tmp_path):
+    chosen = select("absent", tmp_path, package=True)
+    assert chosen["source"] == "fallback" and chosen["detail"] == "the torch_npu extension is not built"
+    assert chosen["fallback"] == list(npu.KERNELS) and chosen["kernels"] and not chosen["torch_npu"]
+
+
+def test_fallback_without_the_op_package_does_not_load_the_extension(tmp_path):
+    chosen = select("complete", tmp_path)
+    assert chosen["source"] == "fallback" and not chosen["imported"]
+    assert chosen["detail"] == f"the op package is not installed (looked in: {tmp_path / 'opp/vendors/ascend_acts'})"
+    assert chosen["fallback"] == list(npu.KERNELS)
+
+
+def test_the_extension_replaces_the_fallback(tmp_path):
+    chosen = select("complete", tmp_path, package=True)
+    assert chosen["source"] == "extension" and chosen["imported"] and chosen["fallback"] == []
+    assert chosen["detail"] == f"/stand-in/_npu_ops.so, op package {tmp_path / 'opp/vendors/ascend_acts'}"
+    assert chosen["kernels"]
+
+
+def test_an_extension_that_fails_to_load_falls_back(tmp_path):
+    chosen = select("broken", tmp_path, package=True)
+    assert chosen["source"] == "fallback" and chosen["imported"] and chosen["fallback"] == list(npu.KERNELS)
+    assert chosen["detail"] == ("the extension /stand-in/_npu_ops.so failed to load: "
+                                "libhccl.so: cannot open shared object file")
+    assert chosen["kernels"]
+
+
+def test_ops_a_stale_extension_misses_fall_back(tmp_path):
+    chosen = select("partial", tmp_path, package=True)
+    missing = [op for op in npu.KERNELS if op != "leaky_relu"]
+    assert chosen["source"] == "fallback" and chosen["fallback"] == missing and chosen["kernels"]
+    assert f"registers no NPU kernel for {', '.join(missing)}" in chosen["detail"]
+
+
+def test_fallback_warning_says_why(monkeypatch):
+    monkeypatch.setattr(npu, "_warned", False)
+    with pytest.warns(RuntimeWarning) as record:
+        npu.check_fallback_allowed()
+    assert f"({npu.STATUS.detail})" in str(record[0].message)
+
+
+def test_op_package_lookup(tmp_path):
+    def package(root):
+        (root / "op_api/lib").mkdir(parents=True)
+        (root / "op_api/lib/libcust_opapi.so").write_bytes(b"")
+        return root
+
+    cann = tmp_path / "cann"
+    default = package(cann / "opp/vendors/ascend_acts")
+    custom = package(tmp_path / "custom/vendors/ascend_acts")
+    other = package(tmp_path / "other/vendors/someone_else")
+    assert npu.find_op_package({}) is None
+    assert npu.find_op_package({"ASCEND_HOME_PATH": str(cann)}) == default
+    assert npu.find_op_package({"ASCEND_CANN_PACKAGE_PATH": str(cann), "ASCEND_HOME_PATH": "/x"}) == default
+    assert npu.find_op_package({"ASCEND_OPP_PATH": str(tmp_path / "nothing"), "ASCEND_HOME_PATH": str(cann)}) is None
+    assert npu.find_op_package({"ASCEND_CUSTOM_OPP_PATH": f"{other}:{custom}", "ASCEND_HOME_PATH": str(cann)}) == custom
+    assert npu.find_op_package({"ASCEND_CUSTOM_OPP_PATH": str(other)}) is None
+    (default / "op_api/lib/libcust_opapi.so").unlink()  # a vendor directory without the aclnn library
+    assert npu.find_op_package({"ASCEND_HOME_PATH": str(cann)}) is None
+
+
+@pytest.mark.npu
+@pytest.mark.skipif(not _npu_available(), reason="needs an Ascend NPU with torch_npu and CANN")
+def test_on_npu_the_extension_runs_the_kernels():
+    assert npu.STATUS.source == "extension", npu.STATUS.detail
+
+
+# --- the fused Conv+BN+LeakyReLU ops: torch-op kernels for NPU tensors, checked on the CPU ---------
+def fused_cases():
+    torch.manual_seed(5)
+    x, w = torch.randn(2, 4, 9, 8, dtype=torch.float64), torch.randn(6, 2, 3, 3, dtype=torch.float64)
+    bias, gamma, beta = torch.randn(6, dtype=torch.float64), torch.rand(6, dtype=torch.float64) + 0.5, \
+        torch.randn(6, dtype=torch.float64)
+    geometry = ([2, 1], [1, 0, 2, 1], [1, 2], 2)  # strided, asymmetric padding, dilated, grouped
+    return x, w, bias, gamma, beta, geometry
+
+
+@pytest.mark.parametrize("save_output", [True, False])
+def test_fused_torch_kernels_match_the_reference(save_output):
+    from ascend_acts import torch_kernels_conv_bn as ours
+    from ascend_acts.backends import reference_conv_bn as oracle
+
+    x, w, bias, gamma, beta, geometry = fused_cases()
+    train = (x, w, bias, gamma, beta, *geometry, 1e-5, 0.2, save_output)
+    got, expected = ours.conv_bn_leaky_relu_train(*train), oracle.conv_bn_leaky_relu_train(*train)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    out, kept, mean, invstd = expected
+    grad = torch.randn_like(out)
+    saved = out if save_output else kept
+    args = (grad, saved, save_output, x, w, gamma, beta, mean, invstd, *geometry, 0.2)
+    for a, b in zip(ours.conv_bn_leaky_relu_train_backward(*args), oracle.conv_bn_leaky_relu_train_backward(*args)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ours.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2),
+                               oracle.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2), rtol=1e-12, atol=1e-12)
+    for a, b in zip(ours.conv_bias_leaky_relu_backward(grad, x, w, bias, *geometry, 0.2),
+                    oracle.conv_bias_leaky_relu_backward(grad, x, w, bias, *geometry, 0.2)):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_fused_ops_have_npu_kernels_behind_the_warning(monkeypatch):
+    from ascend_acts.backends import FUSED_KERNELS
+
+    assert all(torch._C._dispatch_has_kernel_for_dispatch_key(f"ascend_acts::{name}", "PrivateUse1")
+               for name in FUSED_KERNELS)
+    x, w, bias, _, _, geometry = fused_cases()
+    kernel = npu.fused_fallback("conv_bias_leaky_relu")
+    monkeypatch.setenv(npu.STRICT_ENV, "1")
+    with pytest.raises(RuntimeError, match="no NPU kernels for the fused Conv\\+BN\\+LeakyReLU"):
+        kernel(x, w, bias, *geometry, 0.2)
+    monkeypatch.delenv(npu.STRICT_ENV)
+    monkeypatch.setattr(npu, "_fused_warned", False)
+    with pytest.warns(RuntimeWarning, match="fused Conv\\+BN\\+LeakyReLU"):
+        kernel(x, w, bias, *geometry, 0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel(x, w, bias, *geometry, 0.2)  # once only

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import os
 import platform
+from pathlib import Path
+from typing import Mapping
 
-from . import __version__, backends
+import torch
+
+from . import __version__, backends, npu
 
 
 def report() -> str:
     import numpy
-    import torch
 
     lines = [
         f"ascend-acts {__version__}",
@@ -26,13 +30,46 @@ def report() -> str:
     return "\n".join(lines)
 
 
-def npu_report() -> list[str]:
-    """What an NPU user has here, found without importing torch_npu (which breaks without CANN)."""
-    cann = os.environ.get("ASCEND_HOME_PATH") or os.environ.get("ASCEND_TOOLKIT_HOME")
-    torch_npu = importlib.util.find_spec("torch_npu") is not None
-    return [
-        f"CANN       {'found at ' + cann if cann else 'not found (source the CANN set_env.sh on an Ascend machine)'}",
-        f"torch_npu  {'installed' if torch_npu else 'not installed (pip install torch-npu matching torch, on an Ascend machine)'}",
-        "kernels    AscendC custom op package: not part of this release yet; NPU tensors run the ops with torch "
-        "built-ins (ascend_acts.torch_kernels, same results), with a warning (ASCEND_ACTS_NPU_STRICT=1: error)",
-    ]
+def npu_report(env: Mapping[str, str] | None = None) -> list[str]:
+    """What an NPU user has here and the next step for what is missing, found without importing torch_npu
+    (which fails without CANN) and without loading anything."""
+    env = os.environ if env is None else env
+    cann = npu.cann_home(env)
+    if cann is None:
+        cann_line = (f"not found ({' and '.join('$' + v for v in npu.CANN_VARIABLES)} unset); next: install the CANN "
+                     "toolkit and kernels package, then source <CANN>/set_env.sh (docs/npu.md)")
+    elif not Path(cann[1], "include", "acl", "acl.h").is_file():
+        cann_line = (f"${cann[0]}={cann[1]} is not a CANN toolkit (no include/acl/acl.h); next: source the "
+                     "set_env.sh of an installed CANN toolkit")
+    else:
+        cann_line = f"found at {cann[1]} (${cann[0]})"
+
+    if importlib.util.find_spec("torch_npu") is None:
+        torch_npu_line = (f"not installed; next: pip install the torch-npu release made for torch "
+                          f"{torch.__version__.split('+')[0]} (docs/npu.md)")
+    else:
+        try:
+            torch_npu_line = f"installed ({importlib.metadata.version('torch_npu')})"
+        except importlib.metadata.PackageNotFoundError:
+            torch_npu_line = "installed (version unknown)"
+
+    package = npu.find_op_package(env)
+    if package is not None:
+        package_line = f"installed at {package}"
+    else:
+        looked = ", ".join(str(d) for d in npu.op_package_candidates(env))
+        where = f"no {npu.OP_API_LIBRARY} under {looked}" if looked else "no CANN or $ASCEND_OPP_PATH to look under"
+        package_line = f"not installed ({where}); next: scripts/build_npu.sh, then scripts/install_npu.sh"
+
+    extension = npu.extension_path()
+    extension_line = (f"built: {extension}" if extension is not None else
+                      "not built; next: pip install --no-build-isolation -e . once CANN, torch_npu and the op "
+                      "package are there")
+
+    if npu.STATUS.source == "extension":
+        kernels_line = "AscendC kernels of the op package, through the extension"
+    else:
+        kernels_line = (f"torch built-ins (ascend_acts.torch_kernels, same results) because {npu.STATUS.detail}; "
+                        f"warns once ({npu.STRICT_ENV}=1: error)")
+    return [f"CANN        {cann_line}", f"torch_npu   {torch_npu_line}", f"op package  {package_line}",
+            f"extension   {extension_line}", f"kernels     {kernels_line}"]

@@ -1,0 +1,318 @@
+"""The NPU build without CANN: cmake/npu.cmake's configure-time decisions, scripts/build_npu.sh and
+install_npu.sh driven by a stand-in msopgen that writes the documented project layout, and setup.py's
+decision about the torch_npu extension. Nothing here compiles or runs CANN code (there is none on this
+machine); the stand-ins only follow Huawei's documented file layout."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from ascend_acts import npu
+from test_npu_definitions import OPS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def clean_env(**overrides):
+    """The environment without any Ascend variable (and without a preset CMake generator)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND") and k != "CMAKE_GENERATOR"}
+    env.update({k: str(v) for k, v in overrides.items()})
+    return env
+
+
+def one_line(text):
+    return " ".join(text.split())
+
+
+def configure(build, *args, **env):
+    return subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Unix Makefiles", *args],
+                          capture_output=True, text=True, env=clean_env(**env), timeout=120)
+
+
+def npu_status_lines(stdout):
+    return [line for line in stdout.splitlines() if line.startswith("-- ascend_acts NPU:")]
+
+
+def targets(build):
+    result = subprocess.run(["cmake", "--build", str(build), "--target", "help"], capture_output=True, text=True,
+                            timeout=60, check=True)
+    return {line.split()[1] for line in result.stdout.splitlines() if line.startswith("... ")}
+
+
+def fake_cann(tmp_path):
+    cann = tmp_path / "cann"
+    (cann / "include/acl").mkdir(parents=True)
+    (cann / "include/acl/acl.h").write_text("/* stand-in: only its existence marks a toolkit */\n")
+    return cann
+
+
+# --- CMake configure -----------------------------------------------------------------------------------
+def test_configure_without_cann_builds_the_emulator_only(tmp_path):
+    result = configure(tmp_path / "build")
+    assert result.returncode == 0, result.stderr
+    (line,) = npu_status_lines(result.stdout)
+    for checked in ("-DASCEND_CANN_PACKAGE_PATH", "$ASCEND_CANN_PACKAGE_PATH", "$ASCEND_HOME_PATH", "unset",
+                    "emulator only"):
+        assert checked in line
+    found = targets(tmp_path / "build")
+    assert {"ascend_acts_sim", "ascend_acts_sim_tests"} <= found and "npu_op_package" not in found
+
+
+def test_requesting_the_npu_build_without_cann_fails(tmp_path):
+    result = configure(tmp_path / "build", "-DASCEND_ACTS_NPU=ON")
+    assert result.returncode != 0
+    message = one_line(result.stderr)
+    assert "ASCEND_ACTS_NPU=ON but CANN toolkit not found" in message
+    assert "source <CANN>/set_env.sh, or pass -DASCEND_CANN_PACKAGE_PATH=<CANN toolkit dir>" in message
+
+
+def test_an_explicit_path_that_is_no_toolkit_fails(tmp_path):
+    result = configure(tmp_path / "build", "-DASCEND_CANN_PACKAGE_PATH=/nonexistent")
+    assert result.returncode != 0
+    assert "-DASCEND_CANN_PACKAGE_PATH=/nonexistent is not a CANN toolkit (no include/acl/acl.h there)" \
+        in one_line(result.stderr)
+
+
+def test_an_environment_path_that_is_no_toolkit_is_reported(tmp_path):
+    result = configure(tmp_path / "build", ASCEND_HOME_PATH=tmp_path)  # exists, but no include/acl/acl.h
+    assert result.returncode == 0, result.stderr
+    (line,) = npu_status_lines(result.stdout)
+    assert f"$ASCEND_HOME_PATH={tmp_path} is not a CANN toolkit" in line and "emulator only" in line
+    result = configure(tmp_path / "build2", "-DASCEND_ACTS_NPU=ON", ASCEND_HOME_PATH=tmp_path)
+    assert result.returncode != 0 and f"$ASCEND_HOME_PATH={tmp_path} is not a CANN toolkit" in one_line(result.stderr)
+
+
+@pytest.mark.parametrize("soc, ok", [("ascend910b", True), ("ascend310p", True), ("Ascend910B3", True),
+                                     ("ascend910", False), ("ascend910b;x", False), ("", False)])
+def test_soc_is_validated(tmp_path, soc, ok):
+    result = configure(tmp_path / "build", f"-DASCEND_ACTS_SOC={soc}")
+    assert (result.returncode == 0) == ok, result.stderr
+    if not ok:
+        assert f"ASCEND_ACTS_SOC='{soc}' is not supported: use ascend910b or ascend310p" in one_line(result.stderr)
+
+
+# --- a stand-in toolkit: msopgen writing the documented project layout -----------------------------------
+FAKE_MSOPGEN = '''\
+#!/usr/bin/env python3
+# Stand-in for msopgen gen: per op a template op_host/<op>.cpp (+ <op>_tiling.h) and op_kernel/<op>.cpp named
+# after the op type, CMakePresets.json and build.sh. Records its arguments, one JSON line per call.
+import json, os, re, sys
+from pathlib import Path
+args = sys.argv[1:]
+with open(os.environ["FAKE_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+value = lambda flag: args[args.index(flag) + 1]
+out = Path(value("-out"))
+split = r"(?<=[a-z0-9])(?=[A-Z])" + (r"|(?<=[A-Z])(?=[A-Z][a-z])" if os.environ.get("FAKE_SPLIT_ACRONYMS") else "")
+(out / "op_host").mkdir(parents=True, exist_ok=True)
+(out / "op_kernel").mkdir(exist_ok=True)
+for op in json.loads(Path(value("-i")).read_text()):
+    op = op["op"]
+    name = re.sub(split, "_", op).lower()
+    (out / "op_host" / f"{name}.cpp").write_text(f'#include "{name}_tiling.h"\\nclass {op} : public OpDef {{}};\\n')
+    (out / "op_host" / f"{name}_tiling.h").write_text("// template tiling data\\n")
+    (out / "op_kernel" / f"{name}.cpp").write_text(f'extern "C" __global__ __aicore__ void {name}(GM_ADDR x) {{}}\\n')
+variables = {"ASCEND_COMPUTE_UNIT": {"type": "STRING", "value": value("-c").split("-", 1)[1]},
+             "vendor_name": {"type": "STRING", "value": "customize"},
+             "ENABLE_BINARY_PACKAGE": {"type": "BOOL", "value": "False"}}
+(out / "CMakePresets.json").write_text(json.dumps({"version": 1, "configurePresets": [
+    {"name": "default", "cacheVariables": variables}]}))
+(out / "build.sh").write_text(f"exec python3 {os.environ['FAKE_BUILD']}\\n")
+'''
+
+FAKE_BUILD = '''\
+# Stand-in for the generated project's build: refuses an op defined twice, makes a .run that installs the
+# documented <dest>/vendors/<vendor_name>, with op_api/lib/libcust_opapi.so only if the binary package is on.
+import collections, json, re
+from pathlib import Path
+found = collections.Counter()
+for pattern, folder in [(r"class (\\w+) : public OpDef", "op_host"), (r"__aicore__ void (\\w+)\\(", "op_kernel")]:
+    for f in Path(folder).glob("*.cpp"):
+        found.update(re.findall(pattern, f.read_text()))
+twice = [name for name, count in found.items() if count > 1]
+if twice:
+    raise SystemExit(f"defined more than once: {twice}")
+variables = json.loads(Path("CMakePresets.json").read_text())["configurePresets"][0]["cacheVariables"]
+vendor = variables["vendor_name"]["value"]
+api = "op_api/lib" if variables["ENABLE_BINARY_PACKAGE"]["value"] == "True" else "op_impl"
+run = f"""#!/bin/bash
+dest="${{ASCEND_OPP_PATH:-$ASCEND_HOME_PATH/opp}}"
+for a in "$@"; do case "$a" in --install-path=*) dest="${{a#--install-path=}}";; esac; done
+mkdir -p "$dest/vendors/{vendor}/{api}" && touch "$dest/vendors/{vendor}/{api}/libcust_opapi.so"
+"""
+Path("build_out").mkdir(exist_ok=True)
+Path("build_out/custom_opp_ubuntu_x86_64.run").write_text(run)
+'''
+
+
+@pytest.fixture
+def toolkit(tmp_path):
+    """A stand-in Ascend machine: CANN directory, msopgen on PATH, an output directory for the scripts."""
+    cann = fake_cann(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "msopgen").write_text(FAKE_MSOPGEN)
+    (bin_dir / "msopgen").chmod(0o755)
+    (tmp_path / "fake_build.py").write_text(FAKE_BUILD)
+    out = tmp_path / "out"
+    env = dict(PATH=f"{bin_dir}:/usr/bin:/bin", ASCEND_ACTS_BUILD_OUT=out, FAKE_LOG=tmp_path / "msopgen.json",
+               FAKE_BUILD=tmp_path / "fake_build.py")
+    return SimpleNamespace(cann=cann, out=out, env=env, log=tmp_path / "msopgen.json", tmp=tmp_path)
+
+
+def run_script(name, *args, **env):
+    return subprocess.run(["bash", str(ROOT / "scripts" / name), *args], capture_output=True, text=True,
+                          env=clean_env(**env), timeout=60)
+
+
+def test_build_script_makes_the_package_from_our_sources(toolkit):
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_COMPUTE_UNIT="ascend310p")
+    assert result.returncode == 0, result.stderr
+    calls = [json.loads(line) for line in toolkit.log.read_text().splitlines()]
+    assert all(args[0] == "gen" and args[args.index("-c") + 1] == "ai_core-ascend310p" for args in calls)
+    # every op family's JSON: the first creates the project, the others are added to it
+    assert [Path(args[args.index("-i") + 1]) for args in calls] == [
+        ROOT / "op_host/json/acts_elementwise.json", ROOT / "op_host/json/acts_conv_bn.json"]
+    assert "-m" not in calls[0] and calls[1][calls[1].index("-m") + 1] == "1"
+    work = toolkit.out / "msopgen"
+    fused = {"ActsBatchNormLeakyRelu": ("batch_norm_leaky_relu", "acts_batch_norm_leaky_relu"),
+             "ActsBatchNormLeakyReluGrad": ("batch_norm_leaky_relu_grad", "acts_batch_norm_leaky_relu_grad"),
+             "ActsConvBnLeakyReluEval": ("conv_bn_leaky_relu_eval", "acts_conv_bn_leaky_relu_eval")}
+    for file, kernel in [(file, kernel) for file, kernel, _, _ in OPS.values()] + list(fused.values()):
+        # each template replaced by our file for that op
+        assert (work / f"op_host/{kernel}.cpp").read_text() == (ROOT / f"op_host/{file}.cpp").read_text()
+        assert (work / f"op_kernel/{kernel}.cpp").read_text() == (ROOT / f"op_kernel/{file}.cpp").read_text()
+        assert not (work / f"op_host/{kernel}_tiling.h").exists()
+    assert (work / "op_host/elementwise_tiling.h").read_text() == (ROOT / "op_host/elementwise_tiling.h").read_text()
+    variables = json.loads((work / "CMakePresets.json").read_text())["configurePresets"][0]["cacheVariables"]
+    assert {k: v["value"] for k, v in variables.items()} == {
+        "vendor_name": npu.VENDOR, "ENABLE_BINARY_PACKAGE": "True", "ASCEND_CANN_PACKAGE_PATH": str(toolkit.cann),
+        "ASCEND_COMPUTE_UNIT": "ascend310p"}
+    assert [p.name for p in toolkit.out.glob("custom_opp_*.run")] == ["custom_opp_ubuntu_x86_64.run"]
+    assert "for ascend310p (vendor ascend_acts)" in result.stdout
+
+
+def test_build_script_stops_when_msopgen_names_an_op_differently(toolkit):
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, FAKE_SPLIT_ACRONYMS=1)
+    assert result.returncode == 5
+    assert "no file in op_kernel/ defines acts_r_relu (msopgen generated acts_r_relu.cpp for it)" in result.stderr
+    assert not list(toolkit.out.glob("custom_opp_*.run"))
+
+
+def test_build_script_rejects_an_unsupported_soc(toolkit):
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_COMPUTE_UNIT="ascend910")
+    assert result.returncode == 2 and "unsupported SoC 'ascend910'" in result.stderr
+    assert not toolkit.out.exists() and not toolkit.log.exists()
+
+
+def test_install_script_puts_the_package_where_ascend_acts_looks(toolkit):
+    assert run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann).returncode == 0
+    opp = toolkit.cann / "opp"
+    env = dict(toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_OPP_PATH=opp)
+    result = run_script("install_npu.sh", **env)
+    assert result.returncode == 0, result.stderr
+    vendor = opp / "vendors" / npu.VENDOR
+    assert f"to {vendor}" in result.stdout
+    assert npu.find_op_package({"ASCEND_HOME_PATH": str(toolkit.cann)}) == vendor
+
+    custom = toolkit.tmp / "custom"
+    custom.mkdir()
+    result = run_script("install_npu.sh", "--install-path", str(custom), **env)
+    assert result.returncode == 0, result.stderr
+    vendor = custom / "vendors" / npu.VENDOR
+    assert f"export ASCEND_CUSTOM_OPP_PATH={vendor}:" in result.stdout
+    assert npu.find_op_package({"ASCEND_CUSTOM_OPP_PATH": f"/elsewhere:{vendor}"}) == vendor
+
+
+def test_install_script_refuses_a_package_without_the_aclnn_api(toolkit):
+    toolkit.out.mkdir()
+    no_api = '#!/bin/bash\nmkdir -p "$ASCEND_OPP_PATH/vendors/ascend_acts/op_impl"\n'
+    (toolkit.out / "custom_opp_x.run").write_text(no_api)
+    opp = toolkit.cann / "opp"
+    result = run_script("install_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_OPP_PATH=opp)
+    assert result.returncode == 5 and "lacks the aclnn API" in result.stderr
+    result = run_script("install_npu.sh", "--install-path", str(toolkit.tmp / "missing"), **toolkit.env,
+                        ASCEND_HOME_PATH=toolkit.cann)
+    assert result.returncode == 2 and "no directory" in result.stderr
+
+
+def test_cmake_target_runs_the_build_script_for_the_chosen_soc(toolkit):
+    build = toolkit.tmp / "build"
+    result = configure(build, "-DASCEND_ACTS_SOC=ascend310p", ASCEND_HOME_PATH=toolkit.cann)
+    assert result.returncode == 0, result.stderr
+    (line,) = npu_status_lines(result.stdout)
+    assert f"CANN toolkit at {toolkit.cann} (from $ASCEND_HOME_PATH)" in line and "--target npu_op_package" in line
+    assert "npu_op_package" in targets(build)
+    assert "all: CMakeFiles/npu_op_package.dir/all" not in (build / "CMakeFiles/Makefile2").read_text()
+    result = subprocess.run(["cmake", "--build", str(build), "--target", "npu_op_package"], capture_output=True,
+                            text=True, env=clean_env(**toolkit.env), timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = [json.loads(line) for line in toolkit.log.read_text().splitlines()]
+    assert calls and all(args[args.index("-c") + 1] == "ai_core-ascend310p" for args in calls)
+    assert list(toolkit.out.glob("custom_opp_*.run"))
+    variables = json.loads((toolkit.out / "msopgen/CMakePresets.json").read_text())["configurePresets"][0]
+    assert variables["cacheVariables"]["ASCEND_CANN_PACKAGE_PATH"]["value"] == str(toolkit.cann)
+
+
+def test_cmake_npu_on_with_cann_builds_the_package_with_all(toolkit):
+    build = toolkit.tmp / "build"
+    result = configure(build, "-DASCEND_ACTS_NPU=ON", ASCEND_HOME_PATH=toolkit.cann)
+    assert result.returncode == 0, result.stderr
+    assert "builds with `all`" in npu_status_lines(result.stdout)[0]
+    assert "all: CMakeFiles/npu_op_package.dir/all" in (build / "CMakeFiles/Makefile2").read_text()
+
+
+# --- setup.py: build the extension only with CANN, torch_npu and the op package ---------------------------
+def fake_torch_npu(tmp_path):
+    """A torch_npu that can be found but fails if imported (setup.py must only find it)."""
+    site = tmp_path / "site"
+    (site / "torch_npu").mkdir(parents=True)
+    (site / "torch_npu/__init__.py").write_text("raise ImportError('stand-in torch_npu must not be imported')\n")
+    return site
+
+
+def setup_py(**env):
+    return subprocess.run([sys.executable, "setup.py", "--name"], cwd=ROOT, capture_output=True, text=True,
+                          env=clean_env(**env), timeout=120)
+
+
+def test_setup_skips_the_extension_with_one_line_saying_why(tmp_path):
+    cann = fake_cann(tmp_path)
+    site = fake_torch_npu(tmp_path)
+    cases = [({}, "CANN not found (ASCEND_CANN_PACKAGE_PATH and ASCEND_HOME_PATH unset"),
+             ({"ASCEND_HOME_PATH": tmp_path}, f"ASCEND_HOME_PATH={tmp_path} is not a CANN toolkit"),
+             ({"ASCEND_HOME_PATH": cann}, "torch_npu is not importable here"),
+             ({"ASCEND_HOME_PATH": cann, "PYTHONPATH": site},
+              "the custom op package is not installed (scripts/build_npu.sh, then scripts/install_npu.sh)")]
+    for env, reason in cases:
+        result = setup_py(**env)
+        assert result.returncode == 0 and result.stdout.strip() == "ascend-acts", result.stderr
+        (line,) = [line for line in result.stderr.splitlines() if line.startswith("ascend_acts:")]
+        assert line.startswith("ascend_acts: not building the torch_npu extension ascend_acts._npu_ops: ")
+        assert reason in line, (env, line)
+
+
+def test_setup_builds_the_extension_when_everything_is_there(tmp_path):
+    cann = fake_cann(tmp_path)
+    site = fake_torch_npu(tmp_path)
+    vendor = cann / "opp/vendors/ascend_acts"
+    (vendor / "op_api/lib").mkdir(parents=True)
+    (vendor / "op_api/lib/libcust_opapi.so").write_bytes(b"")
+    result = setup_py(ASCEND_HOME_PATH=cann, PYTHONPATH=site)
+    assert result.returncode == 0, result.stderr  # and the stand-in torch_npu was not imported
+    lines = [line for line in result.stderr.splitlines() if line.startswith("ascend_acts:")]
+    assert lines == [f"ascend_acts: building the torch_npu extension ascend_acts._npu_ops (CANN {cann}, torch_npu "
+                     f"{site / 'torch_npu'}, op package {vendor})"]
+    assert npu.find_op_package({"ASCEND_HOME_PATH": str(cann)}) == vendor  # the same package ascend_acts loads
+
+
+def test_the_vendor_name_is_the_same_everywhere():
+    assert f"vendor={npu.VENDOR}\n" in (ROOT / "scripts/build_npu.sh").read_text()
+    assert f"vendor={npu.VENDOR}\n" in (ROOT / "scripts/install_npu.sh").read_text()
+    assert f'VENDOR = "{npu.VENDOR}"' in (ROOT / "setup.py").read_text()
+    assert f'NPU_EXTENSION = "{npu.EXTENSION}"' in (ROOT / "setup.py").read_text()

@@ -1,0 +1,126 @@
+"""The torch_npu extension (python/ascend_acts/csrc/npu_ops.cpp) cannot be compiled here (no CANN, no
+torch_npu), so its text is checked against the other definitions: it registers PrivateUse1 kernels for exactly
+the ops ascend_acts.npu has NPU kernels for, with C++ signatures matching the torch.library schemas; it declares
+the aclnn API of each OpDef (op_host/ via the msopgen JSON) by the documented generation rule; and each kernel
+calls the aclnn op of its OpDef with the inputs, the attributes (the schema's float arguments) and one output."""
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from ascend_acts import npu
+from test_npu_definitions import OPS, SPEC
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = (ROOT / "python/ascend_acts/csrc/npu_ops.cpp").read_text()
+TORCH_OP = {cann_op: torch_op for cann_op, (_, _, torch_op, _) in OPS.items()}
+
+
+def cpp_type(argument) -> str:
+    if isinstance(argument.type, torch.TensorType):
+        writes = argument.alias_info is not None and argument.alias_info.is_write
+        return "at::Tensor&" if writes else "const at::Tensor&"
+    return {"FloatType": "double", "BoolType": "bool"}[argument.type.kind()]
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def params(text: str) -> list[tuple[str, str]]:
+    """'const at::Tensor& self, double x' -> [('const at::Tensor&', 'self'), ('double', 'x')]"""
+    pairs = [re.match(r"(.+?)\s*\b(\w+)$", " ".join(p.split())).groups() for p in text.split(",") if p.strip()]
+    return [(kind.replace(" *", "*").replace(" &", "&"), name) for kind, name in pairs]
+
+
+def check(source: str, spec: list) -> None:
+    """Raises AssertionError where the extension's text disagrees with the op definitions."""
+    impl = re.search(r"TORCH_LIBRARY_IMPL\((\w+), (\w+), m\) \{(.*?)\n\}", source, re.S)
+    assert impl and impl.group(1) == "ascend_acts" and impl.group(2) == "PrivateUse1"
+    registered = re.findall(r'm\.impl\("(\w+)", TORCH_FN\((\w+)\)\);', impl.group(3))
+    assert sorted(op for op, _ in registered) == sorted(npu.KERNELS)
+    functions = {name: (returns, params(args), body) for returns, name, args, body in re.findall(
+        r"^(at::Tensor|void) (\w+)\(([^)]*)\) \{\n(.*?)^\}", source, re.S | re.M)}
+    kernel_of = dict(registered)
+
+    # the aclnn API, declared by the generation rule from each OpDef (via the msopgen JSON)
+    flat = " ".join(source.split())
+    declared = {op: params(args)
+                for op, args in re.findall(r"aclnnStatus aclnn(\w+)GetWorkspaceSize\(([^)]*)\);", flat)}
+    launched = re.findall(r"aclnnStatus aclnn(\w+)\(void\* workspace, uint64_t workspaceSize, "
+                          r"aclOpExecutor\* executor, aclrtStream stream\);", flat)
+    assert sorted(declared) == sorted(launched) == sorted(entry["op"] for entry in spec)
+    for entry in spec:
+        expected = ([("const aclTensor*", d["name"]) for d in entry["input_desc"]]
+                    + [("double", camel(a["name"])) for a in entry["attr"] if a["type"] == "float"]
+                    + [("aclTensor*", "out"), ("uint64_t*", "workspaceSize"), ("aclOpExecutor**", "executor")])
+        assert len(entry["output_desc"]) == 1 and declared[entry["op"]] == expected, entry["op"]
+
+    for op, name in registered:
+        schema = getattr(torch.ops.ascend_acts, op).default._schema
+        returns, signature, body = functions[name]
+        assert signature == [(cpp_type(a), a.name) for a in schema.arguments], op
+        assert returns == ("void" if not schema.returns else "at::Tensor"), op
+        if not schema.returns:  # in-place: torch's overlap check, then the out-of-place kernel's result
+            assert "at::assert_no_internal_overlap(self);" in body and f"self.copy_({kernel_of[op[:-1]]}(self" in body
+            continue
+        calls = re.findall(r"ACTS_ACLNN\((\w+), (\w+), ([^;]*)\);", body)
+        assert len(calls) == 1, op
+        cann_op, _, args = calls[0]
+        assert TORCH_OP.get(cann_op) == op, (op, cann_op)
+        entry = next(e for e in spec if e["op"] == cann_op)
+        args = [a.strip() for a in args.split(",")]
+        tensors = [a for a in args if a.endswith(".get()")]
+        attrs = [a for a in args if not a.endswith(".get()")]
+        assert len(tensors) == len(entry["input_desc"]) + 1 and args[-1] == tensors[-1] == "out_acl.get()", op
+        assert attrs == [a.name for a in schema.arguments if a.type.kind() == "FloatType"] \
+            == [a["name"] for a in entry["attr"]], op
+        assert args == tensors[:-1] + attrs + tensors[-1:], op  # inputs, attributes, output: the declared order
+
+
+def test_extension_matches_the_op_definitions():
+    check(SOURCE, SPEC)
+
+
+MUTATIONS = {
+    "register one op less": ('    m.impl("rrelu_with_seed_", TORCH_FN(RReluInplace));\n', ""),
+    "wrong dispatch key": ("TORCH_LIBRARY_IMPL(ascend_acts, PrivateUse1, m)",
+                           "TORCH_LIBRARY_IMPL(ascend_acts, CPU, m)"),
+    "float instead of double": ("at::Tensor LeakyRelu(const at::Tensor& self, double negative_slope)",
+                                "at::Tensor LeakyRelu(const at::Tensor& self, float negative_slope)"),
+    "in-place takes a const tensor": ("void RReluInplace(at::Tensor& self,",
+                                      "void RReluInplace(const at::Tensor& self,"),
+    "attributes swapped in a declaration": ("const aclTensor* seed, double lower, double upper,\n",
+                                            "const aclTensor* seed, double upper, double lower,\n"),
+    "attributes swapped in a call": ("ACTS_ACLNN(ActsRRelu, x, x_acl.get(), seed_acl.get(), lower, upper,",
+                                     "ACTS_ACLNN(ActsRRelu, x, x_acl.get(), seed_acl.get(), upper, lower,"),
+    "an input missing in a call": ("ACTS_ACLNN(ActsRReluGrad, saved, dy_acl.get(), saved_acl.get(), seed_acl.get(),",
+                                   "ACTS_ACLNN(ActsRReluGrad, saved, dy_acl.get(), saved_acl.get(),"),
+    "the wrong aclnn op": ("ACTS_ACLNN(ActsLeakyRelu, x,", "ACTS_ACLNN(ActsLeakyReluGrad, x,"),
+    "in-place without the overlap check": ("void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"
+                                           "    at::assert_no_internal_overlap(self);\n",
+                                           "void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"),
+}
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_a_disagreement_is_detected(mutation):
+    old, new = MUTATIONS[mutation]
+    assert SOURCE.count(old) == 1
+    with pytest.raises(AssertionError):
+        check(SOURCE.replace(old, new), SPEC)
+
+
+def test_a_changed_opdef_is_detected():
+    spec = copy.deepcopy(SPEC)
+    next(e for e in spec if e["op"] == "ActsRRelu")["attr"].reverse()
+    with pytest.raises(AssertionError):
+        check(SOURCE, spec)
+
+
+def test_the_file_says_it_was_never_compiled():
+    assert "NEVER COMPILED" in SOURCE.split("#include")[0]
