@@ -1,10 +1,12 @@
 """The torch_npu extension (python/ascend_acts/csrc/npu_ops.cpp) cannot be compiled here (no CANN, no
 torch_npu), so its text is checked against the other definitions: it registers PrivateUse1 kernels for exactly
 the ops ascend_acts.npu has NPU kernels for, with C++ signatures matching the torch.library schemas; it declares
-the aclnn API of each OpDef (op_host/ via the msopgen JSON) by the documented generation rule; and each kernel
-calls the aclnn op of its OpDef with the inputs, the attributes (the schema's float arguments) and one output."""
+the aclnn API of each OpDef (op_host/ via the msopgen JSONs) by the documented generation rule; and each kernel
+calls the aclnn op of its OpDef with the inputs, the attributes and the outputs in the declared order (for the
+elementwise ops: the attributes are the schema's float arguments and the one output is `out`)."""
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -17,13 +19,30 @@ from test_npu_definitions import OPS, SPEC
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = (ROOT / "python/ascend_acts/csrc/npu_ops.cpp").read_text()
 TORCH_OP = {cann_op: torch_op for cann_op, (_, _, torch_op, _) in OPS.items()}
+# every op family's msopgen JSON
+SPECS = SPEC + json.loads((ROOT / "op_host/json/acts_conv_bn.json").read_text())
+# torch op -> the aclnn op its NPU kernel calls (None: torch_npu's ops only)
+CALLS = {**{torch_op: cann_op for cann_op, torch_op in TORCH_OP.items()},
+         "conv_bn_leaky_relu_train": "ActsBatchNormLeakyRelu",
+         "conv_bn_leaky_relu_train_backward": "ActsBatchNormLeakyReluGrad",
+         "conv_bias_leaky_relu": "ActsConvBnLeakyReluEval", "conv_bias_leaky_relu_backward": None}
 
 
 def cpp_type(argument) -> str:
-    if isinstance(argument.type, torch.TensorType):
+    kind = argument.type
+    if isinstance(kind, torch.TensorType):
         writes = argument.alias_info is not None and argument.alias_info.is_write
         return "at::Tensor&" if writes else "const at::Tensor&"
-    return {"FloatType": "double", "BoolType": "bool"}[argument.type.kind()]
+    if isinstance(kind, torch.OptionalType) and isinstance(kind.getElementType(), torch.TensorType):
+        return "const std::optional<at::Tensor>&"
+    if isinstance(kind, torch.ListType) and kind.getElementType().kind() == "IntType":
+        return "at::IntArrayRef"
+    return {"FloatType": "double", "BoolType": "bool", "IntType": "int64_t"}[kind.kind()]
+
+
+def cpp_return(schema) -> str:
+    count = len(schema.returns)
+    return "void" if count == 0 else "at::Tensor" if count == 1 else f"std::tuple<{', '.join(['at::Tensor'] * count)}>"
 
 
 def camel(name: str) -> str:
@@ -37,6 +56,18 @@ def params(text: str) -> list[tuple[str, str]]:
     return [(kind.replace(" *", "*").replace(" &", "&"), name) for kind, name in pairs]
 
 
+def aclnn_params(entry: dict) -> list[tuple[str, str]]:
+    """The documented generation rule: inputs, attributes (float as double, bool, int lists as aclIntArray,
+    lowerCamelCase), then one output `out` or several `<output>Out`, then workspace size and executor."""
+    attr_type = {"float": "double", "bool": "bool", "list_int": "const aclIntArray*"}
+    outputs = entry["output_desc"]
+    return ([("const aclTensor*", d["name"]) for d in entry["input_desc"]]
+            + [(attr_type[a["type"]], camel(a["name"])) for a in entry["attr"]]
+            + ([("aclTensor*", "out")] if len(outputs) == 1 else [("aclTensor*", camel(d["name"]) + "Out")
+                                                                   for d in outputs])
+            + [("uint64_t*", "workspaceSize"), ("aclOpExecutor**", "executor")])
+
+
 def check(source: str, spec: list) -> None:
     """Raises AssertionError where the extension's text disagrees with the op definitions."""
     impl = re.search(r"TORCH_LIBRARY_IMPL\((\w+), (\w+), m\) \{(.*?)\n\}", source, re.S)
@@ -44,7 +75,7 @@ def check(source: str, spec: list) -> None:
     registered = re.findall(r'm\.impl\("(\w+)", TORCH_FN\((\w+)\)\);', impl.group(3))
     assert sorted(op for op, _ in registered) == sorted(npu.KERNELS)
     functions = {name: (returns, params(args), body) for returns, name, args, body in re.findall(
-        r"^(at::Tensor|void) (\w+)\(([^)]*)\) \{\n(.*?)^\}", source, re.S | re.M)}
+        r"^(at::Tensor|void|std::tuple<[^>]*>) (\w+)\(([^)]*)\) \{\n(.*?)^\}", source, re.S | re.M)}
     kernel_of = dict(registered)
 
     # the aclnn API, declared by the generation rule from each OpDef (via the msopgen JSON)
@@ -55,35 +86,38 @@ def check(source: str, spec: list) -> None:
                           r"aclOpExecutor\* executor, aclrtStream stream\);", flat)
     assert sorted(declared) == sorted(launched) == sorted(entry["op"] for entry in spec)
     for entry in spec:
-        expected = ([("const aclTensor*", d["name"]) for d in entry["input_desc"]]
-                    + [("double", camel(a["name"])) for a in entry["attr"] if a["type"] == "float"]
-                    + [("aclTensor*", "out"), ("uint64_t*", "workspaceSize"), ("aclOpExecutor**", "executor")])
-        assert len(entry["output_desc"]) == 1 and declared[entry["op"]] == expected, entry["op"]
+        assert declared[entry["op"]] == aclnn_params(entry), entry["op"]
 
     for op, name in registered:
         schema = getattr(torch.ops.ascend_acts, op).default._schema
         returns, signature, body = functions[name]
         assert signature == [(cpp_type(a), a.name) for a in schema.arguments], op
-        assert returns == ("void" if not schema.returns else "at::Tensor"), op
+        assert returns == cpp_return(schema), op
         if not schema.returns:  # in-place: torch's overlap check, then the out-of-place kernel's result
             assert "at::assert_no_internal_overlap(self);" in body and f"self.copy_({kernel_of[op[:-1]]}(self" in body
             continue
         calls = re.findall(r"ACTS_ACLNN\((\w+), (\w+), ([^;]*)\);", body)
+        if CALLS[op] is None:  # torch_npu's ops only
+            assert not calls, op
+            continue
         assert len(calls) == 1, op
         cann_op, _, args = calls[0]
-        assert TORCH_OP.get(cann_op) == op, (op, cann_op)
+        assert cann_op == CALLS[op], (op, cann_op)
         entry = next(e for e in spec if e["op"] == cann_op)
         args = [a.strip() for a in args.split(",")]
-        tensors = [a for a in args if a.endswith(".get()")]
-        attrs = [a for a in args if not a.endswith(".get()")]
-        assert len(tensors) == len(entry["input_desc"]) + 1 and args[-1] == tensors[-1] == "out_acl.get()", op
-        assert attrs == [a.name for a in schema.arguments if a.type.kind() == "FloatType"] \
-            == [a["name"] for a in entry["attr"]], op
-        assert args == tensors[:-1] + attrs + tensors[-1:], op  # inputs, attributes, output: the declared order
+        tensors = [a for a in args if a.endswith("_acl.get()")]
+        attrs = [a for a in args if not a.endswith("_acl.get()")]
+        inputs, outputs = len(entry["input_desc"]), len(entry["output_desc"])
+        assert len(tensors) == inputs + outputs and len(attrs) == len(entry["attr"]), op
+        assert args == tensors[:inputs] + attrs + tensors[inputs:], op  # inputs, attributes, outputs: declared order
+        if cann_op in TORCH_OP:  # elementwise: the attributes are the schema's float arguments, one output
+            assert tensors[-1] == "out_acl.get()", op
+            assert attrs == [a.name for a in schema.arguments if a.type.kind() == "FloatType"] \
+                == [a["name"] for a in entry["attr"]], op
 
 
 def test_extension_matches_the_op_definitions():
-    check(SOURCE, SPEC)
+    check(SOURCE, SPECS)
 
 
 MUTATIONS = {
@@ -101,6 +135,14 @@ MUTATIONS = {
     "an input missing in a call": ("ACTS_ACLNN(ActsRReluGrad, saved, dy_acl.get(), saved_acl.get(), seed_acl.get(),",
                                    "ACTS_ACLNN(ActsRReluGrad, saved, dy_acl.get(), saved_acl.get(),"),
     "the wrong aclnn op": ("ACTS_ACLNN(ActsLeakyRelu, x,", "ACTS_ACLNN(ActsLeakyReluGrad, x,"),
+    "a fused kernel calls the wrong aclnn op": ("ACTS_ACLNN(ActsBatchNormLeakyReluGrad, y,",
+                                                "ACTS_ACLNN(ActsBatchNormLeakyRelu, y,"),
+    "an attribute missing in a fused call": ("dilations.get(), negative_slope, out_acl.get());",
+                                             "dilations.get(), out_acl.get());"),
+    "int instead of int64_t": ("int64_t groups, double eps, double negative_slope, bool save_output)",
+                               "int groups, double eps, double negative_slope, bool save_output)"),
+    "outputs not named by the rule": ("aclTensor* dxOut, aclTensor* gradWeightOut,",
+                                      "aclTensor* dx, aclTensor* gradWeightOut,"),
     "in-place without the overlap check": ("void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"
                                            "    at::assert_no_internal_overlap(self);\n",
                                            "void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"),
@@ -112,11 +154,11 @@ def test_a_disagreement_is_detected(mutation):
     old, new = MUTATIONS[mutation]
     assert SOURCE.count(old) == 1
     with pytest.raises(AssertionError):
-        check(SOURCE.replace(old, new), SPEC)
+        check(SOURCE.replace(old, new), SPECS)
 
 
 def test_a_changed_opdef_is_detected():
-    spec = copy.deepcopy(SPEC)
+    spec = copy.deepcopy(SPECS)
     next(e for e in spec if e["op"] == "ActsRRelu")["attr"].reverse()
     with pytest.raises(AssertionError):
         check(SOURCE, spec)

@@ -251,17 +251,18 @@ def test_fused_torch_kernels_match_the_reference(save_output):
 def test_fused_ops_have_npu_kernels_behind_the_warning(monkeypatch):
     from ascend_acts.backends import FUSED_KERNELS
 
+    assert set(FUSED_KERNELS) <= set(npu.KERNELS)
     assert all(torch._C._dispatch_has_kernel_for_dispatch_key(f"ascend_acts::{name}", "PrivateUse1")
                for name in FUSED_KERNELS)
     x, w, bias, _, _, geometry = fused_cases()
-    kernel = npu.fused_fallback("conv_bias_leaky_relu")
+    kernel = npu.KERNELS["conv_bias_leaky_relu"]
     monkeypatch.setenv(npu.STRICT_ENV, "1")
-    with pytest.raises(RuntimeError, match="no NPU kernels for the fused Conv\\+BN\\+LeakyReLU"):
+    with pytest.raises(RuntimeError, match="custom op package is not available"):
         kernel(x, w, bias, *geometry, 0.2)
     monkeypatch.delenv(npu.STRICT_ENV)
-    monkeypatch.setattr(npu, "_fused_warned", False)
-    with pytest.warns(RuntimeWarning, match="fused Conv\\+BN\\+LeakyReLU"):
-        kernel(x, w, bias, *geometry, 0.2)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        kernel(x, w, bias, *geometry, 0.2)  # once only
+    monkeypatch.setattr(npu, "_warned", False)
+    with pytest.warns(RuntimeWarning, match="torch_npu built-ins"):
+        out = kernel(x, w, bias, *geometry, 0.2)
+    from ascend_acts import torch_kernels_conv_bn
+
+    assert torch.equal(out, torch_kernels_conv_bn.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2))

@@ -5,8 +5,8 @@
   our AscendC kernels through the package's generated aclnn API.
 - Otherwise `torch_kernels` (torch built-ins on the device, bit-identical to the reference) with a one-time
   warning that says why; ASCEND_ACTS_NPU_STRICT=1 turns that into an error.
-- The fused Conv+BN+LeakyReLU ops always run `torch_kernels_conv_bn` (torch_npu's conv and elementwise
-  built-ins, the reference's mathematics): the extension has no kernels for them yet. Same warning rules.
+  The fused Conv+BN+LeakyReLU ops fall back to `torch_kernels_conv_bn` (torch_npu's conv and elementwise
+  built-ins, the reference's mathematics).
 
 `STATUS` records which one this process uses and why. This module never imports torch_npu (without CANN that
 import fails): registering PrivateUse1 kernels needs no torch_npu, and the extension is only loaded when it
@@ -147,39 +147,27 @@ def _rrelu_backward(grad_output, saved, seed, lower, upper, self_is_result):
     return torch_kernels.rrelu_backward(grad_output, saved, lower, upper, seed)
 
 
+
+def fused_fallback(name: str):
+    """The fallback PrivateUse1 kernel of fused op `name`: torch_kernels_conv_bn's, behind the warning."""
+    kernel = getattr(torch_kernels_conv_bn, name)
+
+    def run(*args):
+        check_fallback_allowed()
+        return kernel(*args)
+
+    run.__name__ = f"_{name}"
+    return run
+
+
 # The ops with NPU kernels: the fallback's here, the extension's in csrc/npu_ops.cpp (the same set).
 KERNELS = {
     "leaky_relu": _leaky_relu, "leaky_relu_": _leaky_relu_, "leaky_relu_backward": _leaky_relu_backward,
     "rrelu_with_seed": _rrelu, "rrelu_with_seed_": _rrelu_, "rrelu_with_seed_backward": _rrelu_backward,
+    **{name: fused_fallback(name) for name in FUSED_KERNELS},
 }
 
-def check_fused_fallback_allowed() -> None:
-    """Warn once (or raise in strict mode) that the fused ops run torch built-ins on NPU tensors."""
-    global _fused_warned
-    message = ("ascend_acts: the extension has no NPU kernels for the fused Conv+BN+LeakyReLU yet, so NPU "
-               "tensors run it with torch_npu built-ins (same mathematics, InPlace-ABN memory saving kept)")
-    if os.environ.get(STRICT_ENV) == "1":
-        raise RuntimeError(message + f"; unset {STRICT_ENV} to allow that")
-    if not _fused_warned:
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-        _fused_warned = True
-
-
-def fused_fallback(name: str):
-    """The PrivateUse1 kernel of fused op `name`: torch_kernels_conv_bn's, behind the warning."""
-    kernel = getattr(torch_kernels_conv_bn, name)
-
-    def run(*args):
-        check_fused_fallback_allowed()
-        return kernel(*args)
-
-    run.__name__ = f"{name}_npu_fallback"
-    return run
-
-
-_warned = _fused_warned = False
+_warned = False
 STATUS, FALLBACK_OPS = _load_extension()
 for _name in FALLBACK_OPS:
     lib.impl(_name, KERNELS[_name], "PrivateUse1")
-for _name in FUSED_KERNELS:
-    lib.impl(_name, fused_fallback(_name), "PrivateUse1")

@@ -10,6 +10,9 @@
 // operators, c10_npu::getCurrentNPUStream); no code is taken from CANN or torch_npu.
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <tuple>
+#include <vector>
 
 #include <ATen/MemoryOverlap.h>
 #include <torch/extension.h>
@@ -37,6 +40,30 @@ aclnnStatus aclnnActsRReluGradGetWorkspaceSize(const aclTensor* dy, const aclTen
                                                double lower, double upper, aclTensor* out, uint64_t* workspaceSize,
                                                aclOpExecutor** executor);
 aclnnStatus aclnnActsRReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
+// several outputs: each named <output>Out; list attributes as const aclIntArray*, bool as bool
+aclnnStatus aclnnActsBatchNormLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
+                                                        const aclTensor* bias, const aclTensor* running_mean,
+                                                        const aclTensor* running_var, double negativeSlope, double eps,
+                                                        double momentum, bool updateRunningStats, aclTensor* yOut,
+                                                        aclTensor* saveMeanOut, aclTensor* saveInvstdOut,
+                                                        uint64_t* workspaceSize, aclOpExecutor** executor);
+aclnnStatus aclnnActsBatchNormLeakyRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                        aclrtStream stream);
+aclnnStatus aclnnActsBatchNormLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* y,
+                                                            const aclTensor* weight, const aclTensor* bias,
+                                                            const aclTensor* save_invstd, double negativeSlope,
+                                                            aclTensor* dxOut, aclTensor* gradWeightOut,
+                                                            aclTensor* gradBiasOut, uint64_t* workspaceSize,
+                                                            aclOpExecutor** executor);
+aclnnStatus aclnnActsBatchNormLeakyReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                            aclrtStream stream);
+aclnnStatus aclnnActsConvBnLeakyReluEvalGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
+                                                         const aclTensor* bias, const aclIntArray* strides,
+                                                         const aclIntArray* pads, const aclIntArray* dilations,
+                                                         double negativeSlope, aclTensor* out, uint64_t* workspaceSize,
+                                                         aclOpExecutor** executor);
+aclnnStatus aclnnActsConvBnLeakyReluEval(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                         aclrtStream stream);
 }
 
 namespace {
@@ -103,6 +130,26 @@ AclTensor AsAcl(const at::Tensor& t) {
                                      t.data_ptr());
     TORCH_CHECK(acl != nullptr, "ascend_acts: aclCreateTensor failed");
     return AclTensor(acl);
+}
+
+// A contiguous tensor with its shape (the BatchNorm and convolution tilings read N, C, H, W).
+AclTensor AsAclShaped(const at::Tensor& t) {
+    std::vector<int64_t> sizes = t.sizes().vec(), strides = t.strides().vec();
+    aclTensor* acl = aclCreateTensor(sizes.data(), sizes.size(), AclType(t.scalar_type()), strides.data(), 0,
+                                     ACL_FORMAT_ND, sizes.data(), sizes.size(), t.data_ptr());
+    TORCH_CHECK(acl != nullptr, "ascend_acts: aclCreateTensor failed");
+    return AclTensor(acl);
+}
+
+struct AclIntArrayDeleter {
+    void operator()(aclIntArray* array) const { aclDestroyIntArray(array); }
+};
+using AclIntArray = std::unique_ptr<aclIntArray, AclIntArrayDeleter>;
+
+AclIntArray AsAclList(at::IntArrayRef values) {
+    aclIntArray* acl = aclCreateIntArray(values.data(), values.size());
+    TORCH_CHECK(acl != nullptr, "ascend_acts: aclCreateIntArray failed");
+    return AclIntArray(acl);
 }
 
 // Contiguous and 32-byte aligned, as aclCreateTensor documents for the device address.
@@ -188,6 +235,119 @@ at::Tensor RReluBackward(const at::Tensor& grad_output, const at::Tensor& self, 
     return out;
 }
 
+// --- the fused Conv2d + BatchNorm2d + LeakyReLU (schemas in python/ascend_acts/ops/conv_bn_leaky_relu.py) ------
+// Training: torch_npu's convolution, then our BatchNorm + LeakyReLU kernels; eval (groups = 1): our one-launch
+// kernel with the BN-folded weights. The convolution's backward is torch_npu's. Padding is (top, bottom, left,
+// right); the statistics and the BN parameters the kernels take are float32.
+at::Tensor Padded(const at::Tensor& input, at::IntArrayRef padding) {
+    return at::constant_pad_nd(input, {padding[2], padding[3], padding[0], padding[1]});
+}
+
+at::Tensor PlatformConv(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+    return at::convolution(Padded(input, padding), weight, bias, stride, {0, 0}, dilation, false, {0, 0}, groups)
+        .contiguous();
+}
+
+// (grad_input, grad_weight, grad_bias) of PlatformConv, from the gradient of its output.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> PlatformConvBackward(const at::Tensor& grad, const at::Tensor& input,
+                                                                    const at::Tensor& weight, at::IntArrayRef stride,
+                                                                    at::IntArrayRef padding, at::IntArrayRef dilation,
+                                                                    int64_t groups) {
+    at::Tensor padded = Padded(input, padding);
+    auto [grad_padded, grad_weight, grad_bias] = at::convolution_backward(
+        grad, padded, weight, at::OptionalIntArrayRef(weight.sizes().slice(0, 1)), stride, {0, 0}, dilation, false,
+        {0, 0}, groups, {true, true, true});
+    at::Tensor grad_input = grad_padded.slice(2, padding[0], padded.size(2) - padding[1])
+                                .slice(3, padding[2], padded.size(3) - padding[3]).contiguous();
+    return {grad_input, grad_weight, grad_bias};
+}
+
+at::Tensor Floats(const at::Tensor& t) { return Prepared(t.to(at::kFloat)); }
+
+at::Tensor Channel(const at::Tensor& v) { return v.reshape({1, -1, 1, 1}); }
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrain(
+    const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    const at::Tensor& bn_weight, const at::Tensor& bn_bias, at::IntArrayRef stride, at::IntArrayRef padding,
+    at::IntArrayRef dilation, int64_t groups, double eps, double negative_slope, bool save_output) {
+    c10::OptionalDeviceGuard guard(at::device_of(input));
+    at::Tensor y = Prepared(PlatformConv(input, weight, bias, stride, padding, dilation, groups));
+    at::Tensor gamma = Floats(bn_weight), beta = Floats(bn_bias);
+    at::Tensor out = at::empty_like(y), mean = at::empty_like(gamma), invstd = at::empty_like(gamma);
+    // the running statistics stay with the caller (the op returns mean and invstd): not updated here
+    at::Tensor unused = at::empty_like(gamma);
+    AclTensor y_acl = AsAclShaped(y), gamma_acl = AsAcl(gamma), beta_acl = AsAcl(beta), unused_acl = AsAcl(unused),
+              out_acl = AsAclShaped(out), mean_acl = AsAcl(mean), invstd_acl = AsAcl(invstd);
+    ACTS_ACLNN(ActsBatchNormLeakyRelu, y, y_acl.get(), gamma_acl.get(), beta_acl.get(), unused_acl.get(),
+               unused_acl.get(), negative_slope, eps, 0.0, false, out_acl.get(), mean_acl.get(), invstd_acl.get());
+    return {out, save_output ? at::empty({0}, input.options()) : y, mean, invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrainBackward(
+    const at::Tensor& grad_out, const at::Tensor& saved, bool saved_is_output, const at::Tensor& input,
+    const at::Tensor& weight, const at::Tensor& bn_weight, const at::Tensor& bn_bias, const at::Tensor& mean,
+    const at::Tensor& invstd, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+    int64_t groups, double negative_slope) {
+    c10::OptionalDeviceGuard guard(at::device_of(input));
+    at::Tensor gamma = Floats(bn_weight), beta = Floats(bn_bias), grad_y, grad_gamma, grad_beta;
+    if (saved_is_output) {  // InPlace-ABN: our kernel inverts LeakyReLU and the affine
+        at::Tensor dy = Prepared(grad_out), y = Prepared(saved), scale = Floats(invstd);
+        grad_y = at::empty_like(y);
+        grad_gamma = at::empty_like(gamma);
+        grad_beta = at::empty_like(beta);
+        AclTensor dy_acl = AsAclShaped(dy), y_acl = AsAclShaped(y), gamma_acl = AsAcl(gamma), beta_acl = AsAcl(beta),
+                  invstd_acl = AsAcl(scale), grad_y_acl = AsAclShaped(grad_y), grad_gamma_acl = AsAcl(grad_gamma),
+                  grad_beta_acl = AsAcl(grad_beta);
+        ACTS_ACLNN(ActsBatchNormLeakyReluGrad, y, dy_acl.get(), y_acl.get(), gamma_acl.get(), beta_acl.get(),
+                   invstd_acl.get(), negative_slope, grad_y_acl.get(), grad_gamma_acl.get(), grad_beta_acl.get());
+    } else {  // the conv output was kept (slope <= 0 or a zero bn_weight): the reference's maths with torch ops
+        at::Tensor xhat = (saved.to(at::kFloat) - Channel(mean.to(at::kFloat))) * Channel(invstd.to(at::kFloat));
+        at::Tensor z = xhat * Channel(gamma) + Channel(beta), grad = grad_out.to(at::kFloat);
+        at::Tensor dz = at::where(z > 0, grad, grad * negative_slope);
+        grad_gamma = (dz * xhat).sum({0, 2, 3});
+        grad_beta = dz.sum({0, 2, 3});
+        at::Tensor dxhat = dz * Channel(gamma);
+        grad_y = (Channel(invstd.to(at::kFloat)) * (dxhat - dxhat.mean({0, 2, 3}, true) -
+                                                    xhat * (dxhat * xhat).mean({0, 2, 3}, true))).to(input.scalar_type());
+    }
+    auto [grad_input, grad_weight, grad_bias] =
+        PlatformConvBackward(grad_y, input, weight, stride, padding, dilation, groups);
+    return {grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.scalar_type()),
+            grad_beta.to(bn_bias.scalar_type())};
+}
+
+at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                             double negative_slope) {
+    c10::OptionalDeviceGuard guard(at::device_of(input));
+    if (groups != 1) {  // our eval kernel is groups = 1 only
+        return at::leaky_relu(PlatformConv(input, weight, bias, stride, padding, dilation, groups), negative_slope);
+    }
+    at::Tensor x = Prepared(input), w = Prepared(weight.to(input.scalar_type())), b = Floats(bias);
+    std::vector<int64_t> shape = {x.size(0), w.size(0)};
+    for (int axis = 0; axis < 2; ++axis) {
+        int64_t extent = x.size(2 + axis) + padding[2 * axis] + padding[2 * axis + 1];
+        shape.push_back((extent - dilation[axis] * (w.size(2 + axis) - 1) - 1) / stride[axis] + 1);
+    }
+    at::Tensor out = at::empty(shape, x.options());
+    AclTensor x_acl = AsAclShaped(x), w_acl = AsAclShaped(w), b_acl = AsAcl(b), out_acl = AsAclShaped(out);
+    AclIntArray strides = AsAclList(stride), pads = AsAclList(padding), dilations = AsAclList(dilation);
+    ACTS_ACLNN(ActsConvBnLeakyReluEval, x, x_acl.get(), w_acl.get(), b_acl.get(), strides.get(), pads.get(),
+               dilations.get(), negative_slope, out_acl.get());
+    return out;
+}
+
+// Only needed to train through an eval-mode block: torch_npu's ops, the pre-activation recomputed.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvBiasLeakyReluBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, double negative_slope) {
+    c10::OptionalDeviceGuard guard(at::device_of(input));
+    at::Tensor pre = PlatformConv(input, weight, bias, stride, padding, dilation, groups);
+    at::Tensor dz = at::where(pre > 0, grad_out, grad_out * negative_slope);
+    return PlatformConvBackward(dz, input, weight, stride, padding, dilation, groups);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(ascend_acts, PrivateUse1, m) {
@@ -197,6 +357,10 @@ TORCH_LIBRARY_IMPL(ascend_acts, PrivateUse1, m) {
     m.impl("rrelu_with_seed", TORCH_FN(RRelu));
     m.impl("rrelu_with_seed_", TORCH_FN(RReluInplace));
     m.impl("rrelu_with_seed_backward", TORCH_FN(RReluBackward));
+    m.impl("conv_bn_leaky_relu_train", TORCH_FN(ConvBnLeakyReluTrain));
+    m.impl("conv_bn_leaky_relu_train_backward", TORCH_FN(ConvBnLeakyReluTrainBackward));
+    m.impl("conv_bias_leaky_relu", TORCH_FN(ConvBiasLeakyRelu));
+    m.impl("conv_bias_leaky_relu_backward", TORCH_FN(ConvBiasLeakyReluBackward));
 }
 
 // An importable module: ascend_acts.npu imports it, which runs the registrations above.
