@@ -39,6 +39,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--elements", type=int, default=10**6)
     parser.add_argument("--quick", action="store_true", help="10^5 elements")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="directory for sim_traffic.md")
     args = parser.parse_args()
     n = 10**5 if args.quick else args.elements
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
@@ -68,8 +69,8 @@ def main() -> None:
               "launch overhead and vector compute not modelled. The seed is read once per block (8 bytes)."]
     table = "\n".join(lines)
     print(table)
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "sim_traffic.md").write_text(table + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "sim_traffic.md").write_text(table + "\n")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Smoke runs: every example and benchmark script with --quick, outputs into a temporary directory."""
 
+import csv
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import ascend_acts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -15,6 +18,10 @@ SCRIPTS = {
     "benchmarks/bench_leaky_relu.py": ["leaky_relu.csv", "leaky_relu.md", "leaky_relu.png"],
     "benchmarks/bench_rrelu.py": ["rrelu.csv", "rrelu.md", "rrelu.png"],
     "benchmarks/bench_dcgan_step.py": ["dcgan_step.csv", "dcgan_step.md", "dcgan_step.png"],
+    "benchmarks/bench_conv_bn_leaky_relu.py": ["conv_bn_leaky_relu.csv", "conv_bn_leaky_relu.md",
+                                               "conv_bn_leaky_relu.png"],
+    "benchmarks/sim_traffic.py": ["sim_traffic.md"],
+    "benchmarks/fused_traffic.py": ["fused_traffic.csv", "fused_traffic.md"],
 }
 
 
@@ -38,3 +45,22 @@ def test_sine_gan_example(tmp_path):
     figure = tmp_path / "sine.png"
     output = run("examples/sine_gan.py", "--out", str(figure), "--slope", "0.1")
     assert figure.is_file() and "sliced Wasserstein distance" in output
+
+
+def test_conv_bn_benchmark_measures_every_backend_and_keeps_less(tmp_path):
+    """The fused-op benchmark's CSV: every phase for torch, each available backend and the ceilings; the
+    fused op keeps fewer bytes than torch's composite in training and matches the float64 composite."""
+    run("benchmarks/bench_conv_bn_leaky_relu.py", "--out", str(tmp_path))
+    with open(tmp_path / "conv_bn_leaky_relu.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    phases = {"train forward", "train backward", "train forward+backward", "eval forward"}
+    backends = ascend_acts.available_backends()
+    for impl in ["torch", *backends, "clone ceiling", "copy_ ceiling"]:
+        assert {row["phase"] for row in rows if row["impl"] == impl} == phases, impl
+    measured = {(row["impl"], row["phase"]): row for row in rows}
+    torch_saved = int(measured[("torch", "train forward")]["saved_bytes"])
+    for impl in ["torch", *backends]:
+        for phase in ("train forward", "eval forward"):
+            assert float(measured[(impl, phase)]["max_rel_error"]) < 1e-5, (impl, phase)
+    for backend in backends:
+        assert 0 < int(measured[(backend, "train forward")]["saved_bytes"]) < torch_saved, backend
