@@ -1,6 +1,7 @@
 // ActsBatchNormLeakyRelu: y = leaky_relu(batch_norm(x) * weight + bias) with batch statistics (training);
-// save_mean, save_invstd per channel; running_mean/running_var updated in place when
-// update_running_stats (the kernel writes them through its inputs). The conv before it is the platform's.
+// save_mean, save_invstd per channel; running_mean/running_var updated in place when update_running_stats
+// (an input and an output of the same name: one tensor, a "Ref" parameter of the aclnn API). The conv
+// before it is the platform's.
 #include "batch_norm_leaky_relu_op_host.h"
 
 namespace ops {
@@ -36,6 +37,14 @@ public:
             .DataType({ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT})
             .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});
         this->Output("save_invstd")
+            .ParamType(REQUIRED)
+            .DataType({ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT})
+            .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});
+        this->Output("running_mean")
+            .ParamType(REQUIRED)
+            .DataType({ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT})
+            .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});
+        this->Output("running_var")
             .ParamType(REQUIRED)
             .DataType({ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT})
             .Format({ge::FORMAT_ND, ge::FORMAT_ND, ge::FORMAT_ND});

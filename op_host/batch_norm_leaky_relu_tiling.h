@@ -111,11 +111,12 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     return true;
 }
 
-// First channel and channel count of core `blockIdx`.
+// First channel and channel count of core `blockIdx` (also called by the kernels: no std:: here).
 inline void BatchNormChannelRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx, uint32_t& first,
                                   uint32_t& count) {
-    count = tiling.channelsPerCore + (blockIdx < tiling.bigCoreCount ? 1 : 0);
-    first = blockIdx * tiling.channelsPerCore + std::min(blockIdx, tiling.bigCoreCount);
+    bool big = blockIdx < tiling.bigCoreCount;
+    count = tiling.channelsPerCore + (big ? 1 : 0);
+    first = blockIdx * tiling.channelsPerCore + (big ? blockIdx : tiling.bigCoreCount);
 }
 
 }  // namespace ascend_acts

@@ -26,7 +26,7 @@ inline bool CubePlatformOf(const platform_ascendc::PlatformAscendC& platform, as
 inline matmul_tiling::DataType MatmulTypeOf(ge::DataType type) {
     switch (type) {
         case ge::DT_FLOAT16: return matmul_tiling::DataType::DT_FLOAT16;
-        case ge::DT_BF16: return matmul_tiling::DataType::DT_BF16;
+        case ge::DT_BF16: return matmul_tiling::DataType::DT_BFLOAT16;
         default: return matmul_tiling::DataType::DT_FLOAT;
     }
 }
@@ -61,7 +61,7 @@ ge::graphStatus ConvBnLeakyReluEvalTilingFunc(gert::TilingContext* context) {
     matmul.SetDim(1);
     matmul.SetAType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, MatmulTypeOf(type));
     matmul.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, MatmulTypeOf(type));
-    matmul.SetCType(matmul_tiling::TPosition::VECCALC, matmul_tiling::CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
+    matmul.SetCType(matmul_tiling::TPosition::VECIN, matmul_tiling::CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
     matmul.SetShape(plan.cube.M, plan.cube.N, plan.cube.Ka);
     matmul.SetOrgShape(plan.cube.M, plan.cube.N, plan.cube.Ka);
     matmul.SetBias(false);
@@ -69,6 +69,8 @@ ge::graphStatus ConvBnLeakyReluEvalTilingFunc(gert::TilingContext* context) {
     matmul.SetBufferSpace(static_cast<int32_t>(cube.l1Bytes / 2), -1, -1);  // two AIVs share an AIC's L1
     TCubeTiling cubeTiling;
     if (matmul.GetTiling(cubeTiling) == -1) return ge::GRAPH_FAILED;
+    // the kernel's UB plan (C blocks, column tiles) assumes the blocking it was made for
+    if (matmul.GetBaseM() != plan.cube.baseM || matmul.GetBaseN() != plan.cube.baseN) return ge::GRAPH_FAILED;
 
     auto* raw = context->GetRawTilingData();
     std::memcpy(raw->GetData(), &plan, sizeof(plan));

@@ -10,10 +10,11 @@
 // b', applies LeakyReLU, casts once and writes it to `out`.
 //
 // Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes. The `cube`
-// member is the Matmul blocking this tiling chose, under the documented TCubeTiling names. The kernel
-// does not read it: the host writes a full TCubeTiling after the struct (at kCubeTilingOffset), filled
-// by CANN's MultiCoreMatmulTiling with this blocking (op_host/conv_bn_leaky_relu_eval.cpp) or, on the
-// emulator, copied from `cube` (ascendc_sim/launcher/conv_eval.cpp).
+// member is the Matmul blocking this tiling chose, under the documented TCubeTiling names. The host
+// writes a full TCubeTiling after the struct (at kCubeTilingOffset) with this baseM/baseN, which the
+// kernel's Matmul and UB blocks use: filled by CANN's MultiCoreMatmulTiling (op_host/
+// conv_bn_leaky_relu_eval.cpp, which refuses a different blocking) or, on the emulator, copied from
+// `cube` (ascendc_sim/launcher/conv_eval.cpp).
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,8 @@
 // once, O(C) floats of statistics. Half types are computed in float32 and rounded once (RINT).
 //
 // Outputs besides `out`: save_mean, save_invstd (for the backward and for torch's BN semantics) and,
-// when updateRunningStats, running_mean / running_var updated in place (unbiased variance).
+// when updateRunningStats, running_mean / running_var (unbiased variance): in-place outputs, the same
+// GM as the inputs of those names (an aclnn "Ref" pair), read and then written by the channel's core.
 #include "batch_norm_leaky_relu_common.h"
 
 using namespace AscendC;
@@ -30,10 +31,10 @@ template <typename T>
 class BatchNormLeakyReluForward {
 public:
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR gamma, GM_ADDR beta, GM_ADDR runningMean, GM_ADDR runningVar,
-                                GM_ADDR out, GM_ADDR saveMean, GM_ADDR saveInvStd,
-                                const BatchNormLeakyReluTiling& tiling) {
+                                GM_ADDR out, GM_ADDR saveMean, GM_ADDR saveInvStd, GM_ADDR runningMeanOut,
+                                GM_ADDR runningVarOut, const BatchNormLeakyReluTiling& tiling) {
         tiling_ = tiling;
-        batch_norm_kernel::ChannelRange(tiling_, GetBlockIdx(), firstChannel_, channelCount_);
+        BatchNormChannelRange(tiling_, GetBlockIdx(), firstChannel_, channelCount_);
         uint64_t total = uint64_t(tiling_.batch) * tiling_.channels * tiling_.planeSize;
         xGm_.SetGlobalBuffer((__gm__ T*)x, total);
         outGm_.SetGlobalBuffer((__gm__ T*)out, total);
@@ -44,6 +45,8 @@ public:
         if (tiling_.updateRunningStats) {
             runningMeanGm_.SetGlobalBuffer((__gm__ float*)runningMean + firstChannel_, channelCount_);
             runningVarGm_.SetGlobalBuffer((__gm__ float*)runningVar + firstChannel_, channelCount_);
+            runningMeanOutGm_.SetGlobalBuffer((__gm__ float*)runningMeanOut + firstChannel_, channelCount_);
+            runningVarOutGm_.SetGlobalBuffer((__gm__ float*)runningVarOut + firstChannel_, channelCount_);
         }
         uint32_t tile = tiling_.tileLength;
         pipe_.InitBuffer(inQueue_, batch_norm_tiling::kBufferNum, tile * sizeof(T));
@@ -146,8 +149,8 @@ private:
         Muls(scratch, variance, tiling_.momentum * tiling_.unbiasFactor, n);
         Add(runningVar, runningVar, scratch, n);
         PipeBarrier<PIPE_ALL>();
-        batch_norm_kernel::CopyOut(runningMeanGm_, runningMean, n);
-        batch_norm_kernel::CopyOut(runningVarGm_, runningVar, n);
+        batch_norm_kernel::CopyOut(runningMeanOutGm_, runningMean, n);
+        batch_norm_kernel::CopyOut(runningVarOutGm_, runningVar, n);
     }
 
     // Pass 2: out = leaky_relu(x * scale + bias), rounded once to T.
@@ -199,7 +202,8 @@ private:
     TBuf<TPosition::VECCALC> valuesBuf_, squaresBuf_, sumBuf_, sumSquaresBuf_, reduceWorkBuf_;
     ChannelStats<ForwardSlot> stats_;
     GlobalTensor<T> xGm_, outGm_;
-    GlobalTensor<float> gammaGm_, betaGm_, runningMeanGm_, runningVarGm_, saveMeanGm_, saveInvStdGm_;
+    GlobalTensor<float> gammaGm_, betaGm_, runningMeanGm_, runningVarGm_, saveMeanGm_, saveInvStdGm_,
+        runningMeanOutGm_, runningVarOutGm_;
 };
 
 }  // namespace
@@ -208,9 +212,11 @@ private:
 extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu(GM_ADDR x, GM_ADDR gamma, GM_ADDR beta,
                                                                  GM_ADDR runningMean, GM_ADDR runningVar, GM_ADDR out,
                                                                  GM_ADDR saveMean, GM_ADDR saveInvStd,
+                                                                 GM_ADDR runningMeanOut, GM_ADDR runningVarOut,
                                                                  GM_ADDR workspace, GM_ADDR tiling) {
     ascend_acts::BatchNormLeakyReluTiling t;
     ascend_acts::ReadTiling(t, tiling);
     ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluForward>(x, gamma, beta, runningMean, runningVar, out,
-                                                                        saveMean, saveInvStd, t);
+                                                                        saveMean, saveInvStd, runningMeanOut,
+                                                                        runningVarOut, t);
 }

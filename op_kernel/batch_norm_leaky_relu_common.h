@@ -31,14 +31,6 @@ __aicore__ inline void ForEachTile(const BatchNormLeakyReluTiling& tiling, uint3
     }
 }
 
-// The channels of core `blockIdx`: whole channels, the first bigCoreCount cores one more.
-__aicore__ inline void ChannelRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx, uint32_t& first,
-                                    uint32_t& count) {
-    uint32_t bigBefore = blockIdx < tiling.bigCoreCount ? blockIdx : tiling.bigCoreCount;
-    count = tiling.channelsPerCore + (blockIdx < tiling.bigCoreCount ? 1 : 0);
-    first = blockIdx * tiling.channelsPerCore + bigBefore;
-}
-
 __aicore__ inline AscendC::DataCopyExtParams ContiguousBytes(uint32_t count, uint32_t elementSize) {
     return AscendC::DataCopyExtParams{1, count * elementSize, 0, 0, 0};
 }

@@ -33,7 +33,7 @@ public:
                                 GM_ADDR gradInput, GM_ADDR gradGamma, GM_ADDR gradBeta,
                                 const BatchNormLeakyReluTiling& tiling) {
         tiling_ = tiling;
-        batch_norm_kernel::ChannelRange(tiling_, GetBlockIdx(), firstChannel_, channelCount_);
+        BatchNormChannelRange(tiling_, GetBlockIdx(), firstChannel_, channelCount_);
         uint64_t total = uint64_t(tiling_.batch) * tiling_.channels * tiling_.planeSize;
         gradOutGm_.SetGlobalBuffer((__gm__ T*)gradOut, total);
         outputGm_.SetGlobalBuffer((__gm__ T*)output, total);

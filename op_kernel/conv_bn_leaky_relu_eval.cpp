@@ -34,7 +34,7 @@ template <typename T>
 class ConvBnLeakyReluEval {
     using AType = matmul::MatmulType<TPosition::GM, CubeFormat::ND, T>;
     using BType = matmul::MatmulType<TPosition::GM, CubeFormat::ND, T>;
-    using CType = matmul::MatmulType<TPosition::VECCALC, CubeFormat::ND, float>;
+    using CType = matmul::MatmulType<TPosition::VECIN, CubeFormat::ND, float>;
     using BiasType = matmul::MatmulType<TPosition::GM, CubeFormat::ND, float>;
     using Bits = typename GatherBits<T>::Type;
 
@@ -46,6 +46,8 @@ public:
                                 const ConvBnLeakyReluEvalTiling& tiling, const TCubeTiling& cubeTiling) {
         t_ = tiling;
         cubeTiling_ = cubeTiling;
+        // 910B (separate cube and vector cores): the Matmul object registers before any InitBuffer
+        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &cubeTiling_);
         const ConvGeometry& g = t_.conv;
         positions_ = g.outHeight * g.outWidth;
         taps_ = g.kernelH * g.kernelW;
@@ -55,7 +57,8 @@ public:
         outGm_.SetGlobalBuffer((__gm__ T*)out, uint64_t(g.batch) * g.outChannels * positions_);
         slabGm_.SetGlobalBuffer((__gm__ T*)userWorkspace + GetBlockIdx() * t_.workspaceSlab, t_.workspaceSlab);
 
-        const uint32_t block = uint32_t(t_.cube.baseM) * t_.columnTile;
+        // C blocks as the Matmul tiling the host filled has them (baseM x baseN, baseN == columnTile)
+        const uint32_t block = uint32_t(cubeTiling_.baseM) * uint32_t(cubeTiling_.baseN);
         pipe.InitBuffer(cQueue_, 1, block * sizeof(float));
         pipe.InitBuffer(outQueue_, 2, block * sizeof(T));
         pipe.InitBuffer(biasBuf_, Aligned(g.outChannels * sizeof(float)));
@@ -63,14 +66,15 @@ public:
         pipe.InitBuffer(bandQueue_, 1, Aligned((bandElements_ + 1) * sizeof(T)));
         pipe.InitBuffer(rowQueue_, 2, Aligned(t_.columnTile * sizeof(T)));
         pipe.InitBuffer(offsetBuf_, taps_ * t_.columnTile * sizeof(uint32_t));
-        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &cubeTiling_);
     }
 
+    // Every AIV reaches End(): the cube core serves both of its AIVs, also one without work items.
     __aicore__ inline void Process() {
-        if (GetBlockIdx() >= t_.usedCoreNum) return;
-        LocalTensor<float> bias = biasBuf_.Get<float>();
-        DataCopyPad(bias, biasGm_, DataCopyExtParams{1, uint32_t(t_.conv.outChannels * sizeof(float)), 0, 0, 0},
-                    DataCopyPadExtParams<float>{false, 0, 0, 0});
+        if (GetBlockIdx() < t_.usedCoreNum) {
+            LocalTensor<float> bias = biasBuf_.Get<float>();
+            DataCopyPad(bias, biasGm_, DataCopyExtParams{1, uint32_t(t_.conv.outChannels * sizeof(float)), 0, 0, 0},
+                        DataCopyPadExtParams<float>{false, 0, 0, 0});
+        }
         for (uint32_t item = GetBlockIdx(); item < t_.workItems; item += t_.usedCoreNum) {
             uint32_t image = item / t_.tilesPerImage;
             uint32_t first = (item % t_.tilesPerImage) * t_.columnTile;
@@ -158,7 +162,7 @@ private:
         PipeBarrier<PIPE_ALL>();  // the slab is in GM before the cube core reads it
         mm.SetTensorA(weightGm_);
         mm.SetTensorB(slabGm_);
-        const uint32_t baseM = t_.cube.baseM;
+        const uint32_t baseM = cubeTiling_.baseM;
         for (uint32_t rowStart = 0; mm.Iterate(); rowStart += baseM) {
             LocalTensor<float> block = cQueue_.template AllocTensor<float>();
             mm.GetTensorC(block);

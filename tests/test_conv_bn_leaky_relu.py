@@ -1,5 +1,7 @@
 """Fused Conv2d + BatchNorm2d + LeakyReLU against torch's composite (the oracle), train and eval."""
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -226,3 +228,37 @@ def test_bad_input_is_rejected_and_nothing_mutated(change, message):
     with pytest.raises(ValueError, match=message):
         ascend_acts.conv_bn_leaky_relu(**args)
     assert all(torch.equal(a, b) for a, b in zip(before, (args["running_mean"], args["running_var"])))
+
+
+def test_inplace_abn_only_where_the_output_determines_x_hat():
+    from ascend_acts.conv_bn import output_determines_batch_norm
+
+    gamma, beta = torch.tensor([1.0, 0.5]), torch.tensor([0.0, 2.0])  # |beta| / |gamma| up to 4
+    assert output_determines_batch_norm(gamma, beta, 0.2, torch.bfloat16)
+    assert output_determines_batch_norm(gamma * 0.04, beta, 0.2, torch.float32)  # ratio 100
+    assert not output_determines_batch_norm(gamma * 0.04, beta, 0.2, torch.float16)
+    assert not output_determines_batch_norm(gamma * 0.04, beta, 0.2, torch.bfloat16)
+    assert not output_determines_batch_norm(gamma, beta, 0.0, torch.float32)
+    assert not output_determines_batch_norm(torch.tensor([1.0, 0.0]), beta, 0.2, torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_small_bn_weight_large_bias_gradients_stay_accurate(dtype, backend):
+    """gamma = 0.01, beta = 1: rebuilding x-hat from a half-precision output would amplify its rounding 100x;
+    the conv output is kept instead, so the gradients are no worse than twice torch's own."""
+    seq64, fused, x = pair(9, GRID[0], torch.float64)
+    with torch.no_grad():
+        for bn in (seq64[1], fused.bn):
+            bn.weight.fill_(0.01), bn.bias.fill_(1.0)
+    grad = torch.randn(seq64(x).shape, dtype=torch.float64)
+    x64 = x.clone().requires_grad_()
+    exact = torch.autograd.grad(seq64(x64), [x64, seq64[1].weight], grad)
+    seq_low = copy.deepcopy(seq64).to(dtype)
+    fused = fused.to(dtype)
+    errors = []
+    for model in (fused, seq_low):
+        xl = x.to(dtype).requires_grad_()
+        got = torch.autograd.grad(model(xl), [xl, params(model)[-2]], grad.to(dtype))
+        errors.append(max(float((g.double() - e).abs().max() / e.abs().max()) for g, e in zip(got, exact)))
+    ours, theirs = errors
+    assert ours <= 2 * theirs + 1e-3, (ours, theirs)

@@ -38,6 +38,8 @@ def run_test_kernel(name: str, blocks: int = 2):
     ("unaligned_local", "unaligned_local", 0),
     ("matmul_l0_overflow", "matmul_capacity", 0),
     ("matmul_without_iterate", "matmul", 0),
+    ("matmul_after_initbuffer", "matmul", 0),
+    ("matmul_without_end", "leaked_tensor", 0),
     ("gather_out_of_bounds", "ub_out_of_bounds", 0),
 ])
 def test_broken_kernel_raises_its_rule(kernel, rule, block):

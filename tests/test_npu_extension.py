@@ -56,12 +56,20 @@ def params(text: str) -> list[tuple[str, str]]:
     return [(kind.replace(" *", "*").replace(" &", "&"), name) for kind, name in pairs]
 
 
+def in_place(entry: dict) -> set[str]:
+    """Names that are both an input and an output: one tensor updated in place."""
+    return {d["name"] for d in entry["input_desc"]} & {d["name"] for d in entry["output_desc"]}
+
+
 def aclnn_params(entry: dict) -> list[tuple[str, str]]:
-    """The documented generation rule: inputs, attributes (float as double, bool, int lists as aclIntArray,
-    lowerCamelCase), then one output `out` or several `<output>Out`, then workspace size and executor."""
+    """The documented generation rule: inputs (an in-place one as a non-const `<name>Ref`), attributes (float
+    as double, bool, int lists as aclIntArray, lowerCamelCase), then the other outputs, one as `out` or
+    several as `<output>Out`, then workspace size and executor."""
     attr_type = {"float": "double", "bool": "bool", "list_int": "const aclIntArray*"}
-    outputs = entry["output_desc"]
-    return ([("const aclTensor*", d["name"]) for d in entry["input_desc"]]
+    refs = in_place(entry)
+    outputs = [d for d in entry["output_desc"] if d["name"] not in refs]
+    return ([("aclTensor*", camel(d["name"]) + "Ref") if d["name"] in refs else ("const aclTensor*", d["name"])
+             for d in entry["input_desc"]]
             + [(attr_type[a["type"]], camel(a["name"])) for a in entry["attr"]]
             + ([("aclTensor*", "out")] if len(outputs) == 1 else [("aclTensor*", camel(d["name"]) + "Out")
                                                                    for d in outputs])
@@ -107,7 +115,7 @@ def check(source: str, spec: list) -> None:
         args = [a.strip() for a in args.split(",")]
         tensors = [a for a in args if a.endswith("_acl.get()")]
         attrs = [a for a in args if not a.endswith("_acl.get()")]
-        inputs, outputs = len(entry["input_desc"]), len(entry["output_desc"])
+        inputs, outputs = len(entry["input_desc"]), len(entry["output_desc"]) - len(in_place(entry))
         assert len(tensors) == inputs + outputs and len(attrs) == len(entry["attr"]), op
         assert args == tensors[:inputs] + attrs + tensors[inputs:], op  # inputs, attributes, outputs: declared order
         if cann_op in TORCH_OP:  # elementwise: the attributes are the schema's float arguments, one output

@@ -5,7 +5,8 @@
 
 extern "C" {
 void acts_batch_norm_leaky_relu(GM_ADDR x, GM_ADDR gamma, GM_ADDR beta, GM_ADDR runningMean, GM_ADDR runningVar,
-                                GM_ADDR out, GM_ADDR saveMean, GM_ADDR saveInvStd, GM_ADDR workspace, GM_ADDR tiling);
+                                GM_ADDR out, GM_ADDR saveMean, GM_ADDR saveInvStd, GM_ADDR runningMeanOut,
+                                GM_ADDR runningVarOut, GM_ADDR workspace, GM_ADDR tiling);
 void acts_batch_norm_leaky_relu_grad(GM_ADDR gradOut, GM_ADDR output, GM_ADDR gamma, GM_ADDR beta, GM_ADDR invStd,
                                      GM_ADDR gradInput, GM_ADDR gradGamma, GM_ADDR gradBeta, GM_ADDR workspace,
                                      GM_ADDR tiling);
@@ -53,8 +54,10 @@ extern "C" int acts_sim_batch_norm_leaky_relu(uint32_t dtype, uint32_t platform,
         buffers.push_back({runningVar, statBytes, true, true});
     }
     auto runBlock = [&] {
+        // running statistics in place: the same GM as input and as output
         acts_batch_norm_leaky_relu(Bytes(x), Bytes(gamma), Bytes(beta), Bytes(runningMean), Bytes(runningVar),
-                                   Bytes(out), Bytes(saveMean), Bytes(saveInvStd), nullptr, t);
+                                   Bytes(out), Bytes(saveMean), Bytes(saveInvStd), Bytes(runningMean),
+                                   Bytes(runningVar), nullptr, t);
     };
     auto result = ascendc_sim::Launch("acts_batch_norm_leaky_relu", ascendc_sim::kPlatforms[platform],
                                       tiling.usedCoreNum, dtype, buffers, runBlock);

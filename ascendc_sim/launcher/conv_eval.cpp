@@ -58,7 +58,8 @@ extern "C" int acts_sim_conv_bn_leaky_relu_eval(uint32_t dtype, uint32_t platfor
     uint64_t weightBytes = uint64_t(g.outChannels) * tiling.reduction * size;
     uint64_t outBytes = uint64_t(g.batch) * g.outChannels * g.outHeight * g.outWidth * size;
     uint32_t aivs = 2 * tiling.blockDim;
-    std::vector<uint8_t> workspace(uint64_t(aivs) * tiling.workspaceSlab * size);
+    // GM holds garbage until written: all-ones bytes (NaN in every float type) expose an unwritten slab row
+    std::vector<uint8_t> workspace(uint64_t(aivs) * tiling.workspaceSlab * size, 0xFF);
     // the tiling buffer: the plan, then the Matmul's TCubeTiling
     std::vector<uint8_t> tilingBuffer(ascend_acts::conv_eval_tiling::kCubeTilingOffset + sizeof(TCubeTiling));
     TCubeTiling cube = CubeTilingOf(tiling.cube);

@@ -71,6 +71,22 @@ def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
     return weight * scale.to(weight.dtype).reshape(-1, 1, 1, 1), shift.to(weight.dtype)
 
 
+def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negative_slope: float,
+                                 dtype: torch.dtype) -> bool:
+    """Whether training may keep only the output (InPlace-ABN): LeakyReLU invertible (slope > 0) and
+    x-hat = (z - beta) / gamma recoverable from the output rounded to `dtype`. That recovery's error is
+    about u(dtype) * (|x-hat| + 2 |beta| / |gamma|): the beta/gamma term must not exceed 1e-2 or, where
+    the dtype's own rounding is coarser (bfloat16), 8x the |x-hat| ~ 1 term every BN backward has."""
+    if not negative_slope > 0 or torch.compiler.is_compiling():
+        return False  # under compile: no data-dependent choice; the conv output is kept
+    magnitude = gamma.detach().abs()
+    if not bool((magnitude > 0).all()):
+        return False
+    unit_roundoff = torch.finfo(dtype).eps / 2
+    limit = max(8.0, 1e-2 / (2 * unit_roundoff))
+    return float((beta.detach().abs() / magnitude).max()) <= limit
+
+
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0,
                        dilation=1, groups=1):
@@ -99,7 +115,7 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     c_out = weight.shape[0]
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
-    invertible = negative_slope > 0 and not torch.compiler.is_compiling() and bool((gamma != 0).all())
+    invertible = output_determines_batch_norm(gamma, beta, negative_slope, input.dtype)
     out, _, mean, invstd = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, *geometry, eps,
                                                         negative_slope, invertible)
     if running_mean is not None:

@@ -133,7 +133,7 @@ void Correct() {  // the control: breaks no rule
 
 // Matmul: C (4 x 16) = A (4 x 4) * B (4 x 16), both read from the block's 64 input floats.
 using MatmulA = matmul::MatmulType<TPosition::GM, CubeFormat::ND, float>;
-using MatmulC = matmul::MatmulType<TPosition::VECCALC, CubeFormat::ND, float>;
+using MatmulC = matmul::MatmulType<TPosition::VECIN, CubeFormat::ND, float>;
 using SmallMatmul = matmul::Matmul<MatmulA, MatmulA, MatmulC, MatmulC>;
 
 TCubeTiling SquareTiling(int32_t baseK) {
@@ -149,19 +149,27 @@ void MatmulL0Overflow() {
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
 }
 
-void MatmulWithoutIterate() {
+// The Matmul steps up to C (`iterate`: whether Iterate comes before GetTensorC).
+void MatmulSteps(bool registerFirst, bool iterate, bool end) {
     TPipe pipe;
-    TBuf<QuePosition::VECCALC> c;
-    pipe.InitBuffer(c, 256 * 4);
     SmallMatmul mm;
     TCubeTiling tiling = SquareTiling(16);
-    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    TBuf<QuePosition::VECCALC> c;
+    if (registerFirst) REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    pipe.InitBuffer(c, 256 * 4);
+    if (!registerFirst) REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
     GlobalTensor<float> in;
     in.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(g_in), kFloats);
     mm.SetTensorA(in);
     mm.SetTensorB(in);
-    mm.GetTensorC(c.Get<float>());  // no Iterate before
+    if (iterate) mm.Iterate();
+    mm.GetTensorC(c.Get<float>());
+    if (end) mm.End();
 }
+
+void MatmulWithoutIterate() { MatmulSteps(true, false, true); }
+void MatmulAfterInitBuffer() { MatmulSteps(false, true, true); }
+void MatmulWithoutEnd() { MatmulSteps(true, true, false); }
 
 void GatherOutOfBounds() {
     TPipe pipe;
@@ -185,7 +193,8 @@ const Named kKernels[] = {
     {"foreign_free", ForeignFree}, {"overlapping_core_writes", OverlappingCoreWrites},
     {"unwritten_output", UnwrittenOutput}, {"unsupported_dtype", UnsupportedDtype},
     {"unaligned_local", UnalignedLocal}, {"matmul_l0_overflow", MatmulL0Overflow},
-    {"matmul_without_iterate", MatmulWithoutIterate}, {"gather_out_of_bounds", GatherOutOfBounds},
+    {"matmul_without_iterate", MatmulWithoutIterate}, {"matmul_after_initbuffer", MatmulAfterInitBuffer},
+    {"matmul_without_end", MatmulWithoutEnd}, {"gather_out_of_bounds", GatherOutOfBounds},
     {"correct", Correct},
 };
 

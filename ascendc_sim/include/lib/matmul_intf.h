@@ -4,8 +4,10 @@
 //
 // Checked: the tiling against the platform (fractal-aligned base sizes; L0A/L0B/L0C with their double
 // buffers; L1 for the depthA1/depthB1 blocks, half of it per AIV since two share one cube core), A
-// and B inside their GM tensors, the call protocol (SetTensorA/B before Iterate, one GetTensorC per
-// Iterate that returned true, into a UB tensor that holds the block). Counted: GM reads of A and B
+// and B inside their GM tensors, C in VECIN (or GM), the call protocol (REGIST_MATMUL_OBJ before any
+// InitBuffer, as 910B's separate cube/vector cores require; SetTensorA/B before Iterate; one
+// GetTensorC per Iterate that returned true, into a UB tensor of at least baseM x baseN; End() before
+// the kernel returns). Counted: GM reads of A and B
 // as the cube's MTE2 makes them (an A block per Iterate; B once per SetTensorB when all of K of a
 // B block fits L1, else per Iterate), cube iterations and multiply-accumulates.
 #pragma once
@@ -50,11 +52,20 @@ class Matmul {
     static_assert(AType::format == CubeFormat::ND && BType::format == CubeFormat::ND, "the emulator models ND A and B");
     static_assert(!AType::isTrans && !BType::isTrans, "the emulator models untransposed A and B");
     static_assert(std::is_same_v<DstT, float>, "the emulator models float C (L0C accumulation)");
+    static_assert(CType::pos == AscendC::TPosition::VECIN || CType::pos == AscendC::TPosition::GM,
+                  "C goes to VECIN or GM");
 
 public:
+    ~Matmul() {
+        if (initialised_ && !ended_) ascendc_sim::Ctx().leaks.push_back("Matmul End() was never called");
+    }
+
     void Init(const TCubeTiling* tiling, AscendC::TPipe*) {
         t_ = *tiling;
         const auto& p = ascendc_sim::Ctx().platform;
+        if (ascendc_sim::Ctx().ubUsed != 0) {
+            Fail("REGIST_MATMUL_OBJ after InitBuffer: with separate cube and vector cores (910B) it must come first");
+        }
         if (p.cubeCores == 0) Fail("the platform has no modelled cube unit");
         if (t_.baseM <= 0 || t_.baseN <= 0 || t_.baseK <= 0 || t_.baseM % 16 || t_.baseN % 16 || t_.baseK % 16) {
             Fail("baseM/baseN/baseK must be positive multiples of 16 (the cube fractal)");
@@ -141,14 +152,17 @@ public:
         if (!pending_) Fail("GetTensorC without a block from Iterate");
         if (enAtomic != 0 || enSequentialWrite) Fail("GetTensorC: atomic or sequential write is not modelled");
         const uint32_t stride = (uint32_t(cols_) + 7) / 8 * 8;
-        c.Check(uint64_t(rows_) * stride, "GetTensorC");
+        c.Check(uint64_t(t_.baseM) * t_.baseN, "GetTensorC");
         for (int32_t i = 0; i < rows_; ++i) {
             std::copy_n(block_.data() + size_t(i) * cols_, cols_, c.Address() + size_t(i) * stride);
         }
         pending_ = false;
     }
 
-    void End() { pending_ = false; }
+    void End() {
+        pending_ = false;
+        ended_ = true;
+    }
 
 private:
     [[noreturn]] static void Fail(const std::string& message) { ascendc_sim::Fail("matmul", "Matmul: " + message); }
@@ -168,7 +182,7 @@ private:
     }
 
     TCubeTiling t_{};
-    bool initialised_ = false, pending_ = false;
+    bool initialised_ = false, pending_ = false, ended_ = false;
     AscendC::GlobalTensor<SrcT> a_, b_;
     int32_t next_ = 0, rows_ = 0, cols_ = 0, bLoaded_ = -1;
     std::vector<float> block_;

@@ -5,7 +5,7 @@ Training: the platform's convolution, then the BatchNorm+LeakyReLU kernels (op_k
 batch_norm_leaky_relu*.cpp). The platform convolution is the NumPy reference here (float32
 accumulation, its output rounded to the input dtype as an NPU convolution returns it). The backward
 runs the output-based (InPlace-ABN) kernel when the output was kept; when the conv output was kept
-instead (slope <= 0 or a zero bn_weight, which the kernel cannot invert) the BN part falls back to the
+instead (slope <= 0, a zero bn_weight or a too large |bn_bias| / |bn_weight|) the BN part falls back to the
 NumPy reference.
 Eval: one launch of op_kernel/conv_bn_leaky_relu_eval.cpp (conv on the cube with the BN-folded
 weights, bias and LeakyReLU on the vector unit) for groups = 1; grouped convolutions and the eval

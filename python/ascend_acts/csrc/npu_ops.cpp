@@ -40,10 +40,11 @@ aclnnStatus aclnnActsRReluGradGetWorkspaceSize(const aclTensor* dy, const aclTen
                                                double lower, double upper, aclTensor* out, uint64_t* workspaceSize,
                                                aclOpExecutor** executor);
 aclnnStatus aclnnActsRReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
-// several outputs: each named <output>Out; list attributes as const aclIntArray*, bool as bool
+// several outputs: each named <output>Out; an input that is also an output (in place): <input>Ref, not
+// const, in the inputs' place; list attributes as const aclIntArray*, bool as bool
 aclnnStatus aclnnActsBatchNormLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
-                                                        const aclTensor* bias, const aclTensor* running_mean,
-                                                        const aclTensor* running_var, double negativeSlope, double eps,
+                                                        const aclTensor* bias, aclTensor* runningMeanRef,
+                                                        aclTensor* runningVarRef, double negativeSlope, double eps,
                                                         double momentum, bool updateRunningStats, aclTensor* yOut,
                                                         aclTensor* saveMeanOut, aclTensor* saveInvstdOut,
                                                         uint64_t* workspaceSize, aclOpExecutor** executor);
@@ -132,9 +133,11 @@ AclTensor AsAcl(const at::Tensor& t) {
     return AclTensor(acl);
 }
 
-// A contiguous tensor with its shape (the BatchNorm and convolution tilings read N, C, H, W).
+// A contiguous tensor with its shape (the BatchNorm and convolution tilings read N, C, H, W), with
+// row-major strides computed here (torch may report any stride for a dimension of size 1).
 AclTensor AsAclShaped(const at::Tensor& t) {
-    std::vector<int64_t> sizes = t.sizes().vec(), strides = t.strides().vec();
+    std::vector<int64_t> sizes = t.sizes().vec(), strides(sizes.size(), 1);
+    for (int64_t i = static_cast<int64_t>(sizes.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * sizes[i + 1];
     aclTensor* acl = aclCreateTensor(sizes.data(), sizes.size(), AclType(t.scalar_type()), strides.data(), 0,
                                      ACL_FORMAT_ND, sizes.data(), sizes.size(), t.data_ptr());
     TORCH_CHECK(acl != nullptr, "ascend_acts: aclCreateTensor failed");
@@ -273,14 +276,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrain(
     at::IntArrayRef dilation, int64_t groups, double eps, double negative_slope, bool save_output) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
     at::Tensor y = Prepared(PlatformConv(input, weight, bias, stride, padding, dilation, groups));
+    TORCH_CHECK(y.numel() > 0, "conv_bn_leaky_relu: training needs at least one value per channel, got output ",
+                y.sizes());
     at::Tensor gamma = Floats(bn_weight), beta = Floats(bn_bias);
     at::Tensor out = at::empty_like(y), mean = at::empty_like(gamma), invstd = at::empty_like(gamma);
     // the running statistics stay with the caller (the op returns mean and invstd): not updated here
-    at::Tensor unused = at::empty_like(gamma);
-    AclTensor y_acl = AsAclShaped(y), gamma_acl = AsAcl(gamma), beta_acl = AsAcl(beta), unused_acl = AsAcl(unused),
+    at::Tensor running_mean = at::zeros_like(gamma), running_var = at::ones_like(gamma);
+    AclTensor y_acl = AsAclShaped(y), gamma_acl = AsAcl(gamma), beta_acl = AsAcl(beta),
+              running_mean_acl = AsAcl(running_mean), running_var_acl = AsAcl(running_var),
               out_acl = AsAclShaped(out), mean_acl = AsAcl(mean), invstd_acl = AsAcl(invstd);
-    ACTS_ACLNN(ActsBatchNormLeakyRelu, y, y_acl.get(), gamma_acl.get(), beta_acl.get(), unused_acl.get(),
-               unused_acl.get(), negative_slope, eps, 0.0, false, out_acl.get(), mean_acl.get(), invstd_acl.get());
+    ACTS_ACLNN(ActsBatchNormLeakyRelu, y, y_acl.get(), gamma_acl.get(), beta_acl.get(), running_mean_acl.get(),
+               running_var_acl.get(), negative_slope, eps, 0.0, false, out_acl.get(), mean_acl.get(),
+               invstd_acl.get());
     return {out, save_output ? at::empty({0}, input.options()) : y, mean, invstd};
 }
 
@@ -331,6 +338,7 @@ at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, 
         shape.push_back((extent - dilation[axis] * (w.size(2 + axis) - 1) - 1) / stride[axis] + 1);
     }
     at::Tensor out = at::empty(shape, x.options());
+    if (out.numel() == 0) return out;
     AclTensor x_acl = AsAclShaped(x), w_acl = AsAclShaped(w), b_acl = AsAcl(b), out_acl = AsAclShaped(out);
     AclIntArray strides = AsAclList(stride), pads = AsAclList(padding), dilations = AsAclList(dilation);
     ACTS_ACLNN(ActsConvBnLeakyReluEval, x, x_acl.get(), w_acl.get(), b_acl.get(), strides.get(), pads.get(),

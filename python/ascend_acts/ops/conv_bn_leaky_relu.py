@@ -1,7 +1,8 @@
 """ascend_acts::conv_bn_leaky_relu_train (+ _backward) and conv_bias_leaky_relu (+ _backward).
 
 Training keeps the post-activation output (InPlace-ABN) when the activation and the affine can be
-inverted (negative_slope > 0, no zero bn_weight; the caller decides with `save_output`); otherwise it
+inverted (negative_slope > 0, no zero bn_weight, |bn_bias| / |bn_weight| small enough for the dtype; the caller
+decides with `save_output`, see conv_bn.output_determines_batch_norm); otherwise it
 keeps the conv output. Eval runs the conv with BN folded into weight and bias; its backward recomputes
 the pre-activation, so nothing but the input and the folded weight is kept.
 CPU kernels: the selected backend's (NumPy reference, or on "sim" the platform conv + the AscendC
