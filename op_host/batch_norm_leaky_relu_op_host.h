@@ -3,8 +3,6 @@
 // Written from CANN's documented custom-operator interfaces; it needs the CANN toolkit to compile.
 #pragma once
 
-#include <cstring>
-
 #include "batch_norm_leaky_relu_tiling.h"
 #include "elementwise_op_host.h"
 
@@ -36,14 +34,7 @@ ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
                                                       eps, momentum, update, platform.GetCoreNumAiv(), ubBytes, tiling)) {
         return ge::GRAPH_FAILED;
     }
-    context->SetBlockDim(tiling.usedCoreNum);
-    context->SetTilingKey(static_cast<uint64_t>(key));
-    auto* raw = context->GetRawTilingData();
-    std::memcpy(raw->GetData(), &tiling, sizeof(tiling));
-    raw->SetDataSize(sizeof(tiling));
-    size_t* workspace = context->GetWorkspaceSizes(1);
-    workspace[0] = platform.GetLibApiWorkSpaceSize();
-    return ge::GRAPH_SUCCESS;
+    return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);
 }
 
 }  // namespace optiling

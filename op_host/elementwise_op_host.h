@@ -20,6 +20,21 @@ inline bool TilingKeyOf(ge::DataType type, ascend_acts::ElementwiseDtype& key, u
     }
 }
 
+// The launch of a kernel whose tiling is one plain struct: blockDim, the dtype key, the struct copied into
+// the raw tiling data, and the system workspace only (no user workspace).
+template <typename Tiling>
+ge::graphStatus SetPlainTiling(gert::TilingContext* context, const platform_ascendc::PlatformAscendC& platform,
+                               uint32_t blockDim, ascend_acts::ElementwiseDtype key, const Tiling& tiling) {
+    context->SetBlockDim(blockDim);
+    context->SetTilingKey(static_cast<uint64_t>(key));
+    auto* raw = context->GetRawTilingData();
+    std::memcpy(raw->GetData(), &tiling, sizeof(tiling));
+    raw->SetDataSize(sizeof(tiling));
+    size_t* workspace = context->GetWorkspaceSizes(1);
+    workspace[0] = platform.GetLibApiWorkSpaceSize();
+    return ge::GRAPH_SUCCESS;
+}
+
 // Attributes: LeakyRelu(Grad) has negative_slope; RRelu(Grad) has lower, upper (in that order).
 template <ascend_acts::ElementwiseOp kOp>
 ge::graphStatus ElementwiseTilingFunc(gert::TilingContext* context) {
@@ -45,14 +60,7 @@ ge::graphStatus ElementwiseTilingFunc(gert::TilingContext* context) {
         tiling.span = upper - lower;  // float32 arithmetic, as docs/rng.md specifies
     }
     // An empty tensor still launches one block, which finds an empty range and returns.
-    context->SetBlockDim(tiling.blockDim > 0 ? tiling.blockDim : 1);
-    context->SetTilingKey(static_cast<uint64_t>(key));
-    auto* raw = context->GetRawTilingData();
-    std::memcpy(raw->GetData(), &tiling, sizeof(tiling));
-    raw->SetDataSize(sizeof(tiling));
-    size_t* workspace = context->GetWorkspaceSizes(1);
-    workspace[0] = platform.GetLibApiWorkSpaceSize();
-    return ge::GRAPH_SUCCESS;
+    return SetPlainTiling(context, platform, tiling.blockDim > 0 ? tiling.blockDim : 1, key, tiling);
 }
 
 }  // namespace optiling

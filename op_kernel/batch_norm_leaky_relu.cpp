@@ -164,7 +164,7 @@ private:
             Muls(values, values, scale, tile.count);
             Adds(values, values, bias, tile.count);
             LeakyRelu(values, values, tiling_.negativeSlope, tile.count);
-            StoreFromFloat(values, tile);
+            batch_norm_kernel::StoreAsT(outQueue_, outGm_[tile.offset], values, tile.count);
         });
     }
 
@@ -173,25 +173,8 @@ private:
         batch_norm_kernel::CopyIn(staged, xGm_[tile.offset], tile.count);
         inQueue_.EnQue(staged);
         staged = inQueue_.template DeQue<T>();
-        if constexpr (IsSameType<T, float>::value) {
-            Muls(values, staged, 1.0f, tile.count);  // exact copy, keeps -0.0
-        } else {
-            Cast(values, staged, RoundMode::CAST_NONE, tile.count);
-        }
+        ToFloat(values, staged, tile.count);
         inQueue_.FreeTensor(staged);
-    }
-
-    __aicore__ inline void StoreFromFloat(const LocalTensor<float>& values, const PlaneTile& tile) {
-        LocalTensor<T> staged = outQueue_.template AllocTensor<T>();
-        if constexpr (IsSameType<T, float>::value) {
-            Muls(staged, values, 1.0f, tile.count);
-        } else {
-            Cast(staged, values, RoundMode::CAST_RINT, tile.count);
-        }
-        outQueue_.EnQue(staged);
-        staged = outQueue_.template DeQue<T>();
-        batch_norm_kernel::CopyOut(outGm_[tile.offset], staged, tile.count);
-        outQueue_.FreeTensor(staged);
     }
 
     BatchNormLeakyReluTiling tiling_;

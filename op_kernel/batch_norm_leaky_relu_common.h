@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernel_operator.h"
+#include "float_compute.h"
 #include "read_tiling.h"
 #include "../op_host/batch_norm_leaky_relu_tiling.h"
 
@@ -44,6 +45,18 @@ __aicore__ inline void CopyIn(const AscendC::LocalTensor<T>& dst, const AscendC:
 template <typename T>
 __aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const AscendC::LocalTensor<T>& src, uint32_t count) {
     AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)));
+}
+
+// `values` rounded once to T, through `queue` (VECOUT) to `count` elements of GM at `dst`.
+template <typename T, typename Queue>
+__aicore__ inline void StoreAsT(Queue& queue, const AscendC::GlobalTensor<T>& dst,
+                                const AscendC::LocalTensor<float>& values, uint32_t count) {
+    AscendC::LocalTensor<T> staged = queue.template AllocTensor<T>();
+    FromFloat(staged, values, count);
+    queue.EnQue(staged);
+    staged = queue.template DeQue<T>();
+    CopyOut(dst, staged, count);
+    queue.FreeTensor(staged);
 }
 
 // Per-core arrays of float, one value per channel of the core, each `statsLength` floats (32-byte

@@ -129,7 +129,7 @@ private:
             Muls(dz, dz, coefA, tile.count);
             Add(dz, dz, centered, tile.count);
             Adds(dz, dz, coefC, tile.count);
-            StoreGradInput(dz, tile);
+            batch_norm_kernel::StoreAsT(gradInputQueue_, gradInputGm_[tile.offset], dz, tile.count);
         });
     }
 
@@ -164,27 +164,6 @@ private:
     __aicore__ inline uint32_t CompareLanes(uint32_t count) const {
         return (count + batch_norm_tiling::kFloatRepeat - 1) / batch_norm_tiling::kFloatRepeat *
                batch_norm_tiling::kFloatRepeat;
-    }
-
-    __aicore__ inline void ToFloat(const LocalTensor<float>& dst, const LocalTensor<T>& src, uint32_t count) {
-        if constexpr (IsSameType<T, float>::value) {
-            Muls(dst, src, 1.0f, count);  // exact copy
-        } else {
-            Cast(dst, src, RoundMode::CAST_NONE, count);
-        }
-    }
-
-    __aicore__ inline void StoreGradInput(const LocalTensor<float>& values, const PlaneTile& tile) {
-        LocalTensor<T> staged = gradInputQueue_.template AllocTensor<T>();
-        if constexpr (IsSameType<T, float>::value) {
-            Muls(staged, values, 1.0f, tile.count);
-        } else {
-            Cast(staged, values, RoundMode::CAST_RINT, tile.count);
-        }
-        gradInputQueue_.EnQue(staged);
-        staged = gradInputQueue_.template DeQue<T>();
-        batch_norm_kernel::CopyOut(gradInputGm_[tile.offset], staged, tile.count);
-        gradInputQueue_.FreeTensor(staged);
     }
 
     BatchNormLeakyReluTiling tiling_;

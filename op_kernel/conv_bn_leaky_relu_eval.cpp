@@ -16,6 +16,7 @@
 // that out-of-image taps gather from.
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
+#include "float_compute.h"
 #include "read_tiling.h"
 #include "../op_host/conv_bn_leaky_relu_eval_tiling.h"
 
@@ -183,11 +184,7 @@ private:
         for (uint32_t r = 0; r < rows; ++r) Adds(block[r * width], block[r * width], bias.GetValue(rowStart + r), width);
         LeakyRelu(block, block, t_.negativeSlope, rows * width);
         LocalTensor<T> staged = outQueue_.template AllocTensor<T>();
-        if constexpr (IsSameType<T, float>::value) {
-            Muls(staged, block, 1.0f, rows * width);
-        } else {
-            Cast(staged, block, RoundMode::CAST_RINT, rows * width);
-        }
+        FromFloat(staged, block, rows * width);
         outQueue_.EnQue(staged);
         staged = outQueue_.template DeQue<T>();
         uint64_t outRow = (uint64_t(image) * t_.conv.outChannels + rowStart) * positions_ + first;

@@ -166,6 +166,13 @@ def raise_for_status(status: int, kernel: str, error: ctypes.Array, block: ctype
         raise ValueError(f"{kernel}: arguments rejected by the emulator library")
 
 
+def _dtype_code(a: np.ndarray) -> int:
+    code = _DTYPE_CODES.get(a.dtype)
+    if code is None:
+        raise TypeError(f"the sim backend takes float32, float16 or bfloat16, got {a.dtype}")
+    return code
+
+
 def launch_from_stats(kernel: str, stats: Stats, buffers: tuple[str, ...] = ()) -> Launch:
     """`buffers` names the launch's GM buffers in the launcher's order."""
     blocks = min(stats.block_dim, 64)
@@ -182,9 +189,7 @@ def _run(op: str, out, first, second=None, seed: int = 0, slope=0.0, lower=0.0, 
     if first.dtype == np.float64:
         raise TypeError("the sim backend runs the NPU kernels, which have no float64 (the 910B vector unit has none); "
                         "use the reference backend for float64")
-    code = _DTYPE_CODES.get(first.dtype)
-    if code is None:
-        raise TypeError(f"the sim backend takes float32, float16 or bfloat16, got {first.dtype}")
+    code = _dtype_code(first)
     arrays = [a for a in (first, second) if a is not None]
     # the emulator poisons outputs before a launch, so an output that aliases an input gets its own buffer
     target = np.empty_like(out) if any(np.shares_memory(out, a) for a in arrays) else out
@@ -232,13 +237,6 @@ def rrelu_backward(grad, saved, lower: float, upper: float, seed: int, out, inde
 
 
 # --- BatchNorm + LeakyReLU training kernels (the fused Conv+BN+LeakyReLU after the platform's conv) ---
-def _dtype_code(a: np.ndarray) -> int:
-    code = _DTYPE_CODES.get(a.dtype)
-    if code is None:
-        raise TypeError(f"the AscendC kernels take float32, float16 or bfloat16, got {a.dtype}")
-    return code
-
-
 def _stats_array(a: np.ndarray, name: str) -> np.ndarray:
     if a.dtype != np.float32 or not a.flags.c_contiguous:
         raise TypeError(f"{name}: the kernels keep per-channel statistics as contiguous float32")
