@@ -11,48 +11,28 @@
 //
 // Within a channel the kernel walks the N planes of H*W contiguous elements (stride C*H*W) in tiles of
 // `tileLength` elements: the largest multiple of one 256-byte float repeat (64 elements) that fits the
-// Unified Buffer next to the per-core statistics arrays, with double-buffered GM queues.
+// Unified Buffer (less Select's reserve in the backward) next to the per-core statistics arrays, with
+// double-buffered GM queues. The struct the kernels read is in op_kernel/batch_norm_leaky_relu_tiling_data.h.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "../op_kernel/batch_norm_leaky_relu_tiling_data.h"
+#include "ub_budget.h"
+
 namespace ascend_acts {
 
 enum class BatchNormPass : uint32_t { Forward = 0, Backward = 1 };
 
-struct BatchNormLeakyReluTiling {
-    uint32_t batch;           // N
-    uint32_t channels;        // C
-    uint64_t planeSize;       // H * W elements
-    uint32_t usedCoreNum;     // blockDim
-    uint32_t channelsPerCore; // channels of a small core; big cores take one more
-    uint32_t bigCoreCount;
-    uint32_t tileLength;      // elements per UB tile, a multiple of kFloatRepeat
-    uint32_t statsLength;     // floats per per-core statistics array: channels of a big core, 8-aligned
-    uint32_t reduceWorkLength; // floats of the ReduceSum work buffer for one tile
-    float negativeSlope;
-    float eps;
-    float momentum;           // running = (1 - momentum) * running + momentum * batch statistic
-    uint32_t updateRunningStats; // 0 or 1
-    float inverseCount;       // 1 / (N * H * W)
-    float unbiasFactor;       // n / (n - 1), n = N * H * W: the running variance is the unbiased one
-};
-
 namespace batch_norm_tiling {
 
-constexpr uint32_t kFloatRepeat = 64;     // floats per 256-byte vector repeat
-constexpr uint32_t kFloatsPerBlock = 8;   // floats per 32-byte block
 constexpr uint32_t kMaxTileLength = 16384;
-// GM double buffering: two UB buffers per queue.
-constexpr uint32_t kBufferNum = 2;
 // Forward: x in, out out (dtype-sized, double-buffered); x as float, x squared, two accumulators.
 constexpr uint32_t kForwardQueues = 2, kForwardFloatBuffers = 4;
 // Backward: grad_out and output in, grad_input out; their float copies (dy, a -> z), dz, a scratch
 // product and two accumulators.
 constexpr uint32_t kBackwardQueues = 3, kBackwardFloatBuffers = 6;
-// Per-core channel arrays (the kernels' StatsSlot enums): forward 12, backward 10; sized for 12.
-constexpr uint32_t kStatsArrays = 12;
 
 inline uint64_t RoundUp(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -89,7 +69,9 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     // No use for a tile longer than a plane (tiles never cross planes).
     uint64_t longest = std::min<uint64_t>(RoundUp(planeSize, kFloatRepeat), kMaxTileLength);
     uint32_t tile = static_cast<uint32_t>(longest);
-    while (tile >= kFloatRepeat && UbBytes(pass, dtypeSize, tile, statsLength) > ubBytes) tile -= kFloatRepeat;
+    // the backward selects dz with Select (tensor-tensor mode), which needs its UB reserve
+    uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward);
+    while (tile >= kFloatRepeat && UbBytes(pass, dtypeSize, tile, statsLength) > usable) tile -= kFloatRepeat;
     if (tile < kFloatRepeat) return false;
 
     tiling.batch = batch;
@@ -109,14 +91,6 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     tiling.inverseCount = static_cast<float>(1.0 / count);
     tiling.unbiasFactor = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
     return true;
-}
-
-// First channel and channel count of core `blockIdx` (also called by the kernels: no std:: here).
-inline void BatchNormChannelRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx, uint32_t& first,
-                                  uint32_t& count) {
-    bool big = blockIdx < tiling.bigCoreCount;
-    count = tiling.channelsPerCore + (big ? 1 : 0);
-    first = blockIdx * tiling.channelsPerCore + (big ? blockIdx : tiling.bigCoreCount);
 }
 
 }  // namespace ascend_acts

@@ -15,31 +15,14 @@
 // kernel's Matmul and UB blocks use: filled by CANN's MultiCoreMatmulTiling (op_host/
 // conv_bn_leaky_relu_eval.cpp, which refuses a different blocking) or, on the emulator, copied from
 // `cube` (ascendc_sim/launcher/conv_eval.cpp).
+// The struct the kernel reads is in op_kernel/conv_bn_leaky_relu_eval_tiling_data.h.
 #pragma once
 
 #include <cstdint>
 
+#include "../op_kernel/conv_bn_leaky_relu_eval_tiling_data.h"
+
 namespace ascend_acts {
-
-struct ConvGeometry {
-    uint32_t batch, inChannels, height, width;
-    uint32_t outChannels, kernelH, kernelW;
-    uint32_t strideH, strideW, padH, padW, dilationH, dilationW;
-    uint32_t outHeight, outWidth;
-};
-
-// The TCubeTiling fields (documented names and meanings) of one AIV's Matmul: C (M x N) = A (M x K) * B.
-struct CubeTilingFields {
-    int32_t usedCoreNum;
-    int32_t M, N, Ka, Kb;
-    int32_t singleCoreM, singleCoreN, singleCoreK;
-    int32_t baseM, baseN, baseK;
-    int32_t depthA1, depthB1;
-    int32_t stepM, stepN, stepKa, stepKb;
-    int32_t isBias;
-    int32_t iterateOrder;  // 0: along M first, then N
-    int32_t dbL0A, dbL0B, dbL0C;  // 2 = double-buffered
-};
 
 struct CubePlatform {
     uint32_t cubeCoreNum;     // AIC
@@ -50,28 +33,12 @@ struct CubePlatform {
 constexpr CubePlatform kAscend910B1 = {24, 48, 192 * 1024, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024};
 constexpr CubePlatform kAscend910B3 = {20, 40, 192 * 1024, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024};
 
-struct ConvBnLeakyReluEvalTiling {
-    ConvGeometry conv;
-    uint32_t reduction;        // K = C_in * kh * kw
-    uint32_t columnTile;       // output positions per work item (= baseN), a multiple of 16
-    uint32_t tilesPerImage;    // ceil(Ho*Wo / columnTile)
-    uint32_t workItems;        // batch * tilesPerImage
-    uint32_t usedCoreNum;      // AIVs that take work items (blockIdx, blockIdx + usedCoreNum, ...)
-    uint32_t blockDim;         // AI cores (AIC + 2 AIV) to launch: ceil(usedCoreNum / 2)
-    uint32_t bandRows;         // input rows one column tile needs (all taps), per input channel
-    uint64_t workspaceSlab;    // elements of one AIV's workspace slab: K * columnTile
-    float negativeSlope;
-    CubeTilingFields cube;
-};
-
 namespace conv_eval_tiling {
 
 constexpr uint32_t kFractal = 16;        // cube fractal edge: base sizes are multiples of 16
 constexpr uint32_t kMaxBase = 128;
 constexpr uint32_t kBufferNum = 2;       // double-buffered output staging
 constexpr uint32_t kBlockBytes = 32;
-// where the host puts the Matmul's TCubeTiling in the tiling buffer
-constexpr uint32_t kCubeTilingOffset = 256;
 
 inline uint64_t RoundUp(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 inline uint64_t CeilDiv(uint64_t value, uint64_t divisor) { return (value + divisor - 1) / divisor; }
@@ -165,8 +132,5 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     t.cube = c;
     return true;
 }
-
-static_assert(sizeof(ConvBnLeakyReluEvalTiling) <= conv_eval_tiling::kCubeTilingOffset,
-              "the TCubeTiling follows the plan in the tiling buffer");
 
 }  // namespace ascend_acts

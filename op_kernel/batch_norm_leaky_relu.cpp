@@ -2,7 +2,7 @@
 //
 //   out = leaky_relu((x - mean) * invstd * gamma + beta, slope),  mean/var over N, H, W per channel
 //
-// Each core owns whole channels (see batch_norm_leaky_relu_tiling.h), so the reduction needs no
+// Each core owns whole channels (see op_host/batch_norm_leaky_relu_tiling.h), so the reduction needs no
 // cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
 // channel's first element (the shifted-data variance: no cancellation when |mean| >> std); (2)
 // normalise + affine + LeakyReLU and the single write of `out`. GM traffic: x read twice, out written
@@ -76,7 +76,7 @@ private:
         Duplicate(sumSquares, 0.0f, tiling_.tileLength);
         bool first = true;
         float shift = 0.0f;
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) {
+        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadAsFloat(values, tile);
             if (first) {
                 PipeBarrier<PIPE_ALL>();
@@ -159,7 +159,7 @@ private:
         float scale = stats_[ForwardSlot::Scale].GetValue(local);
         float bias = stats_[ForwardSlot::Bias].GetValue(local);
         LocalTensor<float> values = valuesBuf_.Get<float>();
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) {
+        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadAsFloat(values, tile);
             Muls(values, values, scale, tile.count);
             Adds(values, values, bias, tile.count);

@@ -8,7 +8,7 @@
 #include "kernel_operator.h"
 #include "float_compute.h"
 #include "read_tiling.h"
-#include "../op_host/batch_norm_leaky_relu_tiling.h"
+#include "batch_norm_leaky_relu_tiling_data.h"
 
 namespace ascend_acts {
 namespace batch_norm_kernel {

@@ -79,7 +79,7 @@ private:
         LocalTensor<float> sumProduct = sumProductBuf_.Get<float>();
         Duplicate(sum, 0.0f, tiling_.tileLength);
         Duplicate(sumProduct, 0.0f, tiling_.tileLength);
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) {
+        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadTile(tile);
             Adds(centered, centered, -beta, tile.count);
             Mul(product, dz, centered, tile.count);
@@ -122,7 +122,7 @@ private:
         float coefC = stats_[BackwardSlot::CoefC].GetValue(local);
         LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
         LocalTensor<float> centered = preActivationBuf_.Get<float>();
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) {
+        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadTile(tile);
             Adds(centered, centered, -beta, tile.count);
             Muls(centered, centered, coefB, tile.count);

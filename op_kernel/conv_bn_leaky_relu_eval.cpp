@@ -18,7 +18,7 @@
 #include "lib/matmul_intf.h"
 #include "float_compute.h"
 #include "read_tiling.h"
-#include "../op_host/conv_bn_leaky_relu_eval_tiling.h"
+#include "conv_bn_leaky_relu_eval_tiling_data.h"
 
 using namespace AscendC;
 
@@ -43,12 +43,11 @@ public:
     matmul::Matmul<AType, BType, CType, BiasType> mm;
     TPipe pipe;
 
+    // `mm` is registered (REGIST_MATMUL_OBJ) by the kernel entry before Init: see there.
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR out, GM_ADDR userWorkspace,
                                 const ConvBnLeakyReluEvalTiling& tiling, const TCubeTiling& cubeTiling) {
         t_ = tiling;
         cubeTiling_ = cubeTiling;
-        // 910B (separate cube and vector cores): the Matmul object registers before any InitBuffer
-        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &cubeTiling_);
         const ConvGeometry& g = t_.conv;
         positions_ = g.outHeight * g.outWidth;
         taps_ = g.kernelH * g.kernelW;
@@ -211,6 +210,12 @@ private:
 // MIX kernel: the AIVs run this body; the Matmul object drives the cube core (AIC) for them.
 // Tiling buffer: our ConvBnLeakyReluEvalTiling, then the TCubeTiling the host's Matmul tiling filled
 // (kCubeTilingOffset bytes in).
+//
+// REGIST_MATMUL_OBJ is expanded here, in the entry, as CANN requires: on the AIC it runs the cube
+// service and then `return`s (which must leave the kernel), and on the AIV it declares the client whose
+// destructor ends that service, so every Matmul call must come before the end of its scope. It comes
+// before any InitBuffer (910B's separate cube and vector cores). Literal tiling keys: 0 float32,
+// 1 float16, 2 bfloat16.
 extern "C" __global__ __aicore__ void acts_conv_bn_leaky_relu_eval(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR out,
                                                                    GM_ADDR workspace, GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
@@ -220,5 +225,20 @@ extern "C" __global__ __aicore__ void acts_conv_bn_leaky_relu_eval(GM_ADDR x, GM
     ascend_acts::ReadTiling(cubeTiling, tiling + ascend_acts::conv_eval_tiling::kCubeTilingOffset);
     SetSysWorkspace(workspace);
     GM_ADDR userWorkspace = GetUserWorkspace(workspace);
-    ascend_acts::RunForDtypeKey<ascend_acts::ConvBnLeakyReluEval>(x, weight, bias, out, userWorkspace, t, cubeTiling);
+    if (TILING_KEY_IS(0)) {
+        ascend_acts::ConvBnLeakyReluEval<float> op;
+        REGIST_MATMUL_OBJ(&op.pipe, GetSysWorkSpacePtr(), op.mm, &cubeTiling);
+        op.Init(x, weight, bias, out, userWorkspace, t, cubeTiling);
+        op.Process();
+    } else if (TILING_KEY_IS(1)) {
+        ascend_acts::ConvBnLeakyReluEval<half> op;
+        REGIST_MATMUL_OBJ(&op.pipe, GetSysWorkSpacePtr(), op.mm, &cubeTiling);
+        op.Init(x, weight, bias, out, userWorkspace, t, cubeTiling);
+        op.Process();
+    } else if (TILING_KEY_IS(2)) {
+        ascend_acts::ConvBnLeakyReluEval<bfloat16_t> op;
+        REGIST_MATMUL_OBJ(&op.pipe, GetSysWorkSpacePtr(), op.mm, &cubeTiling);
+        op.Init(x, weight, bias, out, userWorkspace, t, cubeTiling);
+        op.Process();
+    }
 }

@@ -6,7 +6,7 @@
 
 #include "kernel_operator.h"
 #include "read_tiling.h"
-#include "../op_host/elementwise_tiling.h"
+#include "elementwise_tiling_data.h"
 
 namespace ascend_acts {
 
@@ -123,22 +123,30 @@ private:
     uint32_t tile_ = 0;
 };
 
-// Runs `activation` over the tensors of a launch, in the dtype the tiling key names.
+template <typename T, typename Activation>
+__aicore__ inline void RunPipeline(GM_ADDR const* inputs, GM_ADDR output, const ElementwiseTiling& tiling,
+                                   const Activation& activation) {
+    ElementwisePipeline<T, Activation> pipeline;
+    pipeline.Init(inputs, output, tiling);
+    pipeline.Process(activation, tiling.indexBase);
+}
+
+static_assert(static_cast<uint32_t>(ElementwiseDtype::Float32) == 0 &&
+                  static_cast<uint32_t>(ElementwiseDtype::Float16) == 1 &&
+                  static_cast<uint32_t>(ElementwiseDtype::BFloat16) == 2,
+              "RunElementwise tests the keys as literals");
+
+// Runs `activation` over the tensors of a launch, in the dtype the tiling key (ElementwiseDtype) names.
+// TILING_KEY_IS takes literals: CANN collects the keys from the preprocessed kernel with a regex.
 template <typename Activation>
 __aicore__ inline void RunElementwise(GM_ADDR const* inputs, GM_ADDR output, const ElementwiseTiling& tiling,
                                       const Activation& activation) {
-    if (TILING_KEY_IS(static_cast<uint32_t>(ElementwiseDtype::Float32))) {
-        ElementwisePipeline<float, Activation> pipeline;
-        pipeline.Init(inputs, output, tiling);
-        pipeline.Process(activation, tiling.indexBase);
-    } else if (TILING_KEY_IS(static_cast<uint32_t>(ElementwiseDtype::Float16))) {
-        ElementwisePipeline<half, Activation> pipeline;
-        pipeline.Init(inputs, output, tiling);
-        pipeline.Process(activation, tiling.indexBase);
-    } else if (TILING_KEY_IS(static_cast<uint32_t>(ElementwiseDtype::BFloat16))) {
-        ElementwisePipeline<bfloat16_t, Activation> pipeline;
-        pipeline.Init(inputs, output, tiling);
-        pipeline.Process(activation, tiling.indexBase);
+    if (TILING_KEY_IS(0)) {
+        RunPipeline<float>(inputs, output, tiling, activation);
+    } else if (TILING_KEY_IS(1)) {
+        RunPipeline<half>(inputs, output, tiling, activation);
+    } else if (TILING_KEY_IS(2)) {
+        RunPipeline<bfloat16_t>(inputs, output, tiling, activation);
     }
 }
 

@@ -1,5 +1,5 @@
 // Kernels read the plain tiling struct the host wrote to GM word by word (scalar reads work on every
-// AscendC target); the structs in op_host/ are padded to whole 32-bit words.
+// AscendC target); the *_tiling_data.h structs are padded to whole 32-bit words.
 #pragma once
 
 #include "kernel_operator.h"

@@ -1,4 +1,4 @@
-// What the RReLU kernels share: the seed from GM, the 2^32 tile split, and the noise of a tile.
+// What the RReLU kernels share: the seed from GM, the 2^31 tile split, and the noise of a tile.
 #pragma once
 
 #include "elementwise_pipeline.h"
@@ -16,9 +16,10 @@ struct RReluNoise {
         return RReluNoise{rng::RoundKeys(static_cast<uint64_t>(seedGm.GetValue(0))), tiling.lower, tiling.span};
     }
 
-    // A tile stops at the next multiple of 2^32, so the high index word is one scalar per tile.
+    // A tile stops at the next multiple of 2^31: the high index word is one scalar per tile, and the
+    // low words of a tile are all below 2^31 or all above (rng::Noise adds them without overflow).
     __aicore__ inline uint32_t TileLength(uint64_t firstIndex, uint32_t count) const {
-        uint64_t toBoundary = (uint64_t(1) << 32) - (firstIndex & 0xFFFFFFFFull);
+        uint64_t toBoundary = rng::kIndexSplit - (firstIndex & (rng::kIndexSplit - 1));
         return toBoundary < count ? static_cast<uint32_t>(toBoundary) : count;
     }
 

@@ -66,11 +66,25 @@ __aicore__ inline void Fmix32(const HashBuffers& v, uint32_t count) {
     }
 }
 
-// noise[i] = lower + span * u(first + i) for i < count; the tile must not cross a multiple of 2^32
-// (the caller splits it), so the high index word is one scalar.
+// Tiles of the noise never cross a multiple of kIndexSplit (RReluNoise::TileLength).
+constexpr uint64_t kIndexSplit = uint64_t(1) << 31;
+
+// h[i] = low word of flat index first + i, exact for any first. CreateVecIndex<int32_t> is exact only
+// for first values below 2^24 in CANN 8.x (it computes its first block through float), so it counts
+// from 0 (count < 2^24) and one int32 Adds adds the tile's first low word: inside a tile that does not
+// cross a multiple of 2^31 the sum stays in int32's range (low words >= 2^31 are negative as int32).
+__aicore__ inline void LowIndexWords(const HashBuffers& v, uint64_t first, uint32_t count) {
+    auto index = v.h.ReinterpretCast<int32_t>();
+    AscendC::CreateVecIndex(index, int32_t(0), count);
+    uint32_t low = static_cast<uint32_t>(first);
+    if (low != 0) AscendC::Adds(index, index, static_cast<int32_t>(low), count);
+}
+
+// noise[i] = lower + span * u(first + i) for i < count; the tile must not cross a multiple of
+// kIndexSplit (the caller splits it), so the high index word is one scalar.
 __aicore__ inline void Noise(const AscendC::LocalTensor<float>& noise, const HashBuffers& v, Keys keys, uint64_t first,
                              uint32_t count, float lower, float span) {
-    AscendC::CreateVecIndex(v.h.ReinterpretCast<int32_t>(), static_cast<int32_t>(static_cast<uint32_t>(first)), count);
+    LowIndexWords(v, first, count);
     XorScalar(v, keys.k0, count);
     Fmix32(v, count);
     XorScalar(v, keys.k1, count);

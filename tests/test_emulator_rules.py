@@ -40,7 +40,14 @@ def run_test_kernel(name: str, blocks: int = 2):
     ("matmul_without_iterate", "matmul", 0),
     ("matmul_after_initbuffer", "matmul", 0),
     ("matmul_without_end", "leaked_tensor", 0),
+    ("matmul_registered_in_init", "matmul_scope", 0),
+    ("matmul_after_its_scope", "matmul_scope", 0),
     ("gather_out_of_bounds", "ub_out_of_bounds", 0),
+    ("select_in_reserved_ub", "ub_reserved", 0),
+    ("allocation_after_select_in_reserved_ub", "ub_reserved", 0),
+    ("vec_index_past_2_24", "vec_index_precision", 0),
+    ("integer_wraparound", "integer_overflow", 0),
+    ("rng_without_declared_wraparound", "integer_overflow", 0),
 ])
 def test_broken_kernel_raises_its_rule(kernel, rule, block):
     with pytest.raises(sim.EmulatorError) as caught:
@@ -55,6 +62,14 @@ def test_correct_kernel_runs_and_is_counted():
     assert launch.gm_bytes_in == launch.gm_bytes_out == data.nbytes
     assert launch.block_bytes_out == (256, 256, 256) and launch.peak_ub_bytes == 256
     assert launch.datacopy_calls == 6 and launch.vector_instructions == 3
+
+
+def test_matmul_registered_in_the_entry_runs():
+    """The control of the scope rule: registered in the entry, every call inside its scope."""
+    data, out, launch = run_test_kernel("matmul_correct", blocks=1)
+    a, b = data[:16].reshape(4, 4).astype(np.float64), data.reshape(4, 16).astype(np.float64)
+    assert np.array_equal(out.reshape(4, 16), a @ b)
+    assert launch.cube_iterations == 1 and launch.cube_macs == 4 * 16 * 4
 
 
 def test_block_dim_beyond_the_vector_cores_is_rejected():

@@ -80,7 +80,7 @@ def test_a_disagreement_is_detected(alter):
 
 
 def header_fields(header: str, struct: str) -> list[tuple[str, str]]:
-    body = re.search(rf"struct {struct} \{{(.*?)\n\}};", (ROOT / "op_host" / header).read_text(), re.S).group(1)
+    body = re.search(rf"struct {struct} \{{(.*?)\n\}};", (ROOT / "op_kernel" / header).read_text(), re.S).group(1)
     fields = []
     for kind, names in re.findall(r"^\s*(uint64_t|uint32_t|int32_t|float|\w+)\s+([\w, ]+);", body, re.M):
         fields += [(kind, name.strip()) for name in names.split(",")]
@@ -95,18 +95,18 @@ CTYPES = {"uint64_t": "c_ulong", "uint32_t": "c_uint", "int32_t": "c_int", "floa
 
 
 def test_batch_norm_tiling_struct_matches_its_python_mirror():
-    fields = header_fields("batch_norm_leaky_relu_tiling.h", "BatchNormLeakyReluTiling")
+    fields = header_fields("batch_norm_leaky_relu_tiling_data.h", "BatchNormLeakyReluTiling")
     mirror = [(name, kind.__name__) for name, kind in sim.BatchNormTiling._fields_]
     assert mirror == [(snake(name), CTYPES[kind]) for kind, name in fields]
 
 
 def test_eval_tiling_struct_matches_its_python_mirror():
-    geometry = header_fields("conv_bn_leaky_relu_eval_tiling.h", "ConvGeometry")
+    geometry = header_fields("conv_bn_leaky_relu_eval_tiling_data.h", "ConvGeometry")
     names = {"inChannels": "in_channels", "outChannels": "out_channels", "padH": "pad_top", "padW": "pad_left"}
     expected = [(names.get(name, snake(name)), CTYPES[kind]) for kind, name in geometry]
-    for kind, name in header_fields("conv_bn_leaky_relu_eval_tiling.h", "ConvBnLeakyReluEvalTiling")[1:-1]:
+    for kind, name in header_fields("conv_bn_leaky_relu_eval_tiling_data.h", "ConvBnLeakyReluEvalTiling")[1:-1]:
         expected.append((snake(name), CTYPES[kind]))
     mirror = [(name, kind.__name__) for name, kind in sim.ConvEvalTiling._fields_]
     assert mirror[:-1] == expected and mirror[-1][0] == "cube"
-    cube = header_fields("conv_bn_leaky_relu_eval_tiling.h", "CubeTilingFields")
+    cube = header_fields("conv_bn_leaky_relu_eval_tiling_data.h", "CubeTilingFields")
     assert [(name, kind.__name__) for name, kind in sim.CubeTiling._fields_] == [(n, CTYPES[k]) for k, n in cube]

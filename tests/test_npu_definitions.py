@@ -21,8 +21,8 @@ SPEC = json.loads((ROOT / "op_host/json/acts_elementwise.json").read_text())
 OPS = {
     "ActsLeakyRelu": ("leaky_relu", "acts_leaky_relu", "leaky_relu", ["self"]),
     "ActsLeakyReluGrad": ("leaky_relu_grad", "acts_leaky_relu_grad", "leaky_relu_backward", ["grad_output", "self"]),
-    "ActsRRelu": ("rrelu", "acts_rrelu", "rrelu_with_seed", ["self", "seed"]),
-    "ActsRReluGrad": ("rrelu_grad", "acts_rrelu_grad", "rrelu_with_seed_backward", ["grad_output", "self", "seed"]),
+    "ActsRRelu": ("rrelu", "acts_r_relu", "rrelu_with_seed", ["self", "seed"]),
+    "ActsRReluGrad": ("rrelu_grad", "acts_r_relu_grad", "rrelu_with_seed_backward", ["grad_output", "self", "seed"]),
 }
 DTYPES = {"float": "ge::DT_FLOAT", "float16": "ge::DT_FLOAT16", "bfloat16": "ge::DT_BF16", "int64": "ge::DT_INT64"}
 
@@ -81,7 +81,7 @@ def test_a_disagreement_is_detected(alter):
 
 
 def test_tiling_struct_matches_its_python_mirror():
-    header = (ROOT / "op_host/elementwise_tiling.h").read_text()
+    header = (ROOT / "op_kernel/elementwise_tiling_data.h").read_text()
     body = re.search(r"struct ElementwiseTiling \{(.*?)\};", header, re.S).group(1)
     fields = re.findall(r"^\s*(uint64_t|uint32_t|float)\s+(\w+);", body, re.M)
     ctypes_names = {"uint64_t": "c_ulong", "uint32_t": "c_uint", "float": "c_float"}

@@ -112,9 +112,3 @@ def test_module_in_eval_runs_the_kernel_on_sim():
         out = fused(x)
         assert sim().last_launch().kernel == "acts_conv_bn_leaky_relu_eval"
     torch.testing.assert_close(out, seq(x), rtol=1e-5, atol=1e-5)
-
-
-def test_platform_without_a_modelled_cube_is_refused():
-    x, weight, bias, geometry, expected = case_inputs("dcgan_down", torch.float32)
-    with sim().launch_settings(platform="ascend310p"), pytest.raises(ValueError, match="rejected"):
-        run(x, weight, bias, geometry, expected.shape)

@@ -6,8 +6,31 @@
 #include "sim/datacopy.h"
 #include "sim/vector.h"
 
-// CANN selects a kernel branch with the tiling key the host set (TilingContext::SetTilingKey).
-#define TILING_KEY_IS(key) (::ascendc_sim::Ctx().tilingKey == static_cast<uint64_t>(key))
+// CANN selects a kernel branch with the tiling key the host set (TilingContext::SetTilingKey), and finds
+// the keys a kernel has by a regex over the preprocessed kernel that only reads integer literals
+// (python/site-packages/tbe/tikcpp/compile_op.py, KernelInfoInfer.find_tilingkey: `g_tilingKey ==
+// \((-?\d+)`; anything else is a "can not be processed as numeric variables" error). The key is
+// stringized after macro expansion, as the preprocessed kernel shows it, and must be such a literal.
+namespace ascendc_sim {
+constexpr bool IsIntegerLiteral(const char* text) {
+    const char* p = text;
+    if (*p == '-') ++p;
+    if (*p < '0' || *p > '9') return false;
+    while (*p >= '0' && *p <= '9') ++p;
+    while (*p == 'u' || *p == 'U' || *p == 'l' || *p == 'L') ++p;
+    return *p == '\0';
+}
+template <bool kLiteral>
+constexpr bool LiteralTilingKey() {
+    static_assert(kLiteral, "TILING_KEY_IS needs an integer literal: CANN collects tiling keys with a regex over "
+                            "the preprocessed kernel (tbe/tikcpp/compile_op.py) and rejects anything else");
+    return true;
+}
+}  // namespace ascendc_sim
+#define TILING_KEY_IS(key) ACTS_SIM_TILING_KEY_IS_EXPANDED(key)
+#define ACTS_SIM_TILING_KEY_IS_EXPANDED(key)                                                  \
+    (::ascendc_sim::LiteralTilingKey<::ascendc_sim::IsIntegerLiteral(#key)>() &&             \
+     ::ascendc_sim::Ctx().tilingKey == static_cast<uint64_t>(key))
 
 // Kernel types (KERNEL_TASK_TYPE_DEFAULT): the emulator runs the vector (AIV) side of a MIX kernel and
 // does the cube's work inside the Matmul calls (lib/matmul_intf.h), so the type changes nothing here.

@@ -17,7 +17,6 @@ namespace {
 bool CubePlatformOf(uint32_t platform, ascend_acts::CubePlatform& cube) {
     if (platform >= ascendc_sim::kPlatformCount) return false;
     const auto& p = ascendc_sim::kPlatforms[platform];
-    if (p.cubeCores == 0) return false;
     cube = {p.cubeCores, p.vectorCores, p.ubBytes, p.l1Bytes, p.l0aBytes, p.l0bBytes, p.l0cBytes};
     return true;
 }

@@ -5,8 +5,8 @@
 extern "C" {
 void acts_leaky_relu(GM_ADDR x, GM_ADDR y, GM_ADDR workspace, GM_ADDR tiling);
 void acts_leaky_relu_grad(GM_ADDR dy, GM_ADDR saved, GM_ADDR dx, GM_ADDR workspace, GM_ADDR tiling);
-void acts_rrelu(GM_ADDR x, GM_ADDR seed, GM_ADDR y, GM_ADDR workspace, GM_ADDR tiling);
-void acts_rrelu_grad(GM_ADDR dy, GM_ADDR saved, GM_ADDR seed, GM_ADDR dx, GM_ADDR workspace, GM_ADDR tiling);
+void acts_r_relu(GM_ADDR x, GM_ADDR seed, GM_ADDR y, GM_ADDR workspace, GM_ADDR tiling);
+void acts_r_relu_grad(GM_ADDR dy, GM_ADDR saved, GM_ADDR seed, GM_ADDR dx, GM_ADDR workspace, GM_ADDR tiling);
 }
 
 using ascend_acts::ElementwiseOp;
@@ -27,7 +27,9 @@ extern "C" int acts_sim_elementwise(uint32_t op, uint32_t dtype, uint32_t platfo
                                     uint64_t totalLength, void* in0, void* in1, int64_t* seed, void* out,
                                     float slope, float lower, float span, uint64_t indexBase, ActsSimStats* stats,
                                     char* error, uint64_t errorLength, int64_t* errorBlock) {
-    static const char* const kNames[] = {"acts_leaky_relu", "acts_leaky_relu_grad", "acts_rrelu", "acts_rrelu_grad"};
+    // msopgen 8.1's names for our op types (op_gen/interface/utils.py fix_name_lower_with_under: ActsRRelu ->
+    // acts_r_relu), which the kernel entries must carry
+    static const char* const kNames[] = {"acts_leaky_relu", "acts_leaky_relu_grad", "acts_r_relu", "acts_r_relu_grad"};
     if (dtype > 2) return ACTS_SIM_BAD_ARGUMENT;
     uint32_t elementSize = dtype == 0 ? 4 : 2;
     ElementwiseTiling tiling;
@@ -54,11 +56,15 @@ extern "C" int acts_sim_elementwise(uint32_t op, uint32_t dtype, uint32_t platfo
         switch (static_cast<ElementwiseOp>(op)) {
             case ElementwiseOp::LeakyRelu: acts_leaky_relu(x, y, nullptr, t); break;
             case ElementwiseOp::LeakyReluGrad: acts_leaky_relu_grad(x, saved, y, nullptr, t); break;
-            case ElementwiseOp::RRelu: acts_rrelu(x, s, y, nullptr, t); break;
-            case ElementwiseOp::RReluGrad: acts_rrelu_grad(x, saved, s, y, nullptr, t); break;
+            case ElementwiseOp::RRelu: acts_r_relu(x, s, y, nullptr, t); break;
+            case ElementwiseOp::RReluGrad: acts_r_relu_grad(x, saved, s, y, nullptr, t); break;
         }
     };
-    auto result = ascendc_sim::Launch(kNames[op], ascendc_sim::kPlatforms[platform], tiling.blockDim, dtype, buffers, runBlock);
+    // The RNG's hash multiplies and adds on int32 and keeps the low 32 bits (docs/rng.md): it relies on
+    // the wraparound 910B does not document, a hardware check (docs/emulator.md, "integer_overflow").
+    bool rng = op == uint32_t(ElementwiseOp::RRelu) || op == uint32_t(ElementwiseOp::RReluGrad);
+    auto result = ascendc_sim::Launch(kNames[op], ascendc_sim::kPlatforms[platform], tiling.blockDim, dtype, buffers,
+                                      runBlock, /*wrapsIntegers=*/rng);
     int reported = ascend_acts_sim::Report(result, stats, error, errorLength, errorBlock);
     if (stats != nullptr) stats->tileLength = tiling.tileLength;
     return reported;

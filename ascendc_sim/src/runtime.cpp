@@ -5,14 +5,14 @@
 
 namespace ascendc_sim {
 
-// Vector cores and Unified Buffer per core (ARCHITECTURE.md, "Ascend facts"); 310P has no split
-// cube/vector cores, its 8 AI cores each run vector code.
-// 910B: one cube core (AIC) per two vector cores, L1 / L0A / L0B / L0C = 512 / 64 / 64 / 128 KiB.
-// 310P's Matmul path is not modelled.
+// The CANN 8.1 platform files (aarch64-linux/data/platform_config/<SoC>.ini: vector_core_cnt,
+// cube_core_cnt, ub_size, l1_size, l0_a/b/c_size): one cube core (AIC) per two vector cores, UB 192 KiB,
+// L1 / L0A / L0B / L0C = 512 / 64 / 64 / 128 KiB; Atlas A3 (Ascend910_9391) has 910B1's numbers and
+// its vector architecture (dav-c220). Select's temporary at 184 KiB: see Platform.
 const Platform kPlatforms[] = {
-    {"ascend910b1", 48, 192 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
-    {"ascend910b3", 40, 192 * 1024, 20, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
-    {"ascend310p", 8, 256 * 1024, 0, 0, 0, 0, 0},
+    {"ascend910b1", 48, 192 * 1024, 184 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
+    {"ascend910b3", 40, 192 * 1024, 184 * 1024, 20, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
+    {"ascend910_93", 48, 192 * 1024, 184 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
 };
 const uint32_t kPlatformCount = sizeof(kPlatforms) / sizeof(kPlatforms[0]);
 
@@ -71,6 +71,32 @@ void RecordVector(uint64_t bytes) {
     c.vectorRepeats += (bytes + 255) / 256;
 }
 
+namespace {
+[[noreturn]] void ReservedUb(const char* what) {
+    auto& ctx = Ctx();
+    Fail("ub_reserved", std::string(what) + ": the block's buffers reach past UB byte " +
+         std::to_string(ctx.platform.selectTemporaryOffset) + " while it uses Select, whose temporary lives there on " +
+         ctx.platform.name + " (leave the top 8 KiB of UB free)");
+}
+}  // namespace
+
+// Select writes its temporary at selectTemporaryOffset: no buffer of the block may reach there, before
+// or after the Select.
+void NoteSelect(const char* op) {
+    auto& ctx = Ctx();
+    ctx.selectIssued = true;
+    if (ctx.ubUsed > ctx.platform.selectTemporaryOffset) ReservedUb(op);
+}
+
+void NoteIntegerWrap(const char* op, const char* type) {
+    auto& ctx = Ctx();
+    if (!ctx.integerWrapAllowed) {
+        Fail("integer_overflow", std::string(op) + " on " + type + ": a result wrapped around; 910B documents no " +
+             "wraparound for integer vector arithmetic (declare the kernel's reliance at launch and check it on hardware)");
+    }
+    ++ctx.counters.integerWraps;
+}
+
 uint32_t AllocateUb(uint32_t bytes, const char* what) {
     auto& ctx = Ctx();
     uint64_t end = uint64_t(ctx.ubUsed) + bytes;
@@ -78,6 +104,7 @@ uint32_t AllocateUb(uint32_t bytes, const char* what) {
         Fail("ub_overflow", std::string(what) + ": " + std::to_string(end) + " bytes of Unified Buffer requested, " +
              ctx.platform.name + " has " + std::to_string(ctx.platform.ubBytes));
     }
+    if (ctx.selectIssued && end > ctx.platform.selectTemporaryOffset) ReservedUb(what);
     uint32_t offset = ctx.ubUsed;
     ctx.ubUsed = static_cast<uint32_t>(end);
     ctx.counters.peakUbBytes = std::max<uint64_t>(ctx.counters.peakUbBytes, end);
@@ -85,8 +112,10 @@ uint32_t AllocateUb(uint32_t bytes, const char* what) {
 }
 
 LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,
-                    const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock) {
+                    const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock,
+                    bool wrapsIntegers) {
     Context context;
+    context.integerWrapAllowed = wrapsIntegers;
     context.platform = platform;
     context.kernel = kernel;
     context.blockDim = blockDim;
@@ -114,6 +143,7 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
         for (uint32_t block = 0; block < blockDim; ++block) {
             context.blockIdx = block;
             context.ubUsed = 0;
+            context.selectIssued = false;
             context.leaks.clear();
             std::memset(context.ub, 0, platform.ubBytes);
             runBlock();

@@ -3,6 +3,7 @@
 #include "kernel_operator.h"
 #include "launcher/abi.h"
 #include "lib/matmul_intf.h"
+#include "../../op_kernel/rrelu_rng.h"
 
 using namespace AscendC;
 
@@ -140,7 +141,9 @@ TCubeTiling SquareTiling(int32_t baseK) {
     return TCubeTiling{1, 4, 16, 4, 4, 4, 16, 4, 16, 16, baseK, 1, 1, 1, 1, 1, 1, 0, 0, 2, 2, 2};
 }
 
-void MatmulL0Overflow() {
+// Kernels that register a Matmul are named as they are launched: REGIST_MATMUL_OBJ must be expanded in
+// the kernel entry.
+void matmul_l0_overflow() {
     TPipe pipe;
     SmallMatmul mm;
     TCubeTiling tiling = SquareTiling(16);
@@ -149,27 +152,138 @@ void MatmulL0Overflow() {
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
 }
 
-// The Matmul steps up to C (`iterate`: whether Iterate comes before GetTensorC).
-void MatmulSteps(bool registerFirst, bool iterate, bool end) {
-    TPipe pipe;
-    SmallMatmul mm;
-    TCubeTiling tiling = SquareTiling(16);
+// The Matmul steps after its registration up to C, stored to the output (`iterate`: whether Iterate
+// comes before GetTensorC).
+void MatmulSteps(TPipe& pipe, SmallMatmul& mm, bool iterate, bool end) {
     TBuf<QuePosition::VECCALC> c;
-    if (registerFirst) REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
     pipe.InitBuffer(c, 256 * 4);
-    if (!registerFirst) REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
-    GlobalTensor<float> in;
+    GlobalTensor<float> in, out;
     in.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(g_in), kFloats);
+    out.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(g_out), kFloats);
     mm.SetTensorA(in);
     mm.SetTensorB(in);
     if (iterate) mm.Iterate();
     mm.GetTensorC(c.Get<float>());
+    DataCopy(out, c.Get<float>(), kFloats);  // C is 4 x 16: rows 16 floats apart
     if (end) mm.End();
 }
 
-void MatmulWithoutIterate() { MatmulSteps(true, false, true); }
-void MatmulAfterInitBuffer() { MatmulSteps(false, true, true); }
-void MatmulWithoutEnd() { MatmulSteps(true, true, false); }
+void matmul_correct() {  // the control: breaks no rule
+    TPipe pipe;
+    SmallMatmul mm;
+    TCubeTiling tiling = SquareTiling(16);
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    MatmulSteps(pipe, mm, true, true);
+}
+
+void matmul_without_iterate() {
+    TPipe pipe;
+    SmallMatmul mm;
+    TCubeTiling tiling = SquareTiling(16);
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    MatmulSteps(pipe, mm, false, true);
+}
+
+void matmul_after_initbuffer() {
+    TPipe pipe;
+    SmallMatmul mm;
+    TCubeTiling tiling = SquareTiling(16);
+    TBuf<QuePosition::VECCALC> early;
+    pipe.InitBuffer(early, 32);
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    MatmulSteps(pipe, mm, true, true);
+}
+
+void matmul_without_end() {
+    TPipe pipe;
+    SmallMatmul mm;
+    TCubeTiling tiling = SquareTiling(16);
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    MatmulSteps(pipe, mm, true, false);
+}
+
+// The registration expanded in an Init() of the kernel's class, as main had it before (issue 12, D3).
+class RegistersInInit {
+public:
+    void Init() {
+        tiling_ = SquareTiling(16);
+        REGIST_MATMUL_OBJ(&pipe_, GetSysWorkSpacePtr(), mm_, &tiling_);
+    }
+    void Process() { MatmulSteps(pipe_, mm_, true, true); }
+
+private:
+    TPipe pipe_;
+    SmallMatmul mm_;
+    TCubeTiling tiling_;
+};
+
+void matmul_registered_in_init() {
+    RegistersInInit op;
+    op.Init();
+    op.Process();
+}
+
+// Registered in the entry, but used after the block it was expanded in.
+void matmul_after_its_scope() {
+    TPipe pipe;
+    SmallMatmul mm;
+    TCubeTiling tiling = SquareTiling(16);
+    {
+        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    }
+    MatmulSteps(pipe, mm, true, true);
+}
+
+// Buffers up to 186 KiB of UB, then Select: its temporary at 184 KiB lands in them.
+void SelectInReservedUb() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> mask, values, big;
+    pipe.InitBuffer(mask, 32);
+    pipe.InitBuffer(values, kFloats * 4);
+    pipe.InitBuffer(big, 186 * 1024 - 32 - kFloats * 4);
+    LocalTensor<float> v = values.Get<float>();
+    Duplicate(mask.Get<uint8_t>().ReinterpretCast<uint16_t>(), uint16_t(0xFFFF), 16);
+    Select(v, mask.Get<uint8_t>(), v, v, SELMODE::VSEL_TENSOR_TENSOR_MODE, kFloats);
+}
+
+// Select first, then a buffer reaching into its temporary.
+void AllocationAfterSelectInReservedUb() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> mask, values, big;
+    pipe.InitBuffer(mask, 32);
+    pipe.InitBuffer(values, kFloats * 4);
+    LocalTensor<float> v = values.Get<float>();
+    Duplicate(mask.Get<uint8_t>().ReinterpretCast<uint16_t>(), uint16_t(0xFFFF), 16);
+    Select(v, mask.Get<uint8_t>(), v, v, SELMODE::VSEL_TENSOR_TENSOR_MODE, kFloats);
+    pipe.InitBuffer(big, 185 * 1024);
+}
+
+// Flat indices from 2^24: CANN 8.x's CreateVecIndex<int32_t> rounds its first block through float.
+void VecIndexPast2To24() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> buf;
+    pipe.InitBuffer(buf, kFloats * 4);
+    CreateVecIndex(buf.Get<int32_t>(), int32_t(1) << 24, kFloats);
+}
+
+// An int32 multiply whose product leaves int32: 910B documents no wraparound.
+void IntegerWraparound() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> buf;
+    pipe.InitBuffer(buf, kFloats * 4);
+    LocalTensor<int32_t> t = buf.Get<int32_t>();
+    Duplicate(t, int32_t(1) << 20, kFloats);
+    Muls(t, t, int32_t(1) << 12, kFloats);
+}
+
+// The RReLU kernels' own hash (op_kernel/rrelu_rng.h) launched without declaring its wraparound.
+void RngWithoutDeclaredWraparound() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> noise, h, scratch, scratch2;
+    for (auto* buf : {&noise, &h, &scratch, &scratch2}) pipe.InitBuffer(*buf, kFloats * 4);
+    ascend_acts::rng::HashBuffers hash{h.Get<uint32_t>(), scratch.Get<uint32_t>(), scratch2.Get<uint32_t>()};
+    ascend_acts::rng::Noise(noise.Get<float>(), hash, ascend_acts::rng::RoundKeys(7), 0, kFloats, 0.1f, 0.2f);
+}
 
 void GatherOutOfBounds() {
     TPipe pipe;
@@ -192,10 +306,14 @@ const Named kKernels[] = {
     {"alloc_past_depth", AllocPastDepth}, {"deque_empty", DeQueEmpty}, {"leaked_tensor", LeakedTensor},
     {"foreign_free", ForeignFree}, {"overlapping_core_writes", OverlappingCoreWrites},
     {"unwritten_output", UnwrittenOutput}, {"unsupported_dtype", UnsupportedDtype},
-    {"unaligned_local", UnalignedLocal}, {"matmul_l0_overflow", MatmulL0Overflow},
-    {"matmul_without_iterate", MatmulWithoutIterate}, {"matmul_after_initbuffer", MatmulAfterInitBuffer},
-    {"matmul_without_end", MatmulWithoutEnd}, {"gather_out_of_bounds", GatherOutOfBounds},
-    {"correct", Correct},
+    {"unaligned_local", UnalignedLocal}, {"matmul_l0_overflow", matmul_l0_overflow},
+    {"matmul_without_iterate", matmul_without_iterate}, {"matmul_after_initbuffer", matmul_after_initbuffer},
+    {"matmul_without_end", matmul_without_end}, {"matmul_registered_in_init", matmul_registered_in_init},
+    {"matmul_after_its_scope", matmul_after_its_scope}, {"matmul_correct", matmul_correct},
+    {"gather_out_of_bounds", GatherOutOfBounds}, {"select_in_reserved_ub", SelectInReservedUb},
+    {"allocation_after_select_in_reserved_ub", AllocationAfterSelectInReservedUb},
+    {"vec_index_past_2_24", VecIndexPast2To24}, {"integer_wraparound", IntegerWraparound},
+    {"rng_without_declared_wraparound", RngWithoutDeclaredWraparound}, {"correct", Correct},
 };
 
 }  // namespace

@@ -7,7 +7,8 @@
 // and B inside their GM tensors, C in VECIN (or GM), the call protocol (REGIST_MATMUL_OBJ before any
 // InitBuffer, as 910B's separate cube/vector cores require; SetTensorA/B before Iterate; one
 // GetTensorC per Iterate that returned true, into a UB tensor of at least baseM x baseN; End() before
-// the kernel returns). Counted: GM reads of A and B
+// the kernel returns), and the registration's scope (REGIST_MATMUL_OBJ in the kernel entry, every
+// Matmul call inside the scope it was expanded in). Counted: GM reads of A and B
 // as the cube's MTE2 makes them (an A block per Iterate; B once per SetTensorB when all of K of a
 // B block fits L1, else per Iterate), cube iterations and multiply-accumulates.
 #pragma once
@@ -61,12 +62,12 @@ public:
     }
 
     void Init(const TCubeTiling* tiling, AscendC::TPipe*) {
+        if (initialised_) Fail("registered twice");
         t_ = *tiling;
         const auto& p = ascendc_sim::Ctx().platform;
         if (ascendc_sim::Ctx().ubUsed != 0) {
             Fail("REGIST_MATMUL_OBJ after InitBuffer: with separate cube and vector cores (910B) it must come first");
         }
-        if (p.cubeCores == 0) Fail("the platform has no modelled cube unit");
         if (t_.baseM <= 0 || t_.baseN <= 0 || t_.baseK <= 0 || t_.baseM % 16 || t_.baseN % 16 || t_.baseK % 16) {
             Fail("baseM/baseN/baseK must be positive multiples of 16 (the cube fractal)");
         }
@@ -87,6 +88,9 @@ public:
         if (t_.isBias) Fail("SetBias is not modelled: add the bias on the vector unit");
         initialised_ = true;
     }
+
+    // The end of REGIST_MATMUL_OBJ's scope: on 910B its KfcCommClient's destructor ends the cube service.
+    void EndRegistrationScope() { serviceEnded_ = true; }
 
     void SetTensorA(const AscendC::GlobalTensor<SrcT>& a, bool transpose = false) {
         Ready("SetTensorA");
@@ -160,6 +164,7 @@ public:
     }
 
     void End() {
+        Ready("End");
         pending_ = false;
         ended_ = true;
     }
@@ -175,6 +180,11 @@ private:
     }
     void Ready(const char* op) const {
         if (!initialised_) Fail(std::string(op) + " before REGIST_MATMUL_OBJ");
+        if (serviceEnded_) {
+            ascendc_sim::Fail("matmul_scope", std::string("Matmul ") + op +
+                              " after the scope of its REGIST_MATMUL_OBJ ended (its client's destructor has ended the "
+                              "cube service): expand REGIST_MATMUL_OBJ in the kernel entry around every Matmul call");
+        }
     }
     void Restart() {
         next_ = 0;
@@ -182,7 +192,7 @@ private:
     }
 
     TCubeTiling t_{};
-    bool initialised_ = false, pending_ = false, ended_ = false;
+    bool initialised_ = false, pending_ = false, ended_ = false, serviceEnded_ = false;
     AscendC::GlobalTensor<SrcT> a_, b_;
     int32_t next_ = 0, rows_ = 0, cols_ = 0, bLoaded_ = -1;
     std::vector<float> block_;
@@ -190,9 +200,38 @@ private:
 
 }  // namespace matmul
 
-// REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling): binds the Matmul object to its tiling.
-#define REGIST_MATMUL_OBJ(pipe, workspace, mm, tiling) \
-    do {                                               \
-        static_cast<void>(workspace);                  \
-        (mm).Init((tiling), (pipe));                   \
-    } while (0)
+namespace matmul {
+
+// What REGIST_MATMUL_OBJ declares in the emulator, modelled on CANN 8.1's expansion for 910B
+// (highlevel_api/impl/kfc/kfc_register_obj.h, REGIST_CUBE_OBJ): on the AIC the cube service runs and
+// then `return`s from the enclosing function, on the AIV a local KfcCommClient binds the Matmul objects
+// and its destructor ends the service. So the macro belongs in the kernel entry (`__func__` is the
+// launched kernel's name), and a Matmul call after the end of the enclosing scope is an error.
+template <class M>
+class MatmulRegistration {
+public:
+    MatmulRegistration(M& mm, const TCubeTiling* tiling, AscendC::TPipe* pipe, const char* function) : mm_(mm) {
+        const char* entry = ascendc_sim::Ctx().kernel;
+        if (std::string(function) != entry) {
+            ascendc_sim::Fail("matmul_scope", std::string("REGIST_MATMUL_OBJ expanded in ") + function +
+                              "(), not in the kernel entry " + entry + "(): on the AIC its `return` would only leave " +
+                              function + "(), and on the AIV its client ends the cube service when " + function +
+                              "() returns");
+        }
+        mm_.Init(tiling, pipe);
+    }
+    ~MatmulRegistration() { mm_.EndRegistrationScope(); }
+    MatmulRegistration(const MatmulRegistration&) = delete;
+    MatmulRegistration& operator=(const MatmulRegistration&) = delete;
+
+private:
+    M& mm_;
+};
+
+}  // namespace matmul
+
+// REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling): binds the Matmul object to its tiling
+// for the rest of the enclosing scope.
+#define REGIST_MATMUL_OBJ(pipe, workspace, mm, tiling)                                                  \
+    static_cast<void>(workspace);                                                                        \
+    ::matmul::MatmulRegistration actsSimMatmulRegistration_((mm), (tiling), (pipe), __func__)

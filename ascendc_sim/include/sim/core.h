@@ -9,7 +9,11 @@
 #include <string>
 #include <vector>
 
+// Execution-space and address-space qualifiers mark nothing on the CPU (a check that compiles the
+// kernels with clang's CUDA rules defines __aicore__ itself: tests/test_kernel_execution_space.py).
+#ifndef __aicore__
 #define __aicore__
+#endif
 #define __global__
 #define __gm__
 #define __inline__ inline
@@ -45,7 +49,10 @@ struct Platform {
     const char* name;
     uint32_t vectorCores;
     uint32_t ubBytes;
-    // the cube unit (0 cubeCores: no Matmul on this platform in the emulator)
+    // Start of the UB that Select (tensor-tensor/tensor-scalar modes) uses as its temporary: AscendC's
+    // TMP_UB_OFFSET (basic_api/impl/utils/kernel_utils_constants.h), 8 KiB below the top on 910B.
+    uint32_t selectTemporaryOffset;
+    // the cube unit
     uint32_t cubeCores;
     uint32_t l1Bytes, l0aBytes, l0bBytes, l0cBytes;
 };
@@ -68,6 +75,7 @@ struct Counters {
     uint64_t peakUbBytes = 0;
     uint64_t cubeIterations = 0;  // Matmul Iterate calls (one baseM x baseN block of C each)
     uint64_t cubeMacs = 0;        // multiply-accumulates the cube did
+    uint64_t integerWraps = 0;    // vector integer results that wrapped (allowed kernels only)
     std::vector<uint64_t> blockBytesIn, blockBytesOut;
 };
 
@@ -93,6 +101,8 @@ struct Context {
     uint8_t* ub = nullptr;  // 32-byte aligned
     uint32_t ubUsed = 0;
     std::vector<std::string> leaks;  // tensors still held when a queue went away
+    bool selectIssued = false;       // this block used Select: the UB from selectTemporaryOffset is taken
+    bool integerWrapAllowed = false; // the launch declares that its kernel relies on integer wraparound
     Counters counters;
 };
 
@@ -103,5 +113,7 @@ void RecordGmRead(const void* address, uint64_t bytes);
 void RecordGmWrite(const void* address, uint64_t bytes);
 void RecordVector(uint64_t bytes);
 uint32_t AllocateUb(uint32_t bytes, const char* what);
+void NoteSelect(const char* op);
+void NoteIntegerWrap(const char* op, const char* type);
 
 }  // namespace ascendc_sim

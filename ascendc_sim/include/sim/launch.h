@@ -25,7 +25,10 @@ struct LaunchResult {
     std::vector<uint64_t> bufferBytesIn, bufferBytesOut;  // per LaunchBuffer, in launch order
 };
 
+// `wrapsIntegers`: the kernel relies on integer vector results wrapping (documented for Ascend 950, not
+// for 910B: a hardware check). Without it a wrapping result is an `integer_overflow` error.
 LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,
-                    const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock);
+                    const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock,
+                    bool wrapsIntegers = false);
 
 }  // namespace ascendc_sim

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 #include "tensors.h"
@@ -51,14 +52,20 @@ constexpr bool kShiftable = OneOf<T, int16_t, uint16_t, int32_t, uint32_t>;
 template <typename T>
 constexpr bool kBitwise = OneOf<T, int16_t, uint16_t>;
 
-// Integer arithmetic wraps (multiply keeps the low bits), as the hardware does.
+// Integer results that leave T's range keep their low bits (multiply: the low word), as the Ascend 950
+// docs describe for int32 Muls/Adds; 910B's docs say nothing, so a wrap is an `integer_overflow` error
+// unless the launch declared that its kernel relies on it (NoteIntegerWrap).
 template <typename T, typename F>
-T Wrap(T a, T b, F op) {
+T Wrap(const char* op, T a, T b, F compute) {
     if constexpr (std::is_integral_v<T>) {
+        int64_t exact = compute(int64_t(a), int64_t(b));
+        if (exact < int64_t(std::numeric_limits<T>::min()) || exact > int64_t(std::numeric_limits<T>::max())) {
+            ascendc_sim::NoteIntegerWrap(op, TypeName<T>());
+        }
         using U = std::make_unsigned_t<T>;
-        return static_cast<T>(static_cast<U>(op(static_cast<U>(a), static_cast<U>(b))));
+        return static_cast<T>(static_cast<U>(compute(static_cast<U>(a), static_cast<U>(b))));
     } else {
-        return static_cast<T>(op(a, b));
+        return static_cast<T>(compute(a, b));
     }
 }
 
@@ -73,7 +80,7 @@ T Wrap(T a, T b, F op) {
         } else {                                                                                     \
             detail::Issue<T>(#NAME, count, dst, src0, src1);                                         \
             T* d = dst.Address(); const T* a = src0.Address(); const T* b = src1.Address();          \
-            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(a[i], b[i], [](auto x, auto y) { return EXPR; }); \
+            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(#NAME, a[i], b[i], [](auto x, auto y) { return EXPR; }); \
         }                                                                                            \
     }
 
@@ -85,7 +92,7 @@ T Wrap(T a, T b, F op) {
         } else {                                                                                     \
             detail::Issue<T>(#NAME, count, dst, src);                                                \
             T* d = dst.Address(); const T* a = src.Address();                                        \
-            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(a[i], scalar, [](auto x, auto y) { return EXPR; }); \
+            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(#NAME, a[i], scalar, [](auto x, auto y) { return EXPR; }); \
         }                                                                                            \
     }
 
@@ -169,17 +176,33 @@ void Duplicate(const LocalTensor<T>& dst, T value, uint32_t count) {
     }
 }
 
-// dst[i] = firstValue + i (integers wrap)
+// dst[i] = firstValue + i, with CANN 8.x's arithmetic (basic_api/impl/dav_c220/
+// kernel_operator_vec_createvecindex_impl.h, CreateVecIndexOneBlk / CreateVecIndexCalc): the first
+// 32-byte block is written by the scalar unit as float(firstValue) + float(i), the later blocks by
+// integer Adds of the block length. For integer T the float step is inexact past 2^24, which is a
+// `vec_index_precision` error here rather than silently wrong indices.
 template <typename T>
 void CreateVecIndex(const LocalTensor<T>& dst, T firstValue, uint32_t count) {
     if constexpr (!detail::OneOf<T, half, float, int16_t, int32_t>) {
         detail::Unsupported<T>("CreateVecIndex");
     } else {
         detail::Issue<T>("CreateVecIndex", count, dst);
+        constexpr uint32_t kBlock = 32 / sizeof(T);
         for (uint32_t i = 0; i < count; ++i) {
             if constexpr (std::is_integral_v<T>) {
-                using U = std::make_unsigned_t<T>;
-                dst.Address()[i] = static_cast<T>(static_cast<U>(firstValue) + static_cast<U>(i));
+                if (i < kBlock) {
+                    float viaFloat = static_cast<float>(firstValue) + static_cast<float>(i);
+                    if (double(viaFloat) != double(int64_t(firstValue) + i)) {
+                        ascendc_sim::Fail("vec_index_precision",
+                                          "CreateVecIndex<" + std::string(detail::TypeName<T>()) + "> from " +
+                                          std::to_string(firstValue) + ": CANN 8.x computes element " +
+                                          std::to_string(i) + " as float(first) + i, which is not exact past 2^24");
+                    }
+                    dst.Address()[i] = static_cast<T>(firstValue + static_cast<T>(i));
+                } else {  // the integer Adds of the later blocks
+                    dst.Address()[i] = detail::Wrap<T>("CreateVecIndex", dst.Address()[i - kBlock], T(kBlock),
+                                                       [](auto x, auto y) { return x + y; });
+                }
             } else {
                 dst.Address()[i] = static_cast<T>(static_cast<float>(firstValue) + static_cast<float>(i));
             }
@@ -255,6 +278,7 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<uint8_t>& mask, const L
         detail::Unsupported<T>("Select");
     } else {
         if (mode != SELMODE::VSEL_TENSOR_TENSOR_MODE) ascendc_sim::Fail("unsupported_mode", "Select: tensor operands need VSEL_TENSOR_TENSOR_MODE");
+        ascendc_sim::NoteSelect("Select");  // tensor-tensor mode: its temporary at selectTemporaryOffset
         mask.Check((count + 7) / 8, "Select");
         detail::Issue<T>("Select", count, dst, src0, src1);
         for (uint32_t i = 0; i < count; ++i) {
