@@ -163,3 +163,19 @@ def test_tiling_walks_long_planes_in_several_tiles():
     tiling = sim().batch_norm_tiling(False, (1, 2, 131, 130), 4)
     assert tiling.tile_length < 131 * 130 and tiling.tile_length % 64 == 0
     assert tiling.used_core_num == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_backward_leaves_select_its_ub_reserve(dtype):
+    """Planes longer than one tile: the backward's largest tile stays below Select's temporary at 184 KiB
+    of UB (the emulator's `ub_reserved` rule would stop it otherwise); the forward, without Select, may
+    use more."""
+    shape = (1, 2, 131, 130)
+    x, weight, bias = bn_inputs(shape, dtype)
+    out, _, invstd = run_forward(x, weight, bias, torch.zeros(2), torch.ones(2))
+    forward = sim().last_launch()
+    run_backward(torch.randn(shape).to(dtype), out, weight, bias, invstd)
+    backward = sim().last_launch()
+    assert backward.tile_length < 131 * 130 and backward.peak_ub_bytes <= 184 * 1024
+    assert backward.peak_ub_bytes + 4 * 1024 > 184 * 1024  # the largest tile that leaves the reserve
+    assert forward.peak_ub_bytes > 184 * 1024
