@@ -1,6 +1,12 @@
 // The RReLU counter-hash RNG of docs/rng.md on the vector unit: only 32-bit multiply-low (Muls on
 // int32), add, shifts and and/or/not (on uint16 halves: bitwise ops act per bit, and 910B's And/Or/Not
 // take 16-bit types), because 910B has no Philox. Bit-identical to python/ascend_acts/reference/rng.py.
+//
+// The hash's int32 Muls (and the Adds of the high index word) rely on results wrapping to their low 32
+// bits, which the AscendC docs state for Ascend 950 but not for 910B (A2): a hardware check
+// (docs/npu.md), declared to the emulator by the RReLU launches (docs/emulator.md, `integer_overflow`).
+// Computing the products from 16-bit halves instead would need int32 products of up to 32 bits (no
+// uint32 Mul on 910B) and about 20 more vector instructions per multiply, 4 multiplies per element.
 #pragma once
 
 #include "kernel_operator.h"

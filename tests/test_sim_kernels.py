@@ -101,6 +101,8 @@ def test_one_and_many_blocks_and_shapes(op, vector_cores):
     _, out, expected = run(op, np.float16, 3 * 17 * 29 * 5, shape=(3, 17, 29, 5), vector_cores=vector_cores)
     assert np.array_equal(out, expected)
     assert sim.last_launch().block_dim == (vector_cores or 48)
+    assert sim.last_launch().kernel == {"leaky_relu": "acts_leaky_relu", "leaky_relu_backward": "acts_leaky_relu_grad",
+                                        "rrelu": "acts_r_relu", "rrelu_backward": "acts_r_relu_grad"}[op]
 
 
 @pytest.mark.parametrize("op", ["leaky_relu", "rrelu_backward"])

@@ -22,6 +22,9 @@ from ..reference.rng import MASK64
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]
 _DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
 _OPS = {"leaky_relu": 0, "leaky_relu_backward": 1, "rrelu": 2, "rrelu_backward": 3}
+# the kernel entries, named as msopgen names their op types (ActsRRelu -> acts_r_relu)
+_KERNELS = {"leaky_relu": "acts_leaky_relu", "leaky_relu_backward": "acts_leaky_relu_grad", "rrelu": "acts_r_relu",
+            "rrelu_backward": "acts_r_relu_grad"}
 _ERROR_BYTES = 1024
 
 
@@ -204,7 +207,7 @@ def _run(op: str, out, first, second=None, seed: int = 0, slope=0.0, lower=0.0, 
         ctypes.c_uint32(_settings["vector_cores"]), ctypes.c_uint64(first.size), pointer(first), pointer(second),
         ctypes.byref(seed_box), pointer(target), ctypes.c_float(slope), ctypes.c_float(lower), ctypes.c_float(span),
         ctypes.c_uint64(index_base), ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES), ctypes.byref(block))
-    kernel = "acts_" + op.replace("_backward", "_grad")
+    kernel = _KERNELS[op]
     raise_for_status(status, kernel, error, block)
     names = ("input", "output", "tiling") + (("saved",) if second is not None else ()) + (
         ("seed",) if op.startswith("rrelu") else ())
