@@ -102,7 +102,10 @@ def _check_dtypes(input, weight, bias, statistics: dict) -> None:
 
 
 def _check_writable(statistics: dict) -> None:
-    """The running statistics are written in place: refuse what torch's in-place update would refuse."""
+    """The running statistics are written in place: refuse what torch's in-place update would refuse
+    (eagerly; torch.compile cannot trace these queries and checks the traced update itself)."""
+    if torch.compiler.is_compiling():
+        return
     for name in ("running_mean", "running_var"):
         t = statistics[name]
         if t is None:
