@@ -28,8 +28,8 @@ def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negati
     x-hat = (z - beta) / gamma recoverable from the output rounded to `dtype`. That recovery's error is
     about u(dtype) * (|x-hat| + 2 |beta| / |gamma|): the beta/gamma term must not exceed 1e-2 or, where
     the dtype's own rounding is coarser (bfloat16), 8x the |x-hat| ~ 1 term every BN backward has."""
-    if not negative_slope > 0 or torch.compiler.is_compiling():
-        return False  # under compile: no data-dependent choice; the conv output is kept
+    if not negative_slope > 0 or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return False  # a compiled or traced graph makes no data-dependent choice: the conv output is kept
     magnitude = gamma.detach().abs()
     if not bool((magnitude > 0).all()):
         return False
