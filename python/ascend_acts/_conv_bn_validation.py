@@ -7,6 +7,7 @@ messages name the argument.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -132,8 +133,21 @@ def _output_shape(input, weight, stride, padding, dilation) -> torch.Size:
     return torch.Size([n, weight.shape[0], *((padded[a] - extent[a]) // stride[a] + 1 for a in range(2))])
 
 
-def check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
-                    negative_slope, stride, padding, dilation, groups) -> Checked:
+def check_arguments(*args) -> Checked:
+    """(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+    negative_slope, stride, padding, dilation, groups), as conv_bn_leaky_relu takes them."""
+    if not torch.jit.is_tracing():
+        return _check_arguments(*args)
+    # torch.jit.trace records the ops, not these Python checks: they run on the example input only, and
+    # their shape comparisons would each warn that the trace may not generalize. The traced graph's shapes
+    # come from the ops and their fake kernels, not from these values.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        return _check_arguments(*args)
+
+
+def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+                     negative_slope, stride, padding, dilation, groups) -> Checked:
     statistics = dict(zip(_STATISTICS, (running_mean, running_var, bn_weight, bn_bias)))
     _check_tensors(input, weight, bias, statistics)
     _check_dtypes(input, weight, bias, statistics)

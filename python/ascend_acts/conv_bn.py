@@ -69,7 +69,9 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     out, _, mean, invstd = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, *geometry, args.eps,
                                                         args.negative_slope, invertible)
     if running_mean is not None:
-        count = args.output_shape.numel() // c_out  # >= 2: one value per channel was refused above
+        # >= 2: one value per channel was refused above; read from `out`, so that a traced graph uses each
+        # call's own batch size
+        count = out.shape[0] * out.shape[2] * out.shape[3]
         with torch.no_grad():
             variance = (invstd.reciprocal().square() - args.eps) * (count / (count - 1))
             running_mean.mul_(1 - args.momentum).add_(mean.to(running_mean.dtype), alpha=args.momentum)
