@@ -164,14 +164,185 @@ def test_saves_less_than_the_composite(backend):
     assert ours < theirs
 
 
-def test_eval_fold_cache_refreshes_when_parameters_change():
+DATA_CHANGES = {
+    "clamp_ via .data (WGAN clipping)": lambda p: p.data.clamp_(-0.05, 0.05),
+    "mul_/add_ via .data (EMA)": lambda p: p.data.mul_(0.9).add_(torch.ones_like(p), alpha=0.1),
+    "rebinding p.data": lambda p: setattr(p, "data", p.data * 1.5 + 0.1),
+    "in-place under no_grad": lambda p: p.mul_(0.5),
+}
+
+
+@pytest.mark.parametrize("change", DATA_CHANGES)
+def test_eval_output_follows_every_kind_of_weight_change(change):
+    """The BN fold is recomputed on every eval call; version counters (which .data writes do not bump)
+    play no part."""
     seq, fused, x = pair(6, GRID[1], torch.float64)
     seq.eval(), fused.eval()
     with torch.no_grad():
         close(fused(x), seq(x), torch.float64)
-        seq[1].running_mean.add_(0.5), fused.bn.running_mean.add_(0.5)
-        seq[0].weight.mul_(1.5), fused.conv.weight.mul_(1.5)
+        for model in (seq, fused):
+            for tensor in (*params(model), model[1].running_mean if model is seq else model.bn.running_mean):
+                DATA_CHANGES[change](tensor)
         close(fused(x), seq(x), torch.float64)
+    close(fused(x), seq(x), torch.float64)  # and with grad enabled
+
+
+def torch_block(bn_momentum=None):
+    torch.manual_seed(11)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, bias=True), nn.BatchNorm2d(4, momentum=bn_momentum),
+                         nn.LeakyReLU(0.2)).double()
+
+
+def child(model, index):
+    """Child "0" (conv) or "1" (BN) of a Sequential or a ConvBNLeakyReLU2d."""
+    return model._modules[str(index)]
+
+
+def spoil(attribute, value):
+    return lambda model: setattr(child(model, 0 if attribute in ("padding", "bias", "weight") else 1), attribute, value)
+
+
+# (what is wrong, applied to the torch Sequential and to our block alike; input): torch's error type is the oracle
+BAD_CALLS = {
+    "wrong input channels": (None, torch.randn(2, 5, 8, 8, dtype=torch.float64), "expects 3 input channels"),
+    "3-D input": (None, torch.randn(3, 8, 8, dtype=torch.float64), "'input' must be 4-D"),
+    "0x0 spatial input": (None, torch.randn(2, 3, 0, 0, dtype=torch.float64), "'input' has an empty spatial size"),
+    "kernel larger than the padded input": (None, torch.randn(2, 3, 2, 2, dtype=torch.float64),
+                                            "padded 'input' is 2 x 2 per channel, smaller than the"),
+    "one value per channel": (None, torch.randn(1, 3, 3, 3, dtype=torch.float64),
+                              "Expected more than 1 value per channel when training, got input size "
+                              "torch.Size\\(\\[1, 4, 1, 1\\]\\)"),
+    "bf16 input, float64 weights": (None, torch.randn(2, 3, 8, 8, dtype=torch.bfloat16),
+                                    "'weight' has dtype torch.float64 but 'input' has torch.bfloat16"),
+    "int64 weights": (spoil("weight", nn.Parameter(torch.ones(4, 3, 3, 3, dtype=torch.int64), requires_grad=False)),
+                      torch.randn(2, 3, 8, 8, dtype=torch.float64), "'weight' must be a floating-point tensor"),
+    "float32 bias": (spoil("bias", nn.Parameter(torch.zeros(4))), torch.randn(2, 3, 8, 8, dtype=torch.float64),
+                     "'bias' has dtype torch.float32"),
+    "bias of the wrong shape": (spoil("bias", nn.Parameter(torch.zeros(5, dtype=torch.float64))),
+                                torch.randn(2, 3, 8, 8, dtype=torch.float64), "'bias' must have shape \\(4,\\)"),
+    "running_mean of the wrong shape": (spoil("running_mean", torch.zeros(3, dtype=torch.float64)),
+                                        torch.randn(2, 3, 8, 8, dtype=torch.float64),
+                                        "'running_mean' must have shape \\(4,\\)"),
+    "float32 running_var, float64 input": (spoil("running_var", torch.ones(4)),
+                                           torch.randn(2, 3, 8, 8, dtype=torch.float64),
+                                           "'running_var' has dtype torch.float32"),
+    "negative padding": (spoil("padding", (-1, -1)), torch.randn(2, 3, 8, 8, dtype=torch.float64),
+                         "'padding' must be non-negative"),
+    "eps = 0 in training": (spoil("eps", 0.0), torch.randn(2, 3, 8, 8, dtype=torch.float64),
+                            "'eps' must be positive during training"),
+    "eps < 0 in training": (spoil("eps", -1e-3), torch.randn(2, 3, 8, 8, dtype=torch.float64),
+                            "'eps' must be positive during training"),
+}
+
+
+# errors raised inside torch's F.batch_norm, after BatchNorm2d.forward incremented num_batches_tracked
+TORCH_COUNTS_FIRST = {"one value per channel", "running_mean of the wrong shape", "float32 running_var, float64 input",
+                      "eps = 0 in training", "eps < 0 in training"}
+
+
+def state(model):
+    return {key: value.clone() for key, value in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("case", BAD_CALLS)
+def test_bad_call_raises_torchs_error_type_and_changes_nothing(case, momentum):
+    """The same mistake in torch's Sequential(Conv2d, BatchNorm2d, LeakyReLU) and in the fused block (standalone
+    and inside a converted Sequential): same error type, ours names the argument, and our state (running
+    statistics and num_batches_tracked, which momentum=None turns into the update factor) stays bit-identical.
+    torch's own is unchanged too, except where its BatchNorm2d counts the batch before F.batch_norm raises."""
+    spoil_models, x, message = BAD_CALLS[case]
+    theirs = torch_block(momentum)
+    standalone = ascend_acts.nn.ConvBNLeakyReLU2d.from_modules(*copy.deepcopy(torch_block(momentum)))
+    converted = ascend_acts.convert(copy.deepcopy(torch_block(momentum)))
+    for model in (theirs, standalone, converted):
+        if spoil_models is not None:
+            spoil_models(model)
+    before = state(theirs)
+    with pytest.raises(Exception) as torch_error:
+        theirs(x)
+    torch_unchanged = all(torch.equal(a, b) for a, b in zip(before.values(), state(theirs).values()))
+    assert torch_unchanged == (case not in TORCH_COUNTS_FIRST)
+    for ours in (standalone, converted):
+        before = state(ours)
+        with pytest.raises(torch_error.type) as our_error:
+            ours(x)
+        if ours is standalone or case not in ("3-D input", "bias of the wrong shape"):
+            assert our_error.match(message)  # (the converted Sequential leaves those two to torch's modules)
+        after = state(ours)
+        assert all(torch.equal(before[key], after[key]) for key in before), case
+
+
+@pytest.mark.parametrize("change, error, message", [
+    (dict(groups=2), RuntimeError, "'weight' \\(4, 3, 3, 3\\) with groups=2 expects 6 input channels"),
+    (dict(groups=3), RuntimeError, "groups \\(3\\) must divide the output channels"),
+    (dict(groups=0), RuntimeError, "'groups' must be positive"),
+    (dict(stride=0), RuntimeError, "'stride' and 'dilation' must be positive"),
+    (dict(padding="same", stride=2), RuntimeError, "padding='same' is not supported for strided"),
+    (dict(padding="full"), ValueError, "'padding' must be 'same', 'valid', an int or a pair"),
+    (dict(training=1), TypeError, "'training' must be a bool"),
+    (dict(momentum=float("nan")), ValueError, "'momentum' must be finite"),
+    (dict(training=False, eps=-1.0), ValueError, "'eps' must be non-negative"),
+    (dict(running_var=None), ValueError, "'running_mean' and 'running_var' must both be given"),
+    (dict(input=torch.randn(2, 3, 8, 8).long()), RuntimeError, "'input' must be a floating-point tensor"),
+    (dict(input=[[1.0]]), TypeError, "'input' must be a torch.Tensor"),
+    (dict(running_mean=torch.zeros(8)[::2]), None, None),  # a strided view is fine: written in place correctly
+    (dict(running_mean=torch.zeros(1).expand(4)), RuntimeError, "'running_mean' is written in place but more than"),
+])
+def test_functional_arguments_are_checked_before_any_write(change, error, message):
+    args = dict(input=torch.randn(2, 3, 8, 8), weight=torch.randn(4, 3, 3, 3), bias=None,
+                running_mean=torch.zeros(4), running_var=torch.ones(4), training=True)
+    args.update(change)
+    written = [t for t in (args["running_mean"], args["running_var"]) if t is not None]
+    before = [t.clone() for t in written]
+    if error is None:
+        ascend_acts.conv_bn_leaky_relu(**args)
+        assert not torch.equal(args["running_mean"], before[0])
+        return
+    with pytest.raises(error, match=message):
+        ascend_acts.conv_bn_leaky_relu(**args)
+    assert all(torch.equal(a, b) for a, b in zip(before, written))
+
+
+def test_inference_tensor_statistics_are_refused_before_writing():
+    with torch.inference_mode():
+        running_mean, running_var = torch.zeros(4), torch.ones(4)
+    with pytest.raises(RuntimeError, match="'running_mean' is an inference tensor"):
+        ascend_acts.conv_bn_leaky_relu(torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3), None, running_mean,
+                                       running_var, training=True)
+    assert torch.equal(running_mean, torch.zeros(4)) and torch.equal(running_var, torch.ones(4))
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("training", [True, False])
+def test_empty_batch_behaves_like_torch(training, momentum):
+    """N = 0: torch returns an empty output, leaves the running statistics alone, counts the batch, and gives
+    zero (not None) gradients to the parameters; so do we, where main made the statistics NaN for good."""
+    theirs = torch_block(momentum).train(training)
+    with torch.no_grad():
+        theirs[1].running_mean.uniform_(-1, 1)
+    ours = ascend_acts.nn.ConvBNLeakyReLU2d.from_modules(*copy.deepcopy(theirs)).train(training)
+    x = torch.randn(0, 3, 8, 8, dtype=torch.float64, requires_grad=True)
+    outputs = [model(x) for model in (theirs, ours)]
+    assert outputs[1].shape == outputs[0].shape == (0, 4, 6, 6) and outputs[1].dtype == outputs[0].dtype
+    for (key, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
+        assert torch.equal(a, b), key
+    for out in outputs:
+        out.sum().backward()
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        assert a.grad is not None and torch.equal(a.grad, b.grad)
+
+
+def test_half_input_with_float32_weights_is_accepted_under_autocast():
+    """Outside autocast it is a dtype error (as in torch); inside, conv2d's autocast casts, and so does ours."""
+    seq = torch_block().float()
+    fused = ascend_acts.nn.ConvBNLeakyReLU2d.from_modules(*copy.deepcopy(seq))
+    x = torch.randn(2, 3, 8, 8).bfloat16()
+    with pytest.raises(RuntimeError, match="'weight' has dtype torch.float32 but 'input' has torch.bfloat16"):
+        fused(x)
+    with torch.autocast("cpu", torch.bfloat16):
+        expected, got = seq(x), fused(x)
+    torch.testing.assert_close(got.float(), expected.float(), rtol=5e-2, atol=5e-2)
 
 
 OPS = {
@@ -209,25 +380,6 @@ def test_compile_fullgraph(compiler, training, backend):
     (gc,) = torch.autograd.grad(yc.sum(), xc)
     (gs,) = torch.autograd.grad(ys.sum(), xs)
     close(gc, gs, torch.float32)
-
-
-@pytest.mark.parametrize("change, message", [
-    (dict(input=torch.randn(2, 5, 8, 8)), "'weight' expects 3 input channels, 'input' has 5"),
-    (dict(input=torch.randn(3, 8, 8)), "'input' must be 4-D"),
-    (dict(groups=2), "groups \\(2\\) must divide"),
-    (dict(padding=-1), "'padding' must be non-negative"),
-    (dict(running_mean=torch.zeros(3)), "'running_mean' must have shape \\(4,\\)"),
-    (dict(bias=torch.zeros(5)), "'bias' must have shape \\(4,\\)"),
-    (dict(padding="same", stride=2), "padding='same' is not supported for strided"),
-])
-def test_bad_input_is_rejected_and_nothing_mutated(change, message):
-    args = dict(input=torch.randn(2, 3, 8, 8), weight=torch.randn(4, 3, 3, 3), bias=None,
-                running_mean=torch.zeros(4), running_var=torch.ones(4), training=True)
-    args.update(change)
-    before = [t.clone() for t in (args["running_mean"], args["running_var"])]
-    with pytest.raises(ValueError, match=message):
-        ascend_acts.conv_bn_leaky_relu(**args)
-    assert all(torch.equal(a, b) for a, b in zip(before, (args["running_mean"], args["running_var"])))
 
 
 def test_inplace_abn_only_where_the_output_determines_x_hat():

@@ -1,9 +1,13 @@
-"""ascend_acts.convert fuses Conv2d -> BatchNorm2d -> LeakyReLU chains, and nothing else."""
+"""When a converted nn.Sequential runs Conv2d -> BatchNorm2d -> LeakyReLU as the fused op, and that it is then
+exactly torch's computation; anything not provably equivalent runs the children, bit for bit torch's."""
 
+import collections
 import copy
 
+import pytest
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import ascend_acts
 from ascend_acts.nn import ConvBNLeakyReLU2d
@@ -18,6 +22,22 @@ def dcgan_discriminator():
     ).double()
 
 
+class OpCounter(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.calls = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def fused_calls(model, x):
+    with OpCounter() as counter:
+        out = model(x)
+    return out, counter.calls["conv_bn_leaky_relu_train"] + counter.calls["conv_bias_leaky_relu"]
+
+
 def train_step(model, x):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     loss = model(x).square().mean()
@@ -27,19 +47,24 @@ def train_step(model, x):
     return loss.detach()
 
 
-def test_dcgan_discriminator_fuses_blocks_and_trains_identically():
+def test_dcgan_discriminator_keeps_its_children_fuses_both_blocks_and_trains_like_torch():
     torch.manual_seed(0)
     original = dcgan_discriminator()
     converted = ascend_acts.convert(copy.deepcopy(original))
-    kinds = [type(m) for m in converted]
-    assert kinds == [nn.Conv2d, ascend_acts.nn.LeakyReLU, ConvBNLeakyReLU2d, ConvBNLeakyReLU2d, nn.Conv2d, nn.Flatten]
+    assert [type(m).__name__ for m in converted] == [type(m).__name__ for m in original]
+    assert type(converted[1]) is ascend_acts.nn.LeakyReLU and type(converted[2]) is nn.Conv2d
+    assert isinstance(converted, nn.Sequential) and len(converted) == len(original) == 10
     x = torch.randn(4, 3, 32, 32, dtype=torch.float64)
-    torch.testing.assert_close(converted(x), original(x))
+    out, fused = fused_calls(converted, x)
+    assert fused == 2
+    torch.testing.assert_close(out, original(x))
     torch.testing.assert_close(train_step(converted, x), train_step(original, x))
-    for a, b in zip(converted.parameters(), original.parameters()):
+    for a, b in zip(converted.state_dict().values(), original.state_dict().values()):
         torch.testing.assert_close(a, b)
     converted.eval(), original.eval()
-    torch.testing.assert_close(converted(x), original(x))
+    out, fused = fused_calls(converted, x)
+    assert fused == 2
+    torch.testing.assert_close(out, original(x))
 
 
 def test_optimizer_made_before_conversion_keeps_working():
@@ -47,37 +72,144 @@ def test_optimizer_made_before_conversion_keeps_working():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     weight = model[2].weight
     ascend_acts.convert(model)
-    assert model[2].conv.weight is weight
+    assert model[2].weight is weight
     model(torch.randn(2, 3, 32, 32, dtype=torch.float64)).sum().backward()
     before = weight.detach().clone()
     optimizer.step()
     assert not torch.equal(weight, before)
 
 
-class TwoConsumers(nn.Module):
-    """The BN output feeds the activation and a skip path: must not be fused. The second chain may."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1, self.bn1, self.act1 = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.LeakyReLU(0.1)
-        self.conv2, self.bn2, self.act2 = nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.LeakyReLU(0.1)
-
-    def forward(self, x):
-        y = self.bn1(self.conv1(x))
-        z = self.act1(y) + y
-        return self.act2(self.bn2(self.conv2(z)))
+def block(**bn):
+    torch.manual_seed(2)
+    seq = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4, **bn), nn.LeakyReLU(0.2)).double()
+    if seq[1].affine:
+        with torch.no_grad():
+            seq[1].weight.uniform_(0.5, 1.5), seq[1].bias.uniform_(-0.5, 0.5)
+    return seq
 
 
-def test_fx_model_fuses_only_single_user_chains():
-    torch.manual_seed(1)
-    original = TwoConsumers().double()
+def _forward_hook(m):
+    return m.register_forward_hook(lambda *a: None)
+
+
+def _pre_hook(m):
+    return m.register_forward_pre_hook(lambda *a: None)
+
+
+def _backward_hook(m):
+    return m.register_full_backward_hook(lambda *a: None)
+
+
+def _instance_forward(m):
+    m.forward = type(m).forward.__get__(m)
+
+
+# (what is done to the converted block, on which child): the children must run one by one
+UNFUSABLE = {
+    "forward hook on conv": (_forward_hook, 0), "forward hook on bn": (_forward_hook, 1),
+    "forward hook on act": (_forward_hook, 2), "pre-hook on conv": (_pre_hook, 0), "pre-hook on act": (_pre_hook, 2),
+    "backward hook on bn": (_backward_hook, 1), "instance forward on bn": (_instance_forward, 1),
+    "hook-based spectral_norm on conv": (nn.utils.spectral_norm, 0),
+    "parametrized spectral_norm on conv": (nn.utils.parametrizations.spectral_norm, 0),
+    "weight_norm on conv": (nn.utils.parametrizations.weight_norm, 0),
+    "reflect padding": (lambda m: setattr(m, "padding_mode", "reflect"), 0),
+}
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("change", UNFUSABLE)
+def test_children_run_one_by_one_when_fusing_could_differ(change, training):
+    """Applied after convert: the decision is made at each call."""
+    apply, index = UNFUSABLE[change]
+    original = block().train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
-    fused = [m for m in converted.modules() if isinstance(m, ConvBNLeakyReLU2d)]
-    assert len(fused) == 1 and fused[0].conv.in_channels == 4
-    assert isinstance(converted.bn1, nn.BatchNorm2d)
-    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
-    torch.testing.assert_close(converted(x), original(x))
-    torch.testing.assert_close(train_step(converted, x), train_step(original, x))
+    for model in (original, converted):
+        torch.manual_seed(5)  # spectral_norm draws its u vector
+        apply(model[index])
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    out, fused = fused_calls(converted, x)
+    assert fused == 0
+    assert torch.equal(out, original(x))
+    assert all(torch.equal(a, b) for a, b in zip(converted.state_dict().values(), original.state_dict().values()))
+
+
+@pytest.mark.parametrize("hook", ["forward", "forward_pre", "full_backward"])
+def test_global_module_hooks_are_honoured(hook):
+    converted = ascend_acts.convert(block())
+    seen = []
+    register = getattr(nn.modules.module, f"register_module_{hook}_hook")
+    handle = register(lambda module, *args: seen.append(type(module).__name__))
+    try:
+        x = torch.randn(2, 3, 6, 6, dtype=torch.float64, requires_grad=True)
+        out, fused = fused_calls(converted, x)
+        out.sum().backward()
+    finally:
+        handle.remove()
+    assert fused == 0 and {"Conv2d", "BatchNorm2d", "LeakyReLU"} <= set(seen)
+    assert fused_calls(converted, x)[1] == 1  # and fused again once the hook is gone
+
+
+def test_subclasses_and_mismatches_are_not_fused():
+    class MyConv(nn.Conv2d):
+        pass
+
+    class MyLeaky(nn.LeakyReLU):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    for model in (nn.Sequential(MyConv(3, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU()),
+                  nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), MyLeaky()),
+                  nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())):
+        model = model.double()
+        expected = model(x)
+        out, fused = fused_calls(ascend_acts.convert(model), x)
+        assert fused == 0 and torch.equal(out, expected)
+    mismatch = ascend_acts.convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(5), nn.LeakyReLU()).double())
+    with pytest.raises(RuntimeError, match="running_mean should contain 4 elements not 5"):
+        mismatch(x)  # torch's own error, from the children
+
+
+# BatchNorm2d configurations the fused op must reproduce, train and eval, over several steps
+BN_CONFIGS = {
+    "default": dict(), "momentum=None": dict(momentum=None), "no running stats": dict(track_running_stats=False),
+    "affine=False": dict(affine=False), "eps": dict(eps=1e-3, momentum=0.3),
+}
+
+
+@pytest.mark.parametrize("config", BN_CONFIGS)
+def test_fused_block_matches_torch_for_every_batch_norm_configuration(config, backend):
+    dtype = torch.float64 if backend == "reference" else torch.float32
+    original = block(**BN_CONFIGS[config]).to(dtype)
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    tol = dict(rtol=1e-10, atol=1e-10) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
+    for step, training in enumerate([True, True, False, True, False]):
+        original.train(training), converted.train(training)
+        x = torch.randn(3, 3, 6, 6, dtype=dtype)
+        out, fused = fused_calls(converted, x)
+        assert fused == 1
+        torch.testing.assert_close(out, original(x), **tol)
+        for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
+            torch.testing.assert_close(a, b, **tol, msg=f"step {step}: {key}")
+
+
+def test_batch_norm_mode_is_read_from_the_batch_norm():
+    """A GAN trick: BN in eval (frozen statistics) while the rest trains."""
+    original = block()
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    original[1].eval(), converted[1].eval()
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    out, fused = fused_calls(converted, x)
+    assert fused == 1
+    torch.testing.assert_close(out, original(x))
+    assert torch.equal(converted[1].running_mean, original[1].running_mean)
+    assert int(converted[1].num_batches_tracked) == 0
+
+
+def test_unbatched_input_runs_the_children_and_raises_torchs_error():
+    converted = ascend_acts.convert(block())
+    with pytest.raises(ValueError, match="expected 4D input \\(got 3D input\\)"):
+        converted(torch.randn(3, 6, 6, dtype=torch.float64))
 
 
 def test_state_dict_round_trip_with_sequential():
@@ -88,3 +220,15 @@ def test_state_dict_round_trip_with_sequential():
     again.load_state_dict(fused.state_dict())
     for key, value in seq.state_dict().items():
         assert torch.equal(again.state_dict()[key], value)
+
+
+def test_standalone_block_runs_its_children_when_hooked():
+    torch.manual_seed(4)
+    fused = ConvBNLeakyReLU2d(3, 4, 3, padding=1, negative_slope=0.2).double()
+    seq = nn.Sequential(copy.deepcopy(fused.conv), copy.deepcopy(fused.bn), nn.LeakyReLU(0.2))
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    outputs = []
+    fused.conv.register_forward_hook(lambda m, i, o: outputs.append(o))
+    out, count = fused_calls(fused, x)
+    assert count == 0 and len(outputs) == 1
+    assert torch.equal(out, seq(x))

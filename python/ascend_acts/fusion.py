@@ -1,87 +1,66 @@
-"""Fuse Conv2d -> BatchNorm2d -> LeakyReLU chains into nn.ConvBNLeakyReLU2d.
+"""When a Conv2d -> BatchNorm2d (-> LeakyReLU) run of modules may execute as the fused op, and running it.
 
-nn.Sequential containers are rewritten in place (the fused module takes the conv's name, so
-parameter names change from "<i>.weight" to "<i>.0.weight"); other models go through torch.fx
-when they trace. The fused modules hold the original Parameter objects, so an optimizer built
-before the conversion keeps updating the right tensors. A chain is fused only when the conv's and
-the BN's outputs have no other user.
+Decided at every call from the modules as they are then, so that whatever a user does to a module after
+`convert` (a hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen:
+only exact nn.Conv2d / nn.BatchNorm2d / LeakyReLU modules with no hooks of any kind (their own or the global
+module hooks), no instance-level forward and zero padding fuse; anything else runs module by module, which is
+torch's behaviour by definition. The fused call reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None,
+num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import torch
 from torch import nn
+from torch.nn.modules import module as _module_globals
 
-from .nn.activation import LeakyReLU, RReLU
-from .nn.conv_bn import ConvBNLeakyReLU2d
+from .conv_bn import conv_bn_leaky_relu
+from .nn.activation import LeakyReLU
 
-
-class _Tracer(torch.fx.Tracer):
-    """Keeps our own modules as single calls in the graph (their forwards check argument values)."""
-
-    def is_leaf_module(self, module: nn.Module, qualified_name: str) -> bool:
-        return isinstance(module, (ConvBNLeakyReLU2d, LeakyReLU, RReLU)) or super().is_leaf_module(module, qualified_name)
-
-
-def _fusable(conv, bn, act) -> bool:
-    return (type(conv) is nn.Conv2d and conv.padding_mode == "zeros" and type(bn) is nn.BatchNorm2d
-            and bn.num_features == conv.out_channels and isinstance(act, nn.LeakyReLU))
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                      "_global_backward_pre_hooks")
+_ACTIVATIONS = (nn.LeakyReLU, LeakyReLU)  # exact types: a user's subclass may change the forward
 
 
-def fuse_sequentials(model: nn.Module) -> int:
-    """Fuses chains inside every nn.Sequential of `model`, in place; returns how many."""
-    fused = 0
-    for module in list(model.modules()):
-        if not isinstance(module, nn.Sequential):
-            continue
-        items = list(module._modules.items())
-        rebuilt, i = OrderedDict(), 0
-        while i < len(items):
-            window = [m for _, m in items[i:i + 3]]
-            if len(window) == 3 and _fusable(*window):
-                rebuilt[items[i][0]] = ConvBNLeakyReLU2d.from_modules(*window)
-                fused, i = fused + 1, i + 3
-            else:
-                rebuilt[items[i][0]] = items[i][1]
-                i += 1
-        module._modules = rebuilt
-    return fused
+def _untouched(module: nn.Module) -> bool:
+    """No hooks on the module and no forward assigned to the instance: its forward is its class's."""
+    return not any(getattr(module, name) for name in _HOOK_DICTS) and "forward" not in module.__dict__
 
 
-def fuse_graph(model: nn.Module) -> nn.Module:
-    """Fuses chains in the torch.fx graph of `model`; returns a GraphModule, or `model` when none fused."""
-    graph_module = torch.fx.GraphModule(model, _Tracer().trace(model))
-    modules = dict(graph_module.named_modules())
+def no_global_hooks() -> bool:
+    return not any(getattr(_module_globals, name) for name in _GLOBAL_HOOK_DICTS)
 
-    def single_module_user(node, kind):
-        return node.op == "call_module" and isinstance(modules.get(node.target), kind) and len(node.users) == 1
 
-    fused = 0
-    for node in list(graph_module.graph.nodes):
-        if node.op != "call_module" or not isinstance(modules.get(node.target), nn.LeakyReLU):
-            continue
-        bn_node = node.args[0]
-        if not (isinstance(bn_node, torch.fx.Node) and single_module_user(bn_node, nn.BatchNorm2d)):
-            continue
-        conv_node = bn_node.args[0]
-        if not (isinstance(conv_node, torch.fx.Node) and single_module_user(conv_node, nn.Conv2d)):
-            continue
-        conv, bn, act = modules[conv_node.target], modules[bn_node.target], modules[node.target]
-        if not _fusable(conv, bn, act):
-            continue
-        name = conv_node.target.replace(".", "_") + "_bn_leaky_relu"
-        graph_module.add_submodule(name, ConvBNLeakyReLU2d.from_modules(conv, bn, act))
-        with graph_module.graph.inserting_before(node):
-            replacement = graph_module.graph.call_module(name, conv_node.args, conv_node.kwargs)
-        node.replace_all_uses_with(replacement)
-        for dead in (node, bn_node, conv_node):
-            graph_module.graph.erase_node(dead)
-        fused += 1
-    if fused == 0:
-        return model
-    graph_module.graph.lint()
-    graph_module.delete_all_unused_submodules()
-    graph_module.recompile()
-    return graph_module
+def plain_conv_bn(conv: nn.Module, bn: nn.Module) -> bool:
+    """`bn(conv(x))` is exactly what conv_bn_leaky_relu computes before its activation."""
+    return (type(conv) is nn.Conv2d and type(bn) is nn.BatchNorm2d and conv.padding_mode == "zeros"
+            and bn.num_features == conv.out_channels and (bn.running_mean is None) == (bn.running_var is None)
+            and _untouched(conv) and _untouched(bn))
+
+
+def plain_leaky_relu(act: nn.Module) -> bool:
+    return type(act) in _ACTIVATIONS and _untouched(act)
+
+
+def fused_device(input) -> bool:
+    """Devices with kernels for the fused op (CPU backends, the NPU); others (CUDA, meta) run the modules."""
+    return isinstance(input, torch.Tensor) and input.device.type in ("cpu", torch._C._get_privateuse1_backend_name())
+
+
+def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slope: float,
+                               input: torch.Tensor) -> torch.Tensor:
+    """leaky_relu(bn(conv(input)), negative_slope) through the fused op, with nn.BatchNorm2d.forward's
+    bookkeeping; num_batches_tracked is counted only once the call succeeded (torch counts first)."""
+    counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
+    factor = 0.0 if bn.momentum is None else bn.momentum
+    if counts and bn.momentum is None:
+        factor = 1.0 / (float(bn.num_batches_tracked) + 1.0)
+    statistics = not bn.training or bn.track_running_stats
+    out = conv_bn_leaky_relu(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
+                             bn.running_var if statistics else None, bn.weight, bn.bias,
+                             bn.training, factor, bn.eps, negative_slope, conv.stride, conv.padding, conv.dilation,
+                             conv.groups)
+    if counts:
+        bn.num_batches_tracked.add_(1)
+    return out

@@ -1,0 +1,182 @@
+"""Every argument check of `conv_bn_leaky_relu`, done before it computes or writes anything.
+
+Error types follow what torch's nn.Sequential(Conv2d, BatchNorm2d, LeakyReLU) raises for the same mistake
+(RuntimeError from the convolution and the tensor checks, ValueError from BatchNorm's own checks); the
+messages name the argument.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from . import _validation as check
+
+FN = "conv_bn_leaky_relu"
+_STATISTICS = ("running_mean", "running_var", "bn_weight", "bn_bias")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The validated call: plain Python values and the op's geometry arguments."""
+
+    batch_stats: bool
+    momentum: float
+    eps: float
+    negative_slope: float
+    stride: list[int]
+    padding: list[int]  # (top, bottom, left, right)
+    dilation: list[int]
+    groups: int
+    output_shape: torch.Size
+
+
+def _pair(name: str, value) -> list[int]:
+    pair = [value, value] if isinstance(value, int) else list(value)
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise TypeError(f"{FN}(): argument '{name}' must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+def resolve_padding(padding, weight: torch.Tensor, stride: list[int], dilation: list[int]) -> list[int]:
+    """(top, bottom, left, right); "same" follows torch: the extra row/column goes bottom/right."""
+    if padding == "valid":
+        return [0, 0, 0, 0]
+    if padding == "same":
+        if stride != [1, 1]:
+            raise RuntimeError(f"{FN}(): padding='same' is not supported for strided convolutions")
+        sides = []
+        for axis in range(2):
+            total = dilation[axis] * (weight.shape[2 + axis] - 1)
+            sides += [total // 2, total - total // 2]
+        return sides
+    if isinstance(padding, str):
+        raise ValueError(f"{FN}(): argument 'padding' must be 'same', 'valid', an int or a pair, got {padding!r}")
+    ph, pw = _pair("padding", padding)
+    if ph < 0 or pw < 0:
+        raise RuntimeError(f"{FN}(): argument 'padding' must be non-negative, got {padding!r}")
+    return [ph, ph, pw, pw]
+
+
+def _check_tensors(input, weight, bias, statistics: dict) -> None:
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"{FN}(): argument 'input' must be a torch.Tensor, got {type(input).__name__}")
+    if input.dim() != 4:
+        raise ValueError(f"{FN}(): argument 'input' must be 4-D (N, C, H, W), got {input.dim()}-D")
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 4:
+        raise RuntimeError(f"{FN}(): argument 'weight' must be a 4-D tensor (C_out, C_in/groups, kH, kW)")
+    c_out = weight.shape[0]
+    for name, t in (("bias", bias), *statistics.items()):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.shape != (c_out,):
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise RuntimeError(f"{FN}(): argument '{name}' must have shape ({c_out},), got {shape}")
+    if (statistics["running_mean"] is None) != (statistics["running_var"] is None):
+        raise ValueError(f"{FN}(): 'running_mean' and 'running_var' must both be given or both be None")
+    for name, t in (("weight", weight), ("bias", bias), *statistics.items()):
+        if t is not None and t.device != input.device:
+            raise RuntimeError(f"{FN}(): argument '{name}' is on {t.device}, 'input' on {input.device}: "
+                               "expected all tensors to be on the same device")
+
+
+def _check_dtypes(input, weight, bias, statistics: dict) -> None:
+    """Outside autocast: conv2d's rule (input, weight and bias share one dtype) and BatchNorm's (its
+    tensors have the input's dtype, or float32 for a 16-bit input). Under autocast for the input's device
+    the op's Autocast kernel casts input, weight and bias as conv2d's does; only floating types are checked."""
+    for name, t in (("input", input), ("weight", weight), ("bias", bias), *statistics.items()):
+        if t is not None and t.dtype not in check.FLOATING_DTYPES:
+            raise RuntimeError(f"{FN}(): argument '{name}' must be a floating-point tensor, got {t.dtype}")
+    if torch.is_autocast_enabled(input.device.type):
+        return
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.dtype != input.dtype:
+            raise RuntimeError(f"{FN}(): argument '{name}' has dtype {t.dtype} but 'input' has {input.dtype}; "
+                               "they must match outside torch.autocast")
+    allowed = {input.dtype, torch.float32} if input.dtype in (torch.float16, torch.bfloat16) else {input.dtype}
+    for name, t in statistics.items():
+        if t is not None and t.dtype not in allowed:
+            raise RuntimeError(f"{FN}(): argument '{name}' has dtype {t.dtype}; with a {input.dtype} 'input' "
+                               f"it must be {' or '.join(sorted(str(d) for d in allowed))}")
+
+
+def _check_writable(statistics: dict) -> None:
+    """The running statistics are written in place: refuse what torch's in-place update would refuse
+    (eagerly; torch.compile cannot trace these queries and checks the traced update itself)."""
+    if torch.compiler.is_compiling():
+        return
+    for name in ("running_mean", "running_var"):
+        t = statistics[name]
+        if t is None:
+            continue
+        if torch._debug_has_internal_overlap(t) == 1:
+            raise RuntimeError(f"{FN}(): argument '{name}' is written in place but more than one of its elements "
+                               "refers to a single memory location; clone() it first")
+        if t.is_inference() and not torch.is_inference_mode_enabled():
+            raise RuntimeError(f"{FN}(): argument '{name}' is an inference tensor: an in-place update outside "
+                               "InferenceMode is not allowed")
+
+
+def _output_shape(input, weight, stride, padding, dilation) -> torch.Size:
+    """conv2d's output shape, with conv2d's errors for inputs it cannot convolve."""
+    n, c_in, h, w = input.shape
+    if n > 0 and c_in > 0 and (h == 0 or w == 0):
+        raise RuntimeError(f"{FN}(): argument 'input' has an empty spatial size {tuple(input.shape)}; only zero "
+                           "batch or zero channel inputs are supported")
+    padded = (h + padding[0] + padding[1], w + padding[2] + padding[3])
+    extent = tuple(dilation[a] * (weight.shape[2 + a] - 1) + 1 for a in range(2))
+    if padded[0] < extent[0] or padded[1] < extent[1]:
+        raise RuntimeError(f"{FN}(): the padded 'input' is {padded[0]} x {padded[1]} per channel, smaller than the "
+                           f"(dilated) kernel {extent[0]} x {extent[1]} of 'weight'")
+    return torch.Size([n, weight.shape[0], *((padded[a] - extent[a]) // stride[a] + 1 for a in range(2))])
+
+
+def check_arguments(*args) -> Checked:
+    """(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+    negative_slope, stride, padding, dilation, groups), as conv_bn_leaky_relu takes them."""
+    if not torch.jit.is_tracing():
+        return _check_arguments(*args)
+    # torch.jit.trace records the ops, not these Python checks: they run on the example input only, and
+    # their shape comparisons would each warn that the trace may not generalize. The traced graph's shapes
+    # come from the ops and their fake kernels, not from these values.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        return _check_arguments(*args)
+
+
+def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+                     negative_slope, stride, padding, dilation, groups) -> Checked:
+    statistics = dict(zip(_STATISTICS, (running_mean, running_var, bn_weight, bn_bias)))
+    _check_tensors(input, weight, bias, statistics)
+    _check_dtypes(input, weight, bias, statistics)
+    _check_writable(statistics)
+    training = check.check_bool(FN, "training", training)
+    momentum = check.check_real(FN, "momentum", momentum, finite=True)
+    eps = check.check_real(FN, "eps", eps, finite=True)
+    negative_slope = check.check_real(FN, "negative_slope", negative_slope)
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise TypeError(f"{FN}(): argument 'groups' must be an int, got {type(groups).__name__}")
+    if groups < 1:
+        raise RuntimeError(f"{FN}(): argument 'groups' must be positive, got {groups}")
+    c_in, c_out = input.shape[1], weight.shape[0]
+    if c_out % groups:
+        raise RuntimeError(f"{FN}(): groups ({groups}) must divide the output channels of 'weight' ({c_out})")
+    if weight.shape[1] * groups != c_in:
+        raise RuntimeError(f"{FN}(): 'weight' {tuple(weight.shape)} with groups={groups} expects "
+                           f"{weight.shape[1] * groups} input channels, 'input' has {c_in}")
+    stride, dilation = _pair("stride", stride), _pair("dilation", dilation)
+    if min(stride) < 1 or min(dilation) < 1:
+        raise RuntimeError(f"{FN}(): 'stride' and 'dilation' must be positive, got {stride} and {dilation}")
+    pad = resolve_padding(padding, weight, stride, dilation)
+    shape = _output_shape(input, weight, stride, pad, dilation)
+    batch_stats = training or running_mean is None
+    if batch_stats:
+        if shape[0] * shape[2] * shape[3] == 1:  # torch's BatchNorm message, about the BN input (our conv output)
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {shape}")
+        if eps <= 0:
+            raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
+    elif eps < 0:
+        raise ValueError(f"{FN}(): argument 'eps' must be non-negative, got {eps}")
+    return Checked(batch_stats, momentum, eps, negative_slope, stride, pad, dilation, groups, shape)
