@@ -13,15 +13,16 @@
 
 option(ASCEND_ACTS_NPU "Require the NPU build: fail without the CANN toolkit and build the op package with `all`" OFF)
 set(ASCEND_ACTS_SOC "ascend910b" CACHE STRING
-    "SoC of the custom op package: ascend910b or ascend310p (or a chip name of those series, e.g. Ascend910B3)")
-set_property(CACHE ASCEND_ACTS_SOC PROPERTY STRINGS ascend910b ascend310p)
+    "Short SoC name of the custom op package: ascend910b (Atlas A2) or ascend910_93 (Atlas A3)")
+set_property(CACHE ASCEND_ACTS_SOC PROPERTY STRINGS ascend910b ascend910_93)
 set(ASCEND_CANN_PACKAGE_PATH "" CACHE PATH
     "CANN toolkit directory; empty: $ASCEND_CANN_PACKAGE_PATH, then $ASCEND_HOME_PATH")
 
-# The OpDefs in op_host/ are configured for these two SoC series (AICore().AddConfig).
-if(NOT ASCEND_ACTS_SOC MATCHES "^[Aa]scend(910[Bb]|310[Pp])[0-9]?$")
-  message(FATAL_ERROR "ascend_acts NPU: ASCEND_ACTS_SOC='${ASCEND_ACTS_SOC}' is not supported: use ascend910b or "
-                      "ascend310p (or a chip name of those series, e.g. Ascend910B3)")
+# The OpDefs in op_host/ are configured for these two SoCs (AICore().AddConfig); like the op project's
+# ASCEND_COMPUTE_UNIT they take the short SoC name, not a chip name such as Ascend910B3 (docs/npu.md).
+if(NOT ASCEND_ACTS_SOC MATCHES "^(ascend910b|ascend910_93)$")
+  message(FATAL_ERROR "ascend_acts NPU: ASCEND_ACTS_SOC='${ASCEND_ACTS_SOC}' is not supported: use ascend910b "
+                      "(Atlas A2, chips Ascend910B1-B4) or ascend910_93 (Atlas A3, chips Ascend910_93xx)")
 endif()
 
 set(_acts_cann "")

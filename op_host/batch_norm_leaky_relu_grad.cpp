@@ -42,7 +42,7 @@ public:
         this->SetInferShape(ge::FirstLikeInputRestPerChannel).SetInferDataType(ge::FirstLikeInputRestFloat);
         this->AICore().SetTiling(optiling::BatchNormLeakyReluTilingFunc<ascend_acts::BatchNormPass::Backward>);
         this->AICore().AddConfig("ascend910b");
-        this->AICore().AddConfig("ascend310p");
+        this->AICore().AddConfig("ascend910_93");  // Atlas A3: 910B's cores (docs/npu.md)
     }
 };
 OP_ADD(ActsBatchNormLeakyReluGrad);

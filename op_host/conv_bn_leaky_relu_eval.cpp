@@ -135,7 +135,9 @@ public:
         this->Attr("negative_slope").AttrType(OPTIONAL).Float(0.01);
         this->SetInferShape(ge::ConvOutputShape).SetInferDataType(ge::SameTypeAsInput0);
         this->AICore().SetTiling(optiling::ConvBnLeakyReluEvalTilingFunc);
-        this->AICore().AddConfig("ascend910b");  // the Matmul MIX kernel: 910B only
+        // the Matmul MIX kernel: the dav-c220 cube + vector cores of 910B and A3 (docs/npu.md)
+        this->AICore().AddConfig("ascend910b");
+        this->AICore().AddConfig("ascend910_93");
     }
 };
 OP_ADD(ActsConvBnLeakyReluEval);

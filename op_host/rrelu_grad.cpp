@@ -26,7 +26,7 @@ public:
         this->SetInferShape(ge::SameShapeAsInput0).SetInferDataType(ge::SameTypeAsInput0);
         this->AICore().SetTiling(optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::RReluGrad>);
         this->AICore().AddConfig("ascend910b");
-        this->AICore().AddConfig("ascend310p");
+        this->AICore().AddConfig("ascend910_93");  // Atlas A3: 910B's cores (docs/npu.md)
     }
 };
 OP_ADD(ActsRReluGrad);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the custom op package built by build_npu.sh (vendor name ascend_acts).
-# Usage: scripts/install_npu.sh [--install-path DIR]   (default: $ASCEND_OPP_PATH, i.e. <CANN>/opp)
-# The package lands in <that>/vendors/ascend_acts; its generated aclnn library is op_api/lib/libcust_opapi.so.
+# Usage: scripts/install_npu.sh [--install-path DIR]
+# Where, as the package's own installer decides (the op project template's scripts/install.sh): DIR if given,
+# else $ASCEND_CUSTOM_OPP_PATH if set (one directory), else $ASCEND_OPP_PATH (default <CANN>/opp). The package
+# lands in <that>/vendors/ascend_acts; its generated aclnn library is op_api/lib/libcust_opapi.so.
 # Environment: ASCEND_HOME_PATH (source <CANN>/set_env.sh); ASCEND_ACTS_BUILD_OUT as for build_npu.sh.
 # Exit codes: 0 installed; 2 bad arguments; 3 CANN toolkit not found; 4 no package built; 5 install failed.
 set -euo pipefail
@@ -31,14 +33,32 @@ if [[ ${#packages[@]} -eq 0 ]]; then
 fi
 
 args=(--quiet)
-[[ -n "$install_path" ]] && args+=("--install-path=$install_path")
+if [[ -n "$install_path" ]]; then
+  args+=("--install-path=$install_path")
+  base="$install_path"
+elif [[ -n "${ASCEND_CUSTOM_OPP_PATH:-}" ]]; then
+  # the installer takes the whole value as one directory (and creates it), unlike the runtime's list of vendors
+  if [[ "$ASCEND_CUSTOM_OPP_PATH" == *:* ]]; then
+    echo "install_npu.sh: ASCEND_CUSTOM_OPP_PATH=$ASCEND_CUSTOM_OPP_PATH lists several directories, but the package installer installs into it as one: pass --install-path DIR, or unset it to install into \$ASCEND_OPP_PATH" >&2
+    exit 2
+  fi
+  if [[ "$(basename "$ASCEND_CUSTOM_OPP_PATH")" == "$vendor" ]]; then
+    echo "install_npu.sh: ASCEND_CUSTOM_OPP_PATH=$ASCEND_CUSTOM_OPP_PATH is the vendor directory the runtime reads; the package installer would install into $ASCEND_CUSTOM_OPP_PATH/vendors/$vendor: pass --install-path $(dirname "$(dirname "$ASCEND_CUSTOM_OPP_PATH")") to reinstall there" >&2
+    exit 2
+  fi
+  base="$ASCEND_CUSTOM_OPP_PATH"
+else
+  export ASCEND_OPP_PATH="${ASCEND_OPP_PATH:-$ASCEND_HOME_PATH/opp}"  # what set_env.sh sets; the installer needs it
+  base="$ASCEND_OPP_PATH"
+fi
 bash "${packages[0]}" "${args[@]}" || { echo "install_npu.sh: the package installer failed" >&2; exit 5; }
-target="${install_path:-${ASCEND_OPP_PATH:-$ASCEND_HOME_PATH/opp}}/vendors/$vendor"
+target="$base/vendors/$vendor"
 if [[ ! -f "$target/op_api/lib/libcust_opapi.so" ]]; then
   echo "install_npu.sh: no $target/op_api/lib/libcust_opapi.so after installing: the package lacks the aclnn API (build it with scripts/build_npu.sh, which enables the binary package)" >&2
   exit 5
 fi
 echo "install_npu.sh: installed $(basename "${packages[0]}") to $target"
-if [[ -n "$install_path" ]]; then
+if [[ "$base" != "${ASCEND_OPP_PATH:-}" ]]; then
+  # the runtime reads ASCEND_CUSTOM_OPP_PATH as a list of vendor directories
   echo "install_npu.sh: outside the CANN tree, so before use: export ASCEND_CUSTOM_OPP_PATH=$target:\${ASCEND_CUSTOM_OPP_PATH:-}"
 fi

@@ -1,7 +1,7 @@
 """The NPU build without CANN: cmake/npu.cmake's configure-time decisions, scripts/build_npu.sh and
-install_npu.sh driven by a stand-in msopgen that writes the documented project layout, and setup.py's
-decision about the torch_npu extension. Nothing here compiles or runs CANN code (there is none on this
-machine); the stand-ins only follow Huawei's documented file layout."""
+install_npu.sh driven by a stand-in msopgen and package installer that behave as CANN 8.1's do (one op per
+msopgen call, its file naming, the installer's choice of directory), and setup.py's decision about the torch_npu
+extension. The real msopgen runs in test_npu_real_toolkit.py when an extracted CANN 8.1 toolkit is here."""
 
 import json
 import os
@@ -87,47 +87,63 @@ def test_an_environment_path_that_is_no_toolkit_is_reported(tmp_path):
     assert result.returncode != 0 and f"$ASCEND_HOME_PATH={tmp_path} is not a CANN toolkit" in one_line(result.stderr)
 
 
-@pytest.mark.parametrize("soc, ok", [("ascend910b", True), ("ascend310p", True), ("Ascend910B3", True),
-                                     ("ascend910", False), ("ascend910b;x", False), ("", False)])
+@pytest.mark.parametrize("soc, ok", [("ascend910b", True), ("ascend910_93", True), ("ascend310p", False),
+                                     ("Ascend910B3", False), ("ascend910", False), ("ascend910b;x", False), ("", False)])
 def test_soc_is_validated(tmp_path, soc, ok):
+    """Short SoC names only (the op project's ASCEND_COMPUTE_UNIT and AddConfig take them); 310P is dropped."""
     result = configure(tmp_path / "build", f"-DASCEND_ACTS_SOC={soc}")
     assert (result.returncode == 0) == ok, result.stderr
     if not ok:
-        assert f"ASCEND_ACTS_SOC='{soc}' is not supported: use ascend910b or ascend310p" in one_line(result.stderr)
+        assert f"ASCEND_ACTS_SOC='{soc}' is not supported: use ascend910b (Atlas A2, chips Ascend910B1-B4) or " \
+               "ascend910_93" in one_line(result.stderr)
 
 
-# --- a stand-in toolkit: msopgen writing the documented project layout -----------------------------------
+# --- a stand-in toolkit: msopgen and the package installer as CANN 8.1 ships them ------------------------
 FAKE_MSOPGEN = '''\
 #!/usr/bin/env python3
-# Stand-in for msopgen gen: per op a template op_host/<op>.cpp (+ <op>_tiling.h) and op_kernel/<op>.cpp named
-# after the op type, CMakePresets.json and build.sh. Records its arguments, one JSON line per call.
+# Stand-in for msopgen 8.1 gen: ONE op per call (-op; without it, a JSON of several ops makes msopgen ask on
+# stdin, which fails without a tty), written as op_host/<op>.cpp (+ <op>_tiling.h) and op_kernel/<op>.cpp named
+# by fix_name_lower_with_under (ActsRRelu -> acts_r_relu), into a new project (-m 0) or an existing one (-m 1).
+# -c takes a SoC version, mapped to the short name by transform.json's SOC_VERSION_TYPE. Records its arguments.
 import json, os, re, sys
 from pathlib import Path
 args = sys.argv[1:]
 with open(os.environ["FAKE_LOG"], "a") as log:
     log.write(json.dumps(args) + "\\n")
-value = lambda flag: args[args.index(flag) + 1]
+value = lambda flag, default=None: args[args.index(flag) + 1] if flag in args else default
 out = Path(value("-out"))
-split = r"(?<=[a-z0-9])(?=[A-Z])" + ("" if os.environ.get("FAKE_KEEP_ACRONYMS") else r"|(?<=[A-Z])(?=[A-Z][a-z])")
-(out / "op_host").mkdir(parents=True, exist_ok=True)
-(out / "op_kernel").mkdir(exist_ok=True)
-for op in json.loads(Path(value("-i")).read_text()):
-    op = op["op"]
-    name = re.sub(split, "_", op).lower()
-    (out / "op_host" / f"{name}.cpp").write_text(f'#include "{name}_tiling.h"\\nclass {op} : public OpDef {{}};\\n')
-    (out / "op_host" / f"{name}_tiling.h").write_text("// template tiling data\\n")
-    (out / "op_kernel" / f"{name}.cpp").write_text(f'extern "C" __global__ __aicore__ void {name}(GM_ADDR x) {{}}\\n')
-variables = {"ASCEND_COMPUTE_UNIT": {"type": "STRING", "value": value("-c").split("-", 1)[1]},
-             "vendor_name": {"type": "STRING", "value": "customize"},
-             "ENABLE_BINARY_PACKAGE": {"type": "BOOL", "value": "False"}}
-(out / "CMakePresets.json").write_text(json.dumps({"version": 1, "configurePresets": [
-    {"name": "default", "cacheVariables": variables}]}))
-(out / "build.sh").write_text(f"exec python3 {os.environ['FAKE_BUILD']}\\n")
+ops = [entry["op"] for entry in json.loads(Path(value("-i")).read_text())]
+op = value("-op")
+if op is None and len(ops) > 1:
+    input("Input the number of the ops: ")  # EOFError without a tty
+if op is not None and op not in ops:
+    sys.exit(f"Failed to find '{op}' in json.")
+op = op or ops[0]
+split = r"(?<=[a-z0-9])(?=[A-Z])" + ("" if os.environ.get("FAKE_NAMING") == "plain" else r"|(?<=[A-Z])(?=[A-Z][a-z])")
+name = re.sub(split, "_", op).lower()
+if value("-m", "0") == "1":
+    assert (out / "CMakePresets.json").exists(), "-m 1 needs an existing project"
+else:
+    (out / "op_host").mkdir(parents=True, exist_ok=True)
+    (out / "op_kernel").mkdir(exist_ok=True)
+    soc = {"ascend910b1": "ascend910b", "ascend910_9391": "ascend910_93", "ascend910b": "ascend910"}[
+        value("-c").split("-", 1)[1].lower()]
+    variables = {"ASCEND_COMPUTE_UNIT": {"type": "STRING", "value": soc},
+                 "vendor_name": {"type": "STRING", "value": "customize"},
+                 "ENABLE_BINARY_PACKAGE": {"type": "BOOL", "value": "False"}}
+    (out / "CMakePresets.json").write_text(json.dumps({"version": 1, "configurePresets": [
+        {"name": "default", "cacheVariables": variables}]}))
+    (out / "build.sh").write_text(f"exec python3 {os.environ['FAKE_BUILD']}\\n")
+(out / "op_host" / f"{name}.cpp").write_text(f'#include "{name}_tiling.h"\\nclass {op} : public OpDef {{}};\\n')
+(out / "op_host" / f"{name}_tiling.h").write_text("// template tiling data\\n")
+(out / "op_kernel" / f"{name}.cpp").write_text(f'extern "C" __global__ __aicore__ void {name}(GM_ADDR x) {{}}\\n')
 '''
 
 FAKE_BUILD = '''\
-# Stand-in for the generated project's build: refuses an op defined twice, makes a .run that installs the
-# documented <dest>/vendors/<vendor_name>, with op_api/lib/libcust_opapi.so only if the binary package is on.
+# Stand-in for the generated project's build: refuses an op defined twice, makes a .run whose installer picks
+# its directory as the template's scripts/install.sh does (--install-path, else $ASCEND_CUSTOM_OPP_PATH, else
+# $ASCEND_OPP_PATH) and installs <dir>/vendors/<vendor_name>, with op_api/lib/libcust_opapi.so only if the
+# binary package is on.
 import collections, json, re
 from pathlib import Path
 found = collections.Counter()
@@ -141,19 +157,30 @@ variables = json.loads(Path("CMakePresets.json").read_text())["configurePresets"
 vendor = variables["vendor_name"]["value"]
 api = "op_api/lib" if variables["ENABLE_BINARY_PACKAGE"]["value"] == "True" else "op_impl"
 run = f"""#!/bin/bash
-dest="${{ASCEND_OPP_PATH:-$ASCEND_HOME_PATH/opp}}"
+if [ -n "$ASCEND_CUSTOM_OPP_PATH" ]; then dest="$ASCEND_CUSTOM_OPP_PATH"; else dest="$ASCEND_OPP_PATH"; fi
 for a in "$@"; do case "$a" in --install-path=*) dest="${{a#--install-path=}}";; esac; done
+[ -n "$dest" ] || {{ echo "env ASCEND_OPP_PATH no exist"; exit 1; }}
 mkdir -p "$dest/vendors/{vendor}/{api}" && touch "$dest/vendors/{vendor}/{api}/libcust_opapi.so"
 """
 Path("build_out").mkdir(exist_ok=True)
 Path("build_out/custom_opp_ubuntu_x86_64.run").write_text(run)
 '''
 
+# The CANN files the generated project's build needs (scripts/build_npu.sh checks them before building).
+CANN_FILES = {"include/register/op_def_registry.h": False, "lib64/libexe_graph.so": False,
+              "lib64/libregister.so": False, "lib64/libtiling_api.a": False,
+              "toolkit/tools/opbuild/op_build": True, "lib64/libnnopbase.so": False,
+              "lib64/librt2_registry.a": False, "bin/opc": True, "compiler/ccec_compiler/bin/bisheng": True}
+
 
 @pytest.fixture
 def toolkit(tmp_path):
     """A stand-in Ascend machine: CANN directory, msopgen on PATH, an output directory for the scripts."""
     cann = fake_cann(tmp_path)
+    for path, executable in CANN_FILES.items():
+        (cann / path).parent.mkdir(parents=True, exist_ok=True)
+        (cann / path).write_text("#!/bin/sh\n" if executable else "")
+        (cann / path).chmod(0o755 if executable else 0o644)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "msopgen").write_text(FAKE_MSOPGEN)
@@ -170,15 +197,24 @@ def run_script(name, *args, **env):
                           env=clean_env(**env), timeout=60)
 
 
+def msopgen_calls(toolkit):
+    return [json.loads(line) for line in toolkit.log.read_text().splitlines()]
+
+
+def all_ops():
+    """(json, op type) in the order build_npu.sh generates them: every op of every op family's JSON."""
+    return [(ROOT / "op_host/json" / name, entry["op"]) for name in ("acts_elementwise.json", "acts_conv_bn.json")
+            for entry in json.loads((ROOT / "op_host/json" / name).read_text())]
+
+
 def test_build_script_makes_the_package_from_our_sources(toolkit):
-    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_COMPUTE_UNIT="ascend310p")
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_COMPUTE_UNIT="ascend910_93")
     assert result.returncode == 0, result.stderr
-    calls = [json.loads(line) for line in toolkit.log.read_text().splitlines()]
-    assert all(args[0] == "gen" and args[args.index("-c") + 1] == "ai_core-ascend310p" for args in calls)
-    # every op family's JSON: the first creates the project, the others are added to it
-    assert [Path(args[args.index("-i") + 1]) for args in calls] == [
-        ROOT / "op_host/json/acts_elementwise.json", ROOT / "op_host/json/acts_conv_bn.json"]
-    assert "-m" not in calls[0] and calls[1][calls[1].index("-m") + 1] == "1"
+    calls = msopgen_calls(toolkit)
+    # one msopgen call per op (-op), non-interactive; the first creates the project, the others add to it
+    assert [(Path(args[args.index("-i") + 1]), args[args.index("-op") + 1]) for args in calls] == all_ops()
+    assert all(args[0] == "gen" and args[args.index("-c") + 1] == "ai_core-Ascend910_9391" for args in calls)
+    assert "-m" not in calls[0] and all(args[args.index("-m") + 1] == "1" for args in calls[1:])
     work = toolkit.out / "msopgen"
     fused = {"ActsBatchNormLeakyRelu": ("batch_norm_leaky_relu", "acts_batch_norm_leaky_relu"),
              "ActsBatchNormLeakyReluGrad": ("batch_norm_leaky_relu_grad", "acts_batch_norm_leaky_relu_grad"),
@@ -188,25 +224,72 @@ def test_build_script_makes_the_package_from_our_sources(toolkit):
         assert (work / f"op_host/{kernel}.cpp").read_text() == (ROOT / f"op_host/{file}.cpp").read_text()
         assert (work / f"op_kernel/{kernel}.cpp").read_text() == (ROOT / f"op_kernel/{file}.cpp").read_text()
         assert not (work / f"op_host/{kernel}_tiling.h").exists()
-    assert (work / "op_host/elementwise_tiling.h").read_text() == (ROOT / "op_host/elementwise_tiling.h").read_text()
+    for header in [*ROOT.glob("op_host/*.h"), *ROOT.glob("op_kernel/*.h")]:
+        assert (work / header.parent.name / header.name).read_text() == header.read_text()
     variables = json.loads((work / "CMakePresets.json").read_text())["configurePresets"][0]["cacheVariables"]
     assert {k: v["value"] for k, v in variables.items()} == {
         "vendor_name": npu.VENDOR, "ENABLE_BINARY_PACKAGE": "True", "ASCEND_CANN_PACKAGE_PATH": str(toolkit.cann),
-        "ASCEND_COMPUTE_UNIT": "ascend310p"}
+        "ASCEND_COMPUTE_UNIT": "ascend910_93"}
     assert [p.name for p in toolkit.out.glob("custom_opp_*.run")] == ["custom_opp_ubuntu_x86_64.run"]
-    assert "for ascend310p (vendor ascend_acts)" in result.stdout
+    assert "for ascend910_93 (vendor ascend_acts)" in result.stdout
+
+
+def test_build_script_gives_msopgen_a_soc_version_of_the_chosen_soc(toolkit):
+    """msopgen's -c takes a SoC version: "ascend910b" itself would mean the first-generation ascend910."""
+    assert run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann).returncode == 0
+    assert {args[args.index("-c") + 1] for args in msopgen_calls(toolkit)} == {"ai_core-Ascend910B1"}
+    variables = json.loads((toolkit.out / "msopgen/CMakePresets.json").read_text())["configurePresets"][0]
+    assert variables["cacheVariables"]["ASCEND_COMPUTE_UNIT"]["value"] == "ascend910b"
+
+
+def test_build_script_finds_the_toolkits_msopgen_without_set_env(toolkit):
+    """Not on PATH (set_env.sh not sourced): the toolkit's python/site-packages/bin/msopgen."""
+    site_bin = toolkit.cann / "python/site-packages/bin"
+    site_bin.mkdir(parents=True)
+    (toolkit.tmp / "bin/msopgen").rename(site_bin / "msopgen")
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann)
+    assert result.returncode == 0, result.stderr
+    assert len(msopgen_calls(toolkit)) == len(all_ops())
 
 
 def test_build_script_stops_when_msopgen_names_an_op_differently(toolkit):
-    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, FAKE_KEEP_ACRONYMS=1)
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, FAKE_NAMING="plain")
     assert result.returncode == 5
     assert "no file in op_kernel/ defines acts_rrelu (msopgen generated acts_rrelu.cpp for it)" in result.stderr
     assert not list(toolkit.out.glob("custom_opp_*.run"))
 
 
-def test_build_script_rejects_an_unsupported_soc(toolkit):
-    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_COMPUTE_UNIT="ascend910")
-    assert result.returncode == 2 and "unsupported SoC 'ascend910'" in result.stderr
+@pytest.mark.parametrize("missing, reason", [
+    ("compiler/ccec_compiler/bin/bisheng", "not there (the AscendC compiler opc runs)"),
+    ("toolkit/tools/opbuild/op_build", "not there (generates the aclnn API and op proto, cmake/func.cmake)"),
+    ("bin/opc", "there, but not executable"),
+    ("toolkit/tools/opbuild/op_build", "there, but built for another architecture")])
+def test_build_script_stops_at_the_first_cann_binary_that_is_missing(toolkit, missing, reason):
+    binary = toolkit.cann / missing
+    if reason.startswith("not there"):
+        binary.unlink()
+    elif "not executable" in reason:
+        binary.chmod(0o644)
+    else:  # an ELF header for a machine that is not this one (62 x86-64, 183 AArch64)
+        other = 183 if os.uname().machine == "x86_64" else 62
+        binary.write_bytes(b"\x7fELF\x02\x01\x01" + bytes(11) + other.to_bytes(2, "little") + bytes(44))
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann)
+    assert result.returncode == 6, result.stderr
+    message = one_line(result.stderr)
+    assert f"msopgen generated the project for all {len(all_ops())} ops" in message
+    assert f"the first CANN file it needs is missing: {binary}: {reason}" in message
+    assert len(msopgen_calls(toolkit)) == len(all_ops())
+    assert not list(toolkit.out.glob("custom_opp_*.run")) and not (toolkit.out / "msopgen/build_out").exists()
+
+
+@pytest.mark.parametrize("soc, hint", [("ascend910", ""), ("ascend310p", " (310P is not supported: docs/npu.md)"),
+                                       ("Ascend910B3", " (Ascend910B3 is a chip of the SoC ascend910b: set ascend910b)"),
+                                       ("Ascend910_9391", " (Ascend910_9391 is a chip of the SoC ascend910_93: set "
+                                                          "ascend910_93)")])
+def test_build_script_rejects_an_unsupported_soc(toolkit, soc, hint):
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_COMPUTE_UNIT=soc)
+    assert result.returncode == 2
+    assert f"unsupported SoC '{soc}': set ASCEND_COMPUTE_UNIT to ascend910b or ascend910_93{hint}" in result.stderr
     assert not toolkit.out.exists() and not toolkit.log.exists()
 
 
@@ -217,7 +300,7 @@ def test_install_script_puts_the_package_where_ascend_acts_looks(toolkit):
     result = run_script("install_npu.sh", **env)
     assert result.returncode == 0, result.stderr
     vendor = opp / "vendors" / npu.VENDOR
-    assert f"to {vendor}" in result.stdout
+    assert f"to {vendor}" in result.stdout and "ASCEND_CUSTOM_OPP_PATH" not in result.stdout
     assert npu.find_op_package({"ASCEND_HOME_PATH": str(toolkit.cann)}) == vendor
 
     custom = toolkit.tmp / "custom"
@@ -227,6 +310,25 @@ def test_install_script_puts_the_package_where_ascend_acts_looks(toolkit):
     vendor = custom / "vendors" / npu.VENDOR
     assert f"export ASCEND_CUSTOM_OPP_PATH={vendor}:" in result.stdout
     assert npu.find_op_package({"ASCEND_CUSTOM_OPP_PATH": f"/elsewhere:{vendor}"}) == vendor
+
+
+def test_install_script_honours_ascend_custom_opp_path_as_the_installer_does(toolkit):
+    """The package's installer installs into $ASCEND_CUSTOM_OPP_PATH when set (and no --install-path)."""
+    assert run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann).returncode == 0
+    custom = toolkit.tmp / "custom_opp"
+    env = dict(toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_OPP_PATH=toolkit.cann / "opp")
+    result = run_script("install_npu.sh", **env, ASCEND_CUSTOM_OPP_PATH=custom)
+    assert result.returncode == 0, result.stderr
+    vendor = custom / "vendors" / npu.VENDOR
+    assert f"installed custom_opp_ubuntu_x86_64.run to {vendor}" in result.stdout
+    assert f"export ASCEND_CUSTOM_OPP_PATH={vendor}:" in result.stdout
+    assert (vendor / "op_api/lib/libcust_opapi.so").is_file() and not (toolkit.cann / "opp").exists()
+    # a list, or the vendor directory the runtime reads: the installer would misplace the package
+    for value, message in [(f"{custom}:/other", "lists several directories"),
+                           (vendor, "is the vendor directory the runtime reads")]:
+        result = run_script("install_npu.sh", **env, ASCEND_CUSTOM_OPP_PATH=value)
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert not (vendor / "vendors").exists() and not Path(f"{custom}:").exists()
 
 
 def test_install_script_refuses_a_package_without_the_aclnn_api(toolkit):
@@ -243,7 +345,7 @@ def test_install_script_refuses_a_package_without_the_aclnn_api(toolkit):
 
 def test_cmake_target_runs_the_build_script_for_the_chosen_soc(toolkit):
     build = toolkit.tmp / "build"
-    result = configure(build, "-DASCEND_ACTS_SOC=ascend310p", ASCEND_HOME_PATH=toolkit.cann)
+    result = configure(build, "-DASCEND_ACTS_SOC=ascend910_93", ASCEND_HOME_PATH=toolkit.cann)
     assert result.returncode == 0, result.stderr
     (line,) = npu_status_lines(result.stdout)
     assert f"CANN toolkit at {toolkit.cann} (from $ASCEND_HOME_PATH)" in line and "--target npu_op_package" in line
@@ -253,7 +355,7 @@ def test_cmake_target_runs_the_build_script_for_the_chosen_soc(toolkit):
                             text=True, env=clean_env(**toolkit.env), timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     calls = [json.loads(line) for line in toolkit.log.read_text().splitlines()]
-    assert calls and all(args[args.index("-c") + 1] == "ai_core-ascend310p" for args in calls)
+    assert calls and all(args[args.index("-c") + 1] == "ai_core-Ascend910_9391" for args in calls)
     assert list(toolkit.out.glob("custom_opp_*.run"))
     variables = json.loads((toolkit.out / "msopgen/CMakePresets.json").read_text())["configurePresets"][0]
     assert variables["cacheVariables"]["ASCEND_CANN_PACKAGE_PATH"]["value"] == str(toolkit.cann)

@@ -27,6 +27,29 @@ OPS = {
 DTYPES = {"float": "ge::DT_FLOAT", "float16": "ge::DT_FLOAT16", "bfloat16": "ge::DT_BF16", "int64": "ge::DT_INT64"}
 
 
+def msopgen_name(op_type: str) -> str:
+    """The name msopgen 8.1 gives an op's files and kernel entry (op_gen/interface/utils.py
+    fix_name_lower_with_under, as its docstring specifies): lower case, "_" before a capital that follows a
+    lower-case letter or digit, or that follows a capital and precedes a lower-case letter."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", op_type).lower()
+
+
+def test_msopgen_name_follows_the_documented_examples():
+    examples = {"Abc": "abc", "AbcDef": "abc_def", "ABCDef": "abc_def", "Abc2DEf": "abc2_d_ef",
+                "Abc2DEF": "abc2_def", "ABC2dEF": "abc2d_ef", "ActsRRelu": "acts_r_relu"}
+    assert {name: msopgen_name(name) for name in examples} == examples
+
+
+def test_every_kernel_entry_has_msopgen_s_name():
+    """scripts/build_npu.sh replaces each template msopgen generates with our kernel of the same entry name."""
+    entries = {cann_op: kernel for cann_op, (_, kernel, _, _) in OPS.items()}
+    fused = {entry["op"] for entry in json.loads((ROOT / "op_host/json/acts_conv_bn.json").read_text())}
+    defined = set(re.findall(r"__global__ __aicore__ void (\w+)\(", " ".join(
+        f.read_text() for f in (ROOT / "op_kernel").glob("*.cpp"))))
+    assert {op: msopgen_name(op) for op in entries} == entries
+    assert {msopgen_name(op) for op in [*entries, *fused]} == defined
+
+
 def parse_opdef(text: str) -> dict:
     def tensors(kind):
         found = re.findall(rf'this->{kind}\("(\w+)"\)\s*\.ParamType\(REQUIRED\)\s*\.DataType\(\{{([^}}]*)\}}\)', text)

@@ -1,23 +1,31 @@
-"""The torch_npu extension (python/ascend_acts/csrc/npu_ops.cpp) cannot be compiled here (no CANN, no
-torch_npu), so its text is checked against the other definitions: it registers PrivateUse1 kernels for exactly
-the ops ascend_acts.npu has NPU kernels for, with C++ signatures matching the torch.library schemas; it declares
-the aclnn API of each OpDef (op_host/ via the msopgen JSONs) by the documented generation rule; and each kernel
-calls the aclnn op of its OpDef with the inputs, the attributes and the outputs in the declared order (for the
-elementwise ops: the attributes are the schema's float arguments and the one output is `out`)."""
+"""The torch_npu extension (python/ascend_acts/csrc/npu_ops.cpp + acts_aclnn.h): compiled (syntax only) against
+the headers of the torch-npu wheel released for the installed torch, our aclnn declarations compiled together
+with CANN 8.1's (when an extracted toolkit is here), and its text checked against the other definitions: it
+registers PrivateUse1 kernels for exactly the ops ascend_acts.npu has NPU kernels for, with C++ signatures
+matching the torch.library schemas; it declares the aclnn API of each OpDef (op_host/ via the msopgen JSONs) by
+the documented generation rule; and each kernel calls the aclnn op of its OpDef with the inputs, the attributes
+and the outputs in the declared order (for the elementwise ops: the attributes are the schema's float arguments
+and the one output is `out`). Linking and running it needs CANN and an NPU (docs/npu.md)."""
 
 import copy
 import json
 import re
+import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
 import torch
+import torch.utils.cpp_extension
 
 from ascend_acts import npu
+from real_toolchain import cann_toolkit, torch_npu_headers
 from test_npu_definitions import OPS, SPEC
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE = (ROOT / "python/ascend_acts/csrc/npu_ops.cpp").read_text()
+CSRC = ROOT / "python/ascend_acts/csrc"
+# the extension's text: our aclnn declarations, then the kernels
+SOURCE = (CSRC / "acts_aclnn.h").read_text() + (CSRC / "npu_ops.cpp").read_text()
 TORCH_OP = {cann_op: torch_op for cann_op, (_, _, torch_op, _) in OPS.items()}
 # every op family's msopgen JSON
 SPECS = SPEC + json.loads((ROOT / "op_host/json/acts_conv_bn.json").read_text())
@@ -172,5 +180,48 @@ def test_a_changed_opdef_is_detected():
         check(SOURCE, spec)
 
 
-def test_the_file_says_it_was_never_compiled():
-    assert "NEVER COMPILED" in SOURCE.split("#include")[0]
+def test_the_file_says_it_was_never_linked_or_run():
+    assert "COMPILED, NEVER LINKED OR RUN" in (CSRC / "npu_ops.cpp").read_text().split("#include")[0]
+
+
+def test_extension_compiles_against_the_torch_npu_wheel_headers():
+    """The whole extension against torch's headers and the wheel's (torch_npu/include and its bundled acl/), as
+    setup.py would build it (C++20, torch's ABI flag) minus CANN: the aclnn declarations come from acts_aclnn.h."""
+    wheel = torch_npu_headers() / "torch_npu/include"
+    command = ["g++", "-std=c++20", "-fsyntax-only", "-w", "-DTORCH_EXTENSION_NAME=_npu_ops",
+               "-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+               *(f"-I{path}" for path in torch.utils.cpp_extension.include_paths()),
+               f"-I{sysconfig.get_paths()['include']}", f"-I{wheel}", f"-I{wheel / 'third_party/acl/inc'}",
+               str(CSRC / "npu_ops.cpp")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+def compile_with_cann_declarations(toolkit: Path, header: str) -> subprocess.CompletedProcess:
+    """Compiles `header` (our acts_aclnn.h, or an altered copy) with CANN 8.1's aclnn/acl_meta.h before and after
+    it: C++ rejects an extern "C" function or typedef declared twice with different types."""
+    include = toolkit / "aarch64-linux/include"
+    results = []
+    for first, second in [("aclnn/acl_meta.h", "acts_aclnn.h"), ("acts_aclnn.h", "aclnn/acl_meta.h")]:
+        unit = f'#include "{first}"\n#include "{second}"\n'
+        results.append(subprocess.run(
+            ["g++", "-std=c++17", "-fsyntax-only", "-x", "c++", "-", f"-I{header.parent}", f"-I{include}"],
+            input=unit, capture_output=True, text=True, timeout=120))
+    return next((r for r in results if r.returncode != 0), results[0])
+
+
+def test_our_aclnn_declarations_agree_with_cann_8_1(tmp_path):
+    toolkit = cann_toolkit()
+    result = compile_with_cann_declarations(toolkit, CSRC / "acts_aclnn.h")
+    assert result.returncode == 0, result.stderr[-4000:]
+    # an altered declaration is caught
+    altered = tmp_path / "acts_aclnn.h"
+    text = (CSRC / "acts_aclnn.h").read_text()
+    for old, new in [("aclnnStatus aclDestroyTensor(const aclTensor* tensor);",
+                      "aclnnStatus aclDestroyTensor(aclTensor* tensor);"),
+                     ("typedef int32_t aclnnStatus;", "typedef int64_t aclnnStatus;"),
+                     ("aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size);",
+                      "aclIntArray* aclCreateIntArray(const int64_t* value, uint32_t size);")]:
+        assert text.count(old) == 1
+        altered.write_text(text.replace(old, new))
+        assert compile_with_cann_declarations(toolkit, altered).returncode != 0, new

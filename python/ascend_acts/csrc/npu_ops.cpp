@@ -1,9 +1,11 @@
 // torch_npu extension ascend_acts._npu_ops: PrivateUse1 (NPU) kernels for the ascend_acts ops that run our
 // AscendC kernels from the installed custom op package through its generated aclnn two-phase API.
 //
-// NEVER COMPILED: this project's machines and CI have no CANN toolkit, no torch_npu and no NPU, so this file
-// has not been compiled, linked or run anywhere yet. setup.py builds it only when CANN, torch_npu and the
-// installed op package are all found (docs/npu.md). tests/test_npu_build.py checks its text: it registers
+// COMPILED, NEVER LINKED OR RUN: this project's machines and CI have no CANN toolkit and no NPU. CI compiles it
+// (syntax only) against the headers of the torch-npu wheel released for the installed torch, with
+// acts_aclnn.h supplying the aclnn declarations the wheel lacks (tests/test_npu_extension.py); it has never
+// been linked against CANN's libraries nor run. setup.py builds it only when CANN, torch_npu and the installed
+// op package are all found (docs/npu.md). tests/test_npu_extension.py also checks its text: it registers
 // exactly the ops of ascend_acts.npu.KERNELS with C++ signatures matching their torch.library schemas, and
 // declares and calls the aclnn functions of the OpDefs in op_host/ with their inputs and attributes in order.
 // Written from Huawei's public documentation (aclCreateTensor, the generation rules of the aclnn API of custom
@@ -17,55 +19,8 @@
 #include <ATen/MemoryOverlap.h>
 #include <torch/extension.h>
 
-#include "acl/acl.h"
-#include "aclnn/acl_meta.h"
+#include "acts_aclnn.h"
 #include "torch_npu/csrc/core/npu/NPUStream.h"
-
-// The API the op package build generates for each OpDef (documented rule: the inputs in order as
-// const aclTensor*, the attributes in order with float as double and names in lowerCamelCase, the single
-// output as aclTensor* out, then the workspace size and the executor). Declared here rather than included
-// so nothing depends on the generated header names.
-extern "C" {
-aclnnStatus aclnnActsLeakyReluGetWorkspaceSize(const aclTensor* x, double negativeSlope, aclTensor* out,
-                                               uint64_t* workspaceSize, aclOpExecutor** executor);
-aclnnStatus aclnnActsLeakyRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
-aclnnStatus aclnnActsLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* saved, double negativeSlope,
-                                                   aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor);
-aclnnStatus aclnnActsLeakyReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                                   aclrtStream stream);
-aclnnStatus aclnnActsRReluGetWorkspaceSize(const aclTensor* x, const aclTensor* seed, double lower, double upper,
-                                           aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor);
-aclnnStatus aclnnActsRRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
-aclnnStatus aclnnActsRReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* saved, const aclTensor* seed,
-                                               double lower, double upper, aclTensor* out, uint64_t* workspaceSize,
-                                               aclOpExecutor** executor);
-aclnnStatus aclnnActsRReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
-// several outputs: each named <output>Out; an input that is also an output (in place): <input>Ref, not
-// const, in the inputs' place; list attributes as const aclIntArray*, bool as bool
-aclnnStatus aclnnActsBatchNormLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
-                                                        const aclTensor* bias, aclTensor* runningMeanRef,
-                                                        aclTensor* runningVarRef, double negativeSlope, double eps,
-                                                        double momentum, bool updateRunningStats, aclTensor* yOut,
-                                                        aclTensor* saveMeanOut, aclTensor* saveInvstdOut,
-                                                        uint64_t* workspaceSize, aclOpExecutor** executor);
-aclnnStatus aclnnActsBatchNormLeakyRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                                        aclrtStream stream);
-aclnnStatus aclnnActsBatchNormLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* y,
-                                                            const aclTensor* weight, const aclTensor* bias,
-                                                            const aclTensor* save_invstd, double negativeSlope,
-                                                            aclTensor* dxOut, aclTensor* gradWeightOut,
-                                                            aclTensor* gradBiasOut, uint64_t* workspaceSize,
-                                                            aclOpExecutor** executor);
-aclnnStatus aclnnActsBatchNormLeakyReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                                            aclrtStream stream);
-aclnnStatus aclnnActsConvBnLeakyReluEvalGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
-                                                         const aclTensor* bias, const aclIntArray* strides,
-                                                         const aclIntArray* pads, const aclIntArray* dilations,
-                                                         double negativeSlope, aclTensor* out, uint64_t* workspaceSize,
-                                                         aclOpExecutor** executor);
-aclnnStatus aclnnActsConvBnLeakyReluEval(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
-                                         aclrtStream stream);
-}
 
 namespace {
 

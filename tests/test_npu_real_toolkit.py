@@ -1,0 +1,53 @@
+"""scripts/build_npu.sh against the REAL CANN 8.1 toolkit files, as far as they go on this machine: the
+toolkit's own msopgen generates the project for every op, our OpDefs and kernels replace its templates, and the
+script stops at the first CANN binary the package build needs that the extracted toolkit does not have, naming
+it. Runs when an extracted toolkit is here (tests/real_toolchain.py says where it looks), skips otherwise."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from real_toolchain import ROOT, cann_toolkit
+from test_npu_definitions import msopgen_name
+
+SPECS = [ROOT / "op_host/json/acts_elementwise.json", ROOT / "op_host/json/acts_conv_bn.json"]
+
+
+def installed_view(tmp_path) -> Path:
+    """The extracted toolkit with the installer's links laid over it (scripts/cann_toolkit_view.sh)."""
+    view = tmp_path / "cann"
+    subprocess.run(["bash", str(ROOT / "scripts/cann_toolkit_view.sh"), str(cann_toolkit()), str(view)],
+                   check=True, capture_output=True, text=True, timeout=60)
+    return view
+
+
+@pytest.mark.parametrize("soc", ["ascend910b", "ascend910_93"])
+def test_build_script_runs_the_real_msopgen_for_every_op(tmp_path, soc):
+    view = installed_view(tmp_path)
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND") and k != "PYTHONPATH"}
+    env.update(PATH="/usr/bin:/bin", ASCEND_HOME_PATH=str(view), ASCEND_ACTS_BUILD_OUT=str(out),
+               ASCEND_COMPUTE_UNIT=soc)  # no msopgen on PATH: the toolkit's own
+    result = subprocess.run(["bash", str(ROOT / "scripts/build_npu.sh")], capture_output=True, text=True, env=env,
+                            timeout=600)
+    ops = [entry["op"] for spec in SPECS for entry in json.loads(spec.read_text())]
+    assert result.stdout.count("Generation completed") == len(ops), result.stdout[-3000:]
+    assert result.returncode == 6, result.stderr
+    message = " ".join(result.stderr.split())
+    assert f"msopgen generated the project for all {len(ops)} ops" in message
+    # the snapshot has no CANN libraries: the generated project's opbuild step links libexe_graph first
+    assert f"the first CANN file it needs is missing: {view}/lib64/libexe_graph.so: not there" in message
+    assert "compiler/ccec_compiler/bin/bisheng: not there" in message
+    work = out / "msopgen"
+    for folder in ("op_host", "op_kernel"):
+        assert sorted(p.stem for p in (work / folder).glob("*.cpp")) == sorted(msopgen_name(op) for op in ops)
+    for op in ops:  # msopgen's templates were all replaced by our files
+        kernel = (work / f"op_kernel/{msopgen_name(op)}.cpp").read_text()
+        assert any(kernel == ours.read_text() for ours in (ROOT / "op_kernel").glob("*.cpp")), op
+        host = (work / f"op_host/{msopgen_name(op)}.cpp").read_text()
+        assert f"class {op} : public OpDef" in host and "TODO" not in host
+    # the real msopgen mapped our SoC version to the short name the project builds for
+    assert f"set(ASCEND_COMPUTE_UNIT {soc} " in (work / "cmake/config.cmake").read_text()
