@@ -1,5 +1,5 @@
-"""The pytorch/examples DCGAN models and training idioms, written as that example writes them, for
-tests/test_gan_practice.py. Small widths (ndf = ngf = 4) so a step takes milliseconds on the CPU."""
+"""The pytorch/examples DCGAN discriminator and its weights_init, written as that example writes them, and a
+hand-written discriminator, for tests/test_gan_practice.py. Small width (ndf = 4) so a step takes milliseconds."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from torch import nn
 
 import ascend_acts
 
-NC, NDF, NGF, NZ = 3, 4, 4, 8
+NC, NDF = 3, 4
 IMAGE_SIZE = 64
 
 
@@ -44,33 +44,6 @@ class Discriminator(nn.Module):
     def forward(self, input):
         output = self.main(input)
         return output.view(-1, 1).squeeze(1)
-
-
-class Generator(nn.Module):
-    """pytorch/examples dcgan/main.py's netG: latent (N, nz, 1, 1) -> 64x64 image in [-1, 1]."""
-
-    def __init__(self, ngpu: int = 1, nz: int = NZ, ngf: int = NGF, nc: int = NC):
-        super().__init__()
-        self.ngpu = ngpu
-        self.main = nn.Sequential(
-            nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False),
-            nn.BatchNorm2d(ngf * 8),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 4),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf * 2),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False),
-            nn.BatchNorm2d(ngf),
-            nn.ReLU(True),
-            nn.ConvTranspose2d(ngf, nc, 4, 2, 1, bias=False),
-            nn.Tanh(),
-        )
-
-    def forward(self, input):
-        return self.main(input)
 
 
 def weights_init(m):

@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
-from gan_models import NC, NDF, Discriminator, Generator, discriminator, images, torch_and_converted, weights_init
+from gan_models import (NC, NDF, Discriminator, MinibatchStdDiscriminator, discriminator, images, torch_and_converted,
+                        weights_init)
 
 NOT_REGISTERED = ".*autograd kernel was not registered.*"
 F64 = torch.float64
@@ -41,7 +42,8 @@ def dtype_for(backend: str) -> torch.dtype:
 
 
 def assert_same(actual, expected, dtype=F64):
-    """Equal up to the rounding of `dtype` (float64: ~1e-12 relative; float32: torch's own float32 spread)."""
+    """Equal up to rounding. float64: 1e-9 relative. float32: 2e-4 relative, 40x the fused op's measured
+    spread against torch's float32 result (4.6e-6, README), room for a few optimizer steps."""
     if dtype == F64:
         torch.testing.assert_close(actual, expected, rtol=1e-9, atol=1e-12)
     else:
@@ -115,7 +117,8 @@ def dcgan_d_step(netD, optimizer, real, fake):
 
 
 def adam(model):
-    return torch.optim.Adam(model.parameters(), lr=2e-4 * 50, betas=(0.5, 0.999))
+    """The example's Adam betas; a larger lr than its 2e-4 so that a few steps visibly move the weights."""
+    return torch.optim.Adam(model.parameters(), lr=1e-2, betas=(0.5, 0.999))
 
 
 def conv_bn_discriminator(momentum=0.1, dtype=F64, seed=0):
@@ -360,8 +363,6 @@ def test_gradient_penalty_parameter_gradients_as_torch(penalty, training, backen
 # --- a hand-written discriminator ---------------------------------------------------------------
 
 def test_custom_discriminator_keeps_class_method_attribute_and_training_branch():
-    from gan_models import MinibatchStdDiscriminator
-
     torch.manual_seed(0)
     model = MinibatchStdDiscriminator()
     model.apply(weights_init)
@@ -534,7 +535,8 @@ def run_script(script: str, timeout: float = 60, env: dict | None = None) -> str
     """Runs `script` in a fresh Python in its own session (a hang or crash cannot take pytest down); kills
     the whole group on timeout. Returns stdout; fails with the exit status (a signal: a crash) and stderr."""
     environment = {**os.environ, **(env or {})}
-    environment["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), str(TESTS_DIR), environment.get("PYTHONPATH", "")])
+    search_path = [str(PACKAGE_PARENT), str(TESTS_DIR), environment.get("PYTHONPATH", "")]
+    environment["PYTHONPATH"] = os.pathsep.join(search_path)
     process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=environment, start_new_session=True)
     try:
@@ -543,7 +545,8 @@ def run_script(script: str, timeout: float = 60, env: dict | None = None) -> str
         os.killpg(process.pid, 9)
         stdout, stderr = process.communicate()
         pytest.fail(f"timed out after {timeout} s (hang)\nstdout:\n{stdout[-2000:]}\nstderr:\n{stderr[-2000:]}")
-    assert process.returncode == 0, f"exit status {process.returncode}\nstdout:\n{stdout[-2000:]}\nstderr:\n{stderr[-3000:]}"
+    assert process.returncode == 0, \
+        f"exit status {process.returncode}\nstdout:\n{stdout[-2000:]}\nstderr:\n{stderr[-3000:]}"
     return stdout
 
 
