@@ -1,0 +1,103 @@
+"""The pytorch/examples DCGAN discriminator and its weights_init, written as that example writes them, and a
+hand-written discriminator, for tests/test_gan_practice.py. Small width (ndf = 4) so a step takes milliseconds."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+import ascend_acts
+
+NC, NDF = 3, 4
+IMAGE_SIZE = 64
+
+
+class Discriminator(nn.Module):
+    """pytorch/examples dcgan/main.py's netD: 64x64 image -> one probability per sample."""
+
+    def __init__(self, ngpu: int = 1, nc: int = NC, ndf: int = NDF):
+        super().__init__()
+        self.ngpu = ngpu
+        self.main = nn.Sequential(
+            # input is (nc) x 64 x 64
+            nn.Conv2d(nc, ndf, 4, 2, 1, bias=False),
+            nn.LeakyReLU(0.2, inplace=True),
+            # state size. (ndf) x 32 x 32
+            nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 2),
+            nn.LeakyReLU(0.2, inplace=True),
+            # state size. (ndf*2) x 16 x 16
+            nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 4),
+            nn.LeakyReLU(0.2, inplace=True),
+            # state size. (ndf*4) x 8 x 8
+            nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False),
+            nn.BatchNorm2d(ndf * 8),
+            nn.LeakyReLU(0.2, inplace=True),
+            # state size. (ndf*8) x 4 x 4
+            nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False),
+            nn.Sigmoid(),
+        )
+
+    def forward(self, input):
+        output = self.main(input)
+        return output.view(-1, 1).squeeze(1)
+
+
+def weights_init(m):
+    """pytorch/examples' custom weights initialization called on netG and netD."""
+    classname = m.__class__.__name__
+    if classname.find('Conv') != -1:
+        torch.nn.init.normal_(m.weight, 0.0, 0.02)
+    elif classname.find('BatchNorm') != -1:
+        torch.nn.init.normal_(m.weight, 1.0, 0.02)
+        torch.nn.init.zeros_(m.bias)
+
+
+def discriminator(dtype: torch.dtype = torch.float64, seed: int = 0, **kwargs) -> Discriminator:
+    """netD as the example builds it (weights_init before anything else), in `dtype`."""
+    torch.manual_seed(seed)
+    netD = Discriminator(**kwargs)
+    netD.apply(weights_init)
+    return netD.to(dtype)
+
+
+def torch_and_converted(model: nn.Module) -> tuple[nn.Module, nn.Module]:
+    """(the unconverted model, ascend_acts.convert of it): the deepcopy is taken before converting."""
+    reference = copy.deepcopy(model)
+    return reference, ascend_acts.convert(model)
+
+
+def images(n: int, dtype: torch.dtype = torch.float64, seed: int = 1, size: int = IMAGE_SIZE) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.rand(n, NC, size, size, generator=generator, dtype=torch.float64).mul(2).sub(1).to(dtype)
+
+
+class MinibatchStdDiscriminator(nn.Module):
+    """A hand-written discriminator (no nn.Sequential): a training-only minibatch-stddev signal, a feature
+    method and a plain attribute, as StyleGAN-like code has them."""
+
+    def __init__(self, nc: int = NC, ndf: int = NDF):
+        super().__init__()
+        self.conv1 = nn.Conv2d(nc, ndf, 4, 2, 1, bias=False)
+        self.act1 = nn.LeakyReLU(0.2, inplace=True)
+        self.conv2 = nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(ndf * 2)
+        self.act2 = nn.LeakyReLU(0.2, inplace=True)
+        self.conv3 = nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(ndf * 4)
+        self.act3 = nn.LeakyReLU(0.2, inplace=True)
+        self.head = nn.Conv2d(ndf * 4, 1, 8, 1, 0, bias=False)
+        self.real_label = 0.9  # one-sided label smoothing, read by the training loop
+
+    def features(self, input):
+        h = self.act1(self.conv1(input))
+        if self.training:  # the minibatch-stddev signal only while training
+            h = h + h.std(dim=0, keepdim=True).mean()
+        h = self.act2(self.bn2(self.conv2(h)))
+        return self.act3(self.bn3(self.conv3(h)))
+
+    def forward(self, input):
+        return self.head(self.features(input)).view(-1)
