@@ -140,5 +140,8 @@ def register_composite_autograd(op_name: str, composite: Callable) -> None:
 
 
 def run_below_autograd(op: Callable, *args):
-    with torch._C._AutoDispatchBelowAutograd():
+    """Runs `op` past the Autograd kernels of this level (inside an OpFunction's forward). Grad modes are
+    switched back on, as torch's own autograd kernels leave them when they redispatch: under nested
+    torch.func transforms the levels below record `op` in their turn (the autograd keys stay excluded here)."""
+    with torch.enable_grad(), forward_ad._set_fwd_grad_enabled(True), torch._C._AutoDispatchBelowAutograd():
         return op(*args)
