@@ -26,6 +26,22 @@ OP_SAMPLES = {
     "rrelu_with_seed_": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), 0.1, 0.3)),
     "rrelu_with_seed_backward": lambda: (
         ops.rrelu_with_seed_backward.default, (_x(True), _x(), _seed(), 0.1, 0.3, False)),
+    # in-place with lower < 0: the x > 0 bits are taken before the write
+    "rrelu_with_seed__negative_lower": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), -0.4, 0.3)),
+    # backward ops that are differentiated themselves (double backward)
+    "leaky_relu_backward_differentiated": lambda: (
+        ops.leaky_relu_backward.default, (_x(True), _x(True), -0.2, False)),
+    "conv_bn_leaky_relu_train_backward_differentiated": lambda: (
+        ops.conv_bn_leaky_relu_train_backward.default,
+        (torch.randn(2, 4, 5, 5, requires_grad=True), torch.randn(2, 4, 5, 5), False,
+         torch.randn(2, 3, 5, 5, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True),
+         torch.rand(4).add(0.5).requires_grad_(), torch.randn(4, requires_grad=True), torch.zeros(4), torch.ones(4),
+         [1, 1], [1, 1, 1, 1], [1, 1], 1, 0.2)),
+    "conv_bias_leaky_relu_backward_differentiated": lambda: (
+        ops.conv_bias_leaky_relu_backward.default,
+        (torch.randn(2, 6, 3, 3, requires_grad=True), torch.randn(2, 4, 7, 7, requires_grad=True),
+         torch.randn(6, 2, 3, 3, requires_grad=True), torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0],
+         [1, 1], 2, 0.1)),
 }
 
 
@@ -78,3 +94,32 @@ def test_fake_tensor_propagation_on_meta():
     x = torch.empty(3, 4, device="meta")
     assert ascend_acts.leaky_relu(x, 0.1).shape == (3, 4)
     assert ascend_acts.rrelu(x, training=True).device.type == "meta"
+
+
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_compile_inplace_rrelu_negative_lower_matches_eager(compiler):
+    def f(x, gen_seed):
+        y = x * 2.0
+        return ascend_acts.rrelu(y, -0.5, 0.3, training=True, inplace=True,
+                                 generator=torch.Generator().manual_seed(gen_seed))
+
+    x = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    compiled = torch.compile(f, backend=compiler, fullgraph=False)
+    (g,) = torch.autograd.grad(compiled(x, 3).sum(), x)
+    (g_eager,) = torch.autograd.grad(f(x, 3).sum(), x)
+    torch.testing.assert_close(g, g_eager, rtol=0, atol=0)
+
+
+def test_compiled_backward_runs_the_kernel_not_the_composite():
+    """Without create_graph the compiled backward calls our backward op (the composite formulation is only
+    for differentiating it)."""
+    from torch._dynamo.testing import AotEagerAndRecordGraphs
+
+    recorder = AotEagerAndRecordGraphs()
+    block = ascend_acts.nn.ConvBNLeakyReLU2d(3, 4, 3, padding=1, negative_slope=0.2)
+    compiled = torch.compile(block, backend=recorder, fullgraph=True)
+    x = torch.randn(2, 3, 6, 6, requires_grad=True)
+    compiled(x).sum().backward()
+    backward_code = "".join(g.code for g in recorder.bw_graphs)
+    assert "ascend_acts.conv_bn_leaky_relu_train_backward" in backward_code
+    assert "convolution_backward" not in backward_code
