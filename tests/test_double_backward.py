@@ -99,53 +99,6 @@ def test_backward_op_differentiates_through_the_kept_output_and_statistics():
             torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9)
 
 
-@pytest.mark.parametrize("negative_slope", [0.2, -0.4])
-def test_elementwise_backward_ops_differentiate_in_every_argument(negative_slope):
-    """d(grad_input)/d(grad_output) is the mask; d/d(saved) is 0 away from 0 (the mask is piecewise constant)."""
-    g = torch.randn(6, 5, dtype=F64, requires_grad=True)
-    saved = torch.randn(6, 5, dtype=F64)
-    saved = torch.where(saved.abs() < 0.05, saved + 0.1, saved).requires_grad_()
-    seed = torch.tensor(99)
-    self_is_result = negative_slope >= 0
-    for fn in (lambda g, s: ops.leaky_relu_backward(g, s, negative_slope, self_is_result),
-               lambda g, s: ops.rrelu_with_seed_backward(g, s, seed, min(negative_slope, 0.1), 0.3, False)):
-        assert torch.autograd.gradcheck(fn, (g, saved))
-        assert torch.autograd.gradgradcheck(fn, (g, saved))
-
-
-@pytest.mark.parametrize("inplace", [False, True])
-@pytest.mark.parametrize("op", ["leaky_relu", "rrelu"])
-@pytest.mark.parametrize("slope", [0.2, -0.3])
-def test_elementwise_penalty_gradients_match_torch(op, slope, inplace):
-    """An R1-style penalty through the elementwise ops: second-order gradients equal torch's. RReLU's
-    noise is ours, so torch's side multiplies by the slopes our forward used."""
-    if inplace and op == "leaky_relu" and slope < 0:
-        pytest.skip("torch, too, refuses the backward of in-place leaky_relu with a negative slope")
-    torch.manual_seed(0)
-    layer = nn.Linear(5, 7).double()
-    x = torch.randn(4, 5, dtype=F64, requires_grad=True)
-    pre = layer(x)
-    if op == "leaky_relu":
-        out = ascend_acts.leaky_relu(pre, slope, inplace=inplace)
-        slopes = torch.full_like(pre, slope)
-    else:
-        lower, upper = (slope, 0.4)
-        gen = torch.Generator().manual_seed(4)
-        out = ascend_acts.rrelu(pre * 1.0, lower, upper, training=True, inplace=inplace, generator=gen)
-        slopes = ascend_acts.rrelu(-torch.ones_like(pre), lower, upper, training=True,
-                                   generator=torch.Generator().manual_seed(4)).neg().detach()
-    (gx,) = torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)
-    ours = torch.autograd.grad(gx.pow(2).sum(), tuple(layer.parameters()))
-
-    x_ref = x.detach().clone().requires_grad_()
-    pre_ref = layer(x_ref)
-    out_ref = torch.where(pre_ref > 0, pre_ref, pre_ref * slopes)
-    (gx_ref,) = torch.autograd.grad(out_ref.pow(2).sum(), x_ref, create_graph=True)
-    expected = torch.autograd.grad(gx_ref.pow(2).sum(), tuple(layer.parameters()))
-    for a, b in zip(ours, expected):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-
-
 # --- sim: no float64, so first- and second-order gradients against the reference in float32 -----
 @pytest.mark.parametrize("geometry", ["3x3", "strided-asymmetric-groups"])
 @pytest.mark.parametrize("mode", ["train-output", "train-conv", "eval"])

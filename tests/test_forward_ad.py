@@ -123,28 +123,33 @@ def test_vmap_equals_a_loop(case):
                                                                        for x in xs]))
 
 
-def test_vmap_of_inplace_ops_raises_torchs_error():
-    with pytest.raises(RuntimeError, match="Batching rule not implemented for ascend_acts::leaky_relu_"):
-        vmap(lambda a: ascend_acts.leaky_relu(a, 0.2, inplace=True))(torch.randn(2, 3))
-
-
 def test_vmap_rrelu_randomness_follows_torch():
-    """The seed is drawn with torch.randint, so vmap's randomness modes apply: 'error' raises torch's error,
-    'same' gives every sample the same slopes, 'different' different ones."""
+    """The seed is drawn with torch.randint, so vmap's randomness modes apply to values and gradients:
+    'error' raises torch's error, 'same' gives every sample the same slopes, 'different' different ones."""
     xs = -torch.rand(2, 50, dtype=F64) - 0.5
     with pytest.raises(RuntimeError, match="randomness"):
         vmap(lambda a: ascend_acts.rrelu(a, training=True))(xs)
-    same = vmap(lambda a: ascend_acts.rrelu(a, training=True), randomness="same")(xs) / xs
-    different = vmap(lambda a: ascend_acts.rrelu(a, training=True), randomness="different")(xs) / xs
-    close(same[0], same[1])
-    assert (different[0] - different[1]).abs().min() > 0
+    for randomness in ("same", "different"):
+        def per_sample(a):
+            return grad(lambda b: ascend_acts.rrelu(b, -0.5, 0.3, training=True).sum())(a)
+        slopes = vmap(per_sample, randomness=randomness)(xs)
+        values = vmap(lambda a: ascend_acts.rrelu(a, -0.5, 0.3, training=True), randomness=randomness)(xs) / xs
+        assert bool(((slopes >= -0.5) & (slopes <= 0.3)).all()) and bool(((values >= -0.5) & (values <= 0.3)).all())
+        if randomness == "same":
+            close(slopes[0], slopes[1]), close(values[0], values[1])
+        else:
+            assert (slopes[0] - slopes[1]).abs().min() > 0 and (values[0] - values[1]).abs().min() > 0
 
 
-def test_inplace_negative_slope_forward_ad_raises_like_torch():
+def test_inplace_limits_raise_torchs_errors():
+    """Forward AD through in-place LeakyReLU with a negative slope raises torch's own error (torch refuses it
+    too); vmap over an in-place op raises torch's error for ops without a batching rule."""
     x, t = _input((4,)), _input((4,), seed=2)
     for fn in (lambda a: ascend_acts.leaky_relu(a * 1, -0.2, inplace=True), lambda a: F.leaky_relu(a * 1, -0.2, True)):
         with pytest.raises(RuntimeError, match="please call out-of-place version"):
             jvp(fn, (x,), (t,))
+    with pytest.raises(RuntimeError, match="Batching rule not implemented for ascend_acts::leaky_relu_"):
+        vmap(lambda a: ascend_acts.leaky_relu(a, 0.2, inplace=True))(torch.randn(2, 3))
 
 
 @pytest.mark.parametrize("training", [True, False])

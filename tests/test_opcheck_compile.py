@@ -26,11 +26,7 @@ OP_SAMPLES = {
     "rrelu_with_seed_": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), 0.1, 0.3)),
     "rrelu_with_seed_backward": lambda: (
         ops.rrelu_with_seed_backward.default, (_x(True), _x(), _seed(), 0.1, 0.3, False)),
-    # in-place with lower < 0: the x > 0 bits are taken before the write
-    "rrelu_with_seed__negative_lower": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), -0.4, 0.3)),
-    # backward ops that are differentiated themselves (double backward)
-    "leaky_relu_backward_differentiated": lambda: (
-        ops.leaky_relu_backward.default, (_x(True), _x(True), -0.2, False)),
+    # the fused backward ops differentiated themselves (double backward)
     "conv_bn_leaky_relu_train_backward_differentiated": lambda: (
         ops.conv_bn_leaky_relu_train_backward.default,
         (torch.randn(2, 4, 5, 5, requires_grad=True), torch.randn(2, 4, 5, 5), False,
@@ -108,18 +104,3 @@ def test_compile_inplace_rrelu_negative_lower_matches_eager(compiler):
     (g,) = torch.autograd.grad(compiled(x, 3).sum(), x)
     (g_eager,) = torch.autograd.grad(f(x, 3).sum(), x)
     torch.testing.assert_close(g, g_eager, rtol=0, atol=0)
-
-
-def test_compiled_backward_runs_the_kernel_not_the_composite():
-    """Without create_graph the compiled backward calls our backward op (the composite formulation is only
-    for differentiating it)."""
-    from torch._dynamo.testing import AotEagerAndRecordGraphs
-
-    recorder = AotEagerAndRecordGraphs()
-    block = ascend_acts.nn.ConvBNLeakyReLU2d(3, 4, 3, padding=1, negative_slope=0.2)
-    compiled = torch.compile(block, backend=recorder, fullgraph=True)
-    x = torch.randn(2, 3, 6, 6, requires_grad=True)
-    compiled(x).sum().backward()
-    backward_code = "".join(g.code for g in recorder.bw_graphs)
-    assert "ascend_acts.conv_bn_leaky_relu_train_backward" in backward_code
-    assert "convolution_backward" not in backward_code
