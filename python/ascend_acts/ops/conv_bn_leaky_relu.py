@@ -80,13 +80,13 @@ def _check_eval_backward(grad_out, input, weight, bias, *_):
 
 CHECKS = {TRAIN: _check_train, TRAIN_BACKWARD: _check_train_backward, EVAL: _check_eval,
           EVAL_BACKWARD: _check_eval_backward}
-# the results that are activations or convolution gradients, laid out like the input (memory_format)
+# where each op has its input and conv weight, and which of its results are laid out like them
+_INPUT_AND_WEIGHT = {TRAIN: (0, 1), TRAIN_BACKWARD: (3, 4), EVAL: (0, 1), EVAL_BACKWARD: (1, 2)}
 _LAID_OUT = {TRAIN: (0, 1), TRAIN_BACKWARD: (0, 1), EVAL: (0,), EVAL_BACKWARD: (0, 1)}
 
 
-def _layout_of(op: str, args) -> torch.memory_format:
-    input, weight = (args[3], args[4]) if op == TRAIN_BACKWARD else (args[1], args[2]) if op == EVAL_BACKWARD \
-        else (args[0], args[1])
+def layout_of(op: str, args) -> torch.memory_format:
+    input, weight = (args[i] for i in _INPUT_AND_WEIGHT[op])
     return torch_kernels_conv_bn.memory_format(input, weight)
 
 
@@ -94,14 +94,15 @@ def _layout_of(op: str, args) -> torch.memory_format:
 def _register_cpu(op: str) -> None:
     def kernel(*args):
         CHECKS[op](*args)
-        layout = _layout_of(op, args)
+        layout = layout_of(op, args)
         contiguous = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
         result = getattr(backends.current_backend(), op)(*contiguous)
         if layout == torch.contiguous_format:
             return result
-        return result.__class__(t.contiguous(memory_format=layout) if i in _LAID_OUT[op] and t.numel() else t
-                                for i, t in enumerate(result)) if isinstance(result, tuple) else \
-            result.contiguous(memory_format=layout)
+        if isinstance(result, torch.Tensor):
+            return result.contiguous(memory_format=layout)
+        return tuple(t.contiguous(memory_format=layout) if i in _LAID_OUT[op] and t.dim() == 4 else t
+                     for i, t in enumerate(result))
 
     kernel.__name__ = f"{op}_cpu"
     torch.library.impl(lib, op, "CPU")(kernel)
@@ -112,8 +113,8 @@ for _op in backends.FUSED_KERNELS:
 
 
 # --- fake kernels ------------------------------------------------------------------------------
-def _empty(shape, like: torch.Tensor, layout: torch.memory_format, dtype: torch.dtype | None = None):
-    return torch.empty(shape, dtype=dtype or like.dtype, device=like.device, memory_format=layout)
+def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
+    return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=layout)
 
 
 @torch.library.register_fake("ascend_acts::conv_bn_leaky_relu_train", lib=lib)
