@@ -49,3 +49,15 @@ def test_rrelu_training_saves_output_and_seed_only():
     assert ours_extra == 8
     # output + 8-byte seed against torch's input + noise: half, give or take the seed
     assert saved_bytes(saved) - 8 <= 0.5 * saved_bytes(torch_saved)
+
+
+@pytest.mark.parametrize("numel", [64 * 64, 1001])
+def test_inplace_rrelu_negative_lower_keeps_one_bit_per_element(numel):
+    """In-place with lower < 0 the result cannot tell x > 0: the mask is kept as bits (numel / 8 bytes)
+    plus the 8-byte seed, against torch's noise tensor of numel elements."""
+    x = torch.randn(numel, requires_grad=True)
+    y, saved = saved_tensors(lambda t: ascend_acts.rrelu(t * 1.0, -0.5, 0.3, training=True, inplace=True), x)
+    ours = saved_bytes(saved)
+    assert ours <= -(-numel // 8) + 8
+    _, torch_saved = saved_tensors(lambda t: F.rrelu(t * 1.0, -0.5, 0.3, training=True, inplace=True), x)
+    assert ours * 30 <= saved_bytes(torch_saved)  # about 1/32 of torch's float32 noise

@@ -26,6 +26,18 @@ OP_SAMPLES = {
     "rrelu_with_seed_": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), 0.1, 0.3)),
     "rrelu_with_seed_backward": lambda: (
         ops.rrelu_with_seed_backward.default, (_x(True), _x(), _seed(), 0.1, 0.3, False)),
+    # the fused backward ops differentiated themselves (double backward)
+    "conv_bn_leaky_relu_train_backward_differentiated": lambda: (
+        ops.conv_bn_leaky_relu_train_backward.default,
+        (torch.randn(2, 4, 5, 5, requires_grad=True), torch.randn(2, 4, 5, 5), False,
+         torch.randn(2, 3, 5, 5, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True),
+         torch.rand(4).add(0.5).requires_grad_(), torch.randn(4, requires_grad=True), torch.zeros(4), torch.ones(4),
+         [1, 1], [1, 1, 1, 1], [1, 1], 1, 0.2)),
+    "conv_bias_leaky_relu_backward_differentiated": lambda: (
+        ops.conv_bias_leaky_relu_backward.default,
+        (torch.randn(2, 6, 3, 3, requires_grad=True), torch.randn(2, 4, 7, 7, requires_grad=True),
+         torch.randn(6, 2, 3, 3, requires_grad=True), torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0],
+         [1, 1], 2, 0.1)),
 }
 
 
@@ -78,3 +90,17 @@ def test_fake_tensor_propagation_on_meta():
     x = torch.empty(3, 4, device="meta")
     assert ascend_acts.leaky_relu(x, 0.1).shape == (3, 4)
     assert ascend_acts.rrelu(x, training=True).device.type == "meta"
+
+
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_compile_inplace_rrelu_negative_lower_matches_eager(compiler):
+    def f(x, gen_seed):
+        y = x * 2.0
+        return ascend_acts.rrelu(y, -0.5, 0.3, training=True, inplace=True,
+                                 generator=torch.Generator().manual_seed(gen_seed))
+
+    x = torch.randn(40, dtype=torch.float64, requires_grad=True)
+    compiled = torch.compile(f, backend=compiler, fullgraph=False)
+    (g,) = torch.autograd.grad(compiled(x, 3).sum(), x)
+    (g_eager,) = torch.autograd.grad(f(x, 3).sum(), x)
+    torch.testing.assert_close(g, g_eager, rtol=0, atol=0)

@@ -125,7 +125,7 @@ def test_gradcheck_float64(training, bounds):
     assert torch.autograd.gradgradcheck(fn, (x,))
 
 
-@pytest.mark.parametrize("bounds", [(1 / 8, 1 / 3), (0.0, 1.0)], ids=str)
+@pytest.mark.parametrize("bounds", [(1 / 8, 1 / 3), (0.0, 1.0), (-0.5, 0.25), (-0.8, -0.2)], ids=str)
 def test_inplace_training_matches_out_of_place(backend, bounds):
     base = torch.randn(10, 11, requires_grad=True)
     expected = ascend_acts.rrelu(base, *bounds, training=True, generator=torch.Generator().manual_seed(9))
@@ -137,6 +137,41 @@ def test_inplace_training_matches_out_of_place(backend, bounds):
     assert torch.equal(out, expected)
     out.backward(torch.ones_like(out))
     assert torch.equal(x.grad, base.grad)
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+def test_inplace_training_negative_lower_gradients_by_hand(backend, dtype):
+    """In-place RReLU training with lower < 0 (torch allows it): the gradient is 1 where x > 0 (x = 0, -0.0
+    and NaN take the noise) and the forward's slope elsewhere, checked against a float64 hand computation
+    from the slopes the forward used (y / x)."""
+    skip_unsupported(backend, dtype)
+    x = torch.cat([torch.randn(203, dtype=torch.float64), torch.tensor([0.0, -0.0, float("nan"), 3.0, -2.0])])
+    x = x.to(dtype)
+    leaf = x.clone().requires_grad_()
+    y = leaf * 1.0
+    ascend_acts.rrelu(y, -0.6, 0.3, training=True, inplace=True, generator=torch.Generator().manual_seed(11))
+    grad = torch.randn(x.shape, dtype=torch.float64).to(dtype)
+    y.backward(grad)
+    slopes = ascend_acts.rrelu(-torch.ones_like(x), -0.6, 0.3, training=True,
+                               generator=torch.Generator().manual_seed(11)).neg().double()
+    positive = x.double() > 0
+    expected = torch.where(positive, grad.double(), grad.double() * slopes)
+    torch.testing.assert_close(leaf.grad.double(), expected, rtol=RTOL[dtype], atol=0)
+    out_of_place = ascend_acts.rrelu(x, -0.6, 0.3, training=True, generator=torch.Generator().manual_seed(11))
+    torch.testing.assert_close(y.detach(), out_of_place, rtol=0, atol=0, equal_nan=True)
+
+
+def test_inplace_training_negative_lower_gradcheck():
+    x = torch.randn(5, 7, dtype=torch.float64)
+    x = torch.where(x.abs() < 1e-3, x + 0.1, x).requires_grad_()
+
+    def fn(t):
+        out = t * 1.0
+        return ascend_acts.rrelu(out, -0.4, 0.2, training=True, inplace=True,
+                                 generator=torch.Generator().manual_seed(5))
+
+    assert torch.autograd.gradcheck(fn, (x,))
+    assert torch.autograd.gradgradcheck(fn, (x,))
 
 
 def test_inplace_eval_negative_slope_backward_raises_like_torch(backend):

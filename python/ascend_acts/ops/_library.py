@@ -12,6 +12,8 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 import torch
+from torch._functorch.utils import enable_single_level_autograd_function
+from torch.autograd import forward_ad
 
 from .. import backends
 
@@ -71,20 +73,75 @@ def check_result_based_backward(op: str, slope_may_be_negative: bool, self_is_re
         )
 
 
-def register_inplace_autograd(op_name: str, function: type[torch.autograd.Function]) -> None:
-    """Autograd for an in-place op `op_name(Tensor(a!) self, ...) -> ()`.
+class OpFunction(torch.autograd.function._SingleLevelFunction):
+    """Base of the ops' autograd Functions (forward / setup_context / backward / jvp).
 
-    torch.library.register_autograd only takes functional ops, so the in-place ops get an
-    autograd.Function that runs the op below autograd and marks `self` dirty.
-    """
+    The ops' Autograd kernels run below torch.func's transform layers, where a plain autograd.Function
+    would re-enter functorch (and fail); like torch's own C++ autograd kernels, a single-level Function
+    records at the current level, so torch.func.grad/vjp/jvp/jacfwd/hessian compose with the ops."""
 
-    def autograd_kernel(keyset, tensor, *args):
-        check_inplace_autograd(tensor)
-        function.apply(tensor, *args)
+
+def has_forward_tangent(tensor: torch.Tensor) -> bool:
+    """Whether `tensor` carries a forward-mode tangent (torch.autograd.forward_ad or torch.func.jvp)."""
+    if forward_ad._current_level < 0 and not torch._C._are_functorch_transforms_active():
+        return False
+    return torch._unpack_dual(tensor, 0).tangent is not None
+
+
+def differentiating(args) -> bool:
+    """Whether a call with `args` must record for autograd or propagate forward tangents."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return True
+    return any(has_forward_tangent(t) for t in tensors)
+
+
+def _redispatch_below_autograd(op_name: str, keyset, args):
+    op = getattr(torch.ops.ascend_acts, op_name).default
+    return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+
+
+def register_autograd_function(op_name: str, function: type[OpFunction],
+                               extra_arguments: Callable[..., tuple] | None = None) -> None:
+    """Autograd (reverse and forward mode) of op `op_name` through `function`.
+
+    Functional ops return `function`'s output; in-place ops `op(Tensor(a!) self, ...) -> ()` get torch's
+    leaf checks first and always go through `function` (it marks `self` dirty, which bumps its version).
+    `extra_arguments(recording, *args)`, when given, is appended to `function`'s arguments: what the
+    backward needs that must be taken before an in-place write (`recording`: whether it will be needed)."""
+    inplace = op_name.endswith("_")
+
+    def autograd_kernel(keyset, *args):
+        if inplace:
+            check_inplace_autograd(args[0])
+        recording = differentiating(args)
+        if not recording and not inplace:
+            return _redispatch_below_autograd(op_name, keyset, args)
+        if extra_arguments is not None:
+            args = (*args, *extra_arguments(recording, *args))
+        with enable_single_level_autograd_function():
+            result = function.apply(*args)
+        return None if inplace else result
 
     lib.impl(op_name, autograd_kernel, "Autograd", with_keyset=True)
 
 
-def run_below_autograd(op: Callable, *args) -> None:
-    with torch._C._AutoDispatchBelowAutograd():
-        op(*args)
+def register_composite_autograd(op_name: str, composite: Callable) -> None:
+    """Autograd of a backward op by its formula in differentiable torch ops: when it is differentiated
+    (double backward, forward-over-reverse, torch.func), `composite` computes it and torch differentiates
+    that; otherwise the device kernel runs."""
+
+    def autograd_kernel(keyset, *args):
+        if differentiating(args):
+            return composite(*args)
+        return _redispatch_below_autograd(op_name, keyset, args)
+
+    lib.impl(op_name, autograd_kernel, "Autograd", with_keyset=True)
+
+
+def run_below_autograd(op: Callable, *args):
+    """Runs `op` past the Autograd kernels of this level (inside an OpFunction's forward). Grad modes are
+    switched back on, as torch's own autograd kernels leave them when they redispatch: under nested
+    torch.func transforms the levels below record `op` in their turn (the autograd keys stay excluded here)."""
+    with torch.enable_grad(), forward_ad._set_fwd_grad_enabled(True), torch._C._AutoDispatchBelowAutograd():
+        return op(*args)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from .. import backends
+from .. import backends, torch_kernels_conv_bn
 from ..reference import conv_bn as reference
-from ._library import lib
+from ._library import OpFunction, lib, register_autograd_function, register_composite_autograd, run_below_autograd
 
 _GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
 lib.define(
@@ -35,16 +35,74 @@ lib.define(
 )
 
 ops = torch.ops.ascend_acts
+TRAIN, TRAIN_BACKWARD = "conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward"
+EVAL, EVAL_BACKWARD = "conv_bias_leaky_relu", "conv_bias_leaky_relu_backward"
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+# --- what the ops accept (checked by the CPU and the fake kernels, before anything runs) -----------
+def check_dtypes(op: str, input: torch.Tensor, same_dtype: dict, channel_parameters: dict | None = None) -> None:
+    """`same_dtype` tensors must have the input's dtype (conv weight and bias, gradients, kept tensors);
+    `channel_parameters` (BatchNorm's weight/bias and statistics) the input's or, for float16/bfloat16
+    input, float32 (autocast keeps them float32, as torch's batch_norm takes them)."""
+    if input.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        raise TypeError(f"ascend_acts::{op}: 'input' must be float16, bfloat16, float32 or float64, got {input.dtype}")
+    for name, t in same_dtype.items():
+        if t is not None and t.dtype != input.dtype:
+            raise TypeError(f"ascend_acts::{op}: '{name}' must have the input's dtype {input.dtype}, got {t.dtype} "
+                            "(mixed precision: use torch.autocast)")
+    allowed = {input.dtype, compute_dtype(input.dtype)}
+    for name, t in (channel_parameters or {}).items():
+        if t.dtype not in allowed:
+            raise TypeError(f"ascend_acts::{op}: '{name}' must be {' or '.join(sorted(map(str, allowed)))} for "
+                            f"{input.dtype} input, got {t.dtype}")
+
+
+def _check_train(input, weight, bias, bn_weight, bn_bias, *_):
+    check_dtypes(TRAIN, input, {"weight": weight, "bias": bias}, {"bn_weight": bn_weight, "bn_bias": bn_bias})
+
+
+def _check_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd, *_):
+    check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight},
+                 {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd})
+
+
+def _check_eval(input, weight, bias, *_):
+    check_dtypes(EVAL, input, {"weight": weight, "bias": bias})
+
+
+def _check_eval_backward(grad_out, input, weight, bias, *_):
+    check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias})
+
+
+CHECKS = {TRAIN: _check_train, TRAIN_BACKWARD: _check_train_backward, EVAL: _check_eval,
+          EVAL_BACKWARD: _check_eval_backward}
+# where each op has its input and conv weight, and which of its results are laid out like them
+_INPUT_AND_WEIGHT = {TRAIN: (0, 1), TRAIN_BACKWARD: (3, 4), EVAL: (0, 1), EVAL_BACKWARD: (1, 2)}
+_LAID_OUT = {TRAIN: (0, 1), TRAIN_BACKWARD: (0, 1), EVAL: (0,), EVAL_BACKWARD: (0, 1)}
+
+
+def layout_of(op: str, args) -> torch.memory_format:
+    input, weight = (args[i] for i in _INPUT_AND_WEIGHT[op])
+    return torch_kernels_conv_bn.memory_format(input, weight)
+
+
 # --- CPU kernels: the selected backend's (backends.FUSED_KERNELS) -------------------------------
 def _register_cpu(op: str) -> None:
     def kernel(*args):
-        return getattr(backends.current_backend(), op)(*args)
+        CHECKS[op](*args)
+        layout = layout_of(op, args)
+        contiguous = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+        result = getattr(backends.current_backend(), op)(*contiguous)
+        if layout == torch.contiguous_format:
+            return result
+        if isinstance(result, torch.Tensor):
+            return result.contiguous(memory_format=layout)
+        return tuple(t.contiguous(memory_format=layout) if i in _LAID_OUT[op] and t.dim() == 4 else t
+                     for i, t in enumerate(result))
 
     kernel.__name__ = f"{op}_cpu"
     torch.library.impl(lib, op, "CPU")(kernel)
@@ -55,66 +113,136 @@ for _op in backends.FUSED_KERNELS:
 
 
 # --- fake kernels ------------------------------------------------------------------------------
+def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
+    return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=layout)
+
+
 @torch.library.register_fake("ascend_acts::conv_bn_leaky_relu_train", lib=lib)
 def _train_fake(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps, negative_slope,
                 save_output):
+    _check_train(input, weight, bias, bn_weight, bn_bias)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
-    c = compute_dtype(input.dtype)
-    out = input.new_empty(shape)
-    kept = input.new_empty(0) if save_output else input.new_empty(shape)
+    c, layout = compute_dtype(input.dtype), torch_kernels_conv_bn.memory_format(input, weight)
+    out = _empty(shape, input, layout)
+    kept = input.new_empty(0) if save_output else _empty(shape, input, layout)
     return out, kept, input.new_empty(shape[1], dtype=c), input.new_empty(shape[1], dtype=c)
 
 
 @torch.library.register_fake("ascend_acts::conv_bn_leaky_relu_train_backward", lib=lib)
 def _train_backward_fake(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                          padding, dilation, groups, negative_slope):
-    return (torch.empty_like(input), torch.empty_like(weight), weight.new_empty(weight.shape[0]),
+    _check_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd)
+    layout = torch_kernels_conv_bn.memory_format(input, weight)
+    return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout), weight.new_empty(weight.shape[0]),
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
 
 
 @torch.library.register_fake("ascend_acts::conv_bias_leaky_relu", lib=lib)
 def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    return input.new_empty(reference.output_shape(input.shape, weight.shape, stride, padding, dilation))
+    _check_eval(input, weight, bias)
+    shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
+    return _empty(shape, input, torch_kernels_conv_bn.memory_format(input, weight))
 
 
 @torch.library.register_fake("ascend_acts::conv_bias_leaky_relu_backward", lib=lib)
 def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    return torch.empty_like(input), torch.empty_like(weight), torch.empty_like(bias)
+    _check_eval_backward(grad_out, input, weight, bias)
+    layout = torch_kernels_conv_bn.memory_format(input, weight)
+    return _empty(input.shape, input, layout), _empty(weight.shape, weight, layout), torch.empty_like(bias)
 
 
-# --- autograd ----------------------------------------------------------------------------------
-def _setup_train(ctx, inputs, output):
-    input, weight, bias, bn_weight, bn_bias, *geometry, _, ctx.negative_slope, ctx.save_output = inputs
-    ctx.geometry, ctx.has_bias = geometry, bias is not None
-    out, conv_out, mean, invstd = output
-    ctx.mark_non_differentiable(conv_out, mean, invstd)
-    ctx.save_for_backward(out if ctx.save_output else conv_out, input, weight, bn_weight, bn_bias, mean, invstd)
+# --- autograd: reverse mode through the backward ops, forward mode by jvp rules in torch ops -----------
+class _Train(OpFunction):
+    @staticmethod
+    def forward(*args):
+        return run_below_autograd(ops.conv_bn_leaky_relu_train, *args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias, bn_weight, bn_bias, *geometry, _, ctx.negative_slope, ctx.save_output = inputs
+        ctx.geometry, ctx.has_bias = geometry, bias is not None
+        out, conv_out, mean, invstd = output
+        ctx.mark_non_differentiable(conv_out, mean, invstd)
+        ctx.save_for_backward(out if ctx.save_output else conv_out, input, weight, bn_weight, bn_bias, mean, invstd)
+        ctx.save_for_forward(out, input, weight, bn_weight, bn_bias, invstd)
+
+    @staticmethod
+    def backward(ctx, grad_out, _grad_conv_out, _grad_mean, _grad_invstd):
+        saved, input, weight, bn_weight, bn_bias, mean, invstd = ctx.saved_tensors
+        grads = ops.conv_bn_leaky_relu_train_backward(
+            grad_out, saved, ctx.save_output, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
+            ctx.negative_slope)
+        grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
+        return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
+                None, None, None, None, None, None, None)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        out, input, weight, bn_weight, bn_bias, invstd = ctx.saved_tensors
+        out_tangent = torch_kernels_conv_bn.conv_bn_leaky_relu_train_jvp(
+            input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out)
+        return out_tangent, None, None, None
 
 
-def _backward_train(ctx, grad_out, _grad_conv_out, _grad_mean, _grad_invstd):
-    saved, input, weight, bn_weight, bn_bias, mean, invstd = ctx.saved_tensors
-    grads = ops.conv_bn_leaky_relu_train_backward(
-        grad_out.contiguous(), saved, ctx.save_output, input, weight, bn_weight, bn_bias, mean, invstd,
-        *ctx.geometry, ctx.negative_slope)
-    grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
-    return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
-            None, None, None, None, None, None, None)
+class _Eval(OpFunction):
+    @staticmethod
+    def forward(*args):
+        return run_below_autograd(ops.conv_bias_leaky_relu, *args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs
+        ctx.save_for_backward(input, weight, bias)
+        ctx.save_for_forward(output, input, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        input, weight, bias = ctx.saved_tensors
+        grads = ops.conv_bias_leaky_relu_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope)
+        return (*grads, None, None, None, None, None)
+
+    @staticmethod
+    def jvp(ctx, *tangents):
+        out, input, weight, bias = ctx.saved_tensors
+        return torch_kernels_conv_bn.conv_bias_leaky_relu_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
+                                                              ctx.negative_slope, out)
 
 
-torch.library.register_autograd("ascend_acts::conv_bn_leaky_relu_train", _backward_train, setup_context=_setup_train,
-                                lib=lib)
+register_autograd_function(TRAIN, _Train)
+register_autograd_function(EVAL, _Eval)
+# The backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.
+# It differentiates through input, weight and the BN parameters only: `saved`, `mean` and `invstd` must be
+# what the forward returned for them (they are recomputed from those, so their dependence is included).
+register_composite_autograd(TRAIN_BACKWARD, torch_kernels_conv_bn.conv_bn_leaky_relu_train_backward_differentiable)
+register_composite_autograd(EVAL_BACKWARD, torch_kernels_conv_bn.conv_bias_leaky_relu_backward_differentiable)
 
 
-def _setup_eval(ctx, inputs, output):
-    input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs
-    ctx.save_for_backward(input, weight, bias)
+# --- autocast: like torch's conv2d, input, weight and conv bias run in the autocast dtype; BatchNorm's
+# parameters stay as they are (float32), as torch's batch_norm takes them under autocast ----------------
+def _autocast_kernel(op: str, device_type: str, key: torch._C.DispatchKey):
+    overload = getattr(ops, op).default
+
+    def kernel(*args):
+        dtype = torch.get_autocast_dtype(device_type)
+
+        def cast(t):  # torch's eligibility: a floating tensor on the autocast device, float64 excluded
+            eligible = t is not None and t.is_floating_point() and t.device.type == device_type and \
+                t.dtype != torch.float64
+            return t.to(dtype) if eligible else t
+
+        args = (*map(cast, args[:3]), *args[3:])
+        if op == TRAIN and args[-1]:
+            # keep only the output if x-hat can be rebuilt from it in the dtype it now has
+            from ..conv_bn import output_determines_batch_norm
+            args = (*args[:-1], output_determines_batch_norm(args[3], args[4], args[-2], args[0].dtype))
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+            return overload(*args)
+
+    kernel.__name__ = f"{op}_{key.name}"
+    return kernel
 
 
-def _backward_eval(ctx, grad_out):
-    input, weight, bias = ctx.saved_tensors
-    grads = ops.conv_bias_leaky_relu_backward(grad_out.contiguous(), input, weight, bias, *ctx.geometry,
-                                              ctx.negative_slope)
-    return (*grads, None, None, None, None, None)
-
-
-torch.library.register_autograd("ascend_acts::conv_bias_leaky_relu", _backward_eval, setup_context=_setup_eval, lib=lib)
+for _device_type, _key in (("cpu", torch._C.DispatchKey.AutocastCPU),
+                           ("privateuseone", torch._C.DispatchKey.AutocastPrivateUse1)):
+    for _op in (TRAIN, EVAL):
+        lib.impl(_op, _autocast_kernel(_op, _device_type, _key), _key.name)

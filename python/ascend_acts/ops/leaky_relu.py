@@ -8,10 +8,11 @@ from __future__ import annotations
 import torch
 
 from ._library import (
+    OpFunction,
     check_no_internal_overlap,
     check_result_based_backward,
     lib,
-    register_inplace_autograd,
+    register_autograd_function,
     run_below_autograd,
     run_cpu_kernel,
 )
@@ -68,52 +69,80 @@ def _leaky_relu_backward_fake(grad_output, saved, negative_slope, self_is_result
     return torch.empty_like(saved)
 
 
-# --- autograd ----------------------------------------------------------------------------------
-def _setup_context(ctx, inputs, output):
-    x, negative_slope = inputs
-    ctx.negative_slope = negative_slope
-    ctx.self_is_result = saves_result(negative_slope)
-    ctx.save_for_backward(output if ctx.self_is_result else x)
-
-
-def _backward(ctx, grad_output):
-    (saved,) = ctx.saved_tensors
-    return ops.leaky_relu_backward(grad_output, saved, ctx.negative_slope, ctx.self_is_result), None
-
-
-torch.library.register_autograd("ascend_acts::leaky_relu", _backward, setup_context=_setup_context, lib=lib)
-
-
-def _setup_context_grad(ctx, inputs, output):
-    _, saved, ctx.negative_slope, ctx.self_is_result = inputs
-    ctx.save_for_backward(saved)
-
-
-def _backward_grad(ctx, grad_grad_input):
-    # d(grad_input)/d(grad_output) is the same 0/1-or-slope mask; d/d(saved) is zero almost everywhere.
-    (saved,) = ctx.saved_tensors
-    grad = ops.leaky_relu_backward(grad_grad_input, saved, ctx.negative_slope, ctx.self_is_result)
-    return grad, None, None, None
-
-
-torch.library.register_autograd(
-    "ascend_acts::leaky_relu_backward", _backward_grad, setup_context=_setup_context_grad, lib=lib
-)
-
-
-class _LeakyReluInplace(torch.autograd.Function):
+# --- autograd (reverse and forward mode) ------------------------------------------------------
+# The derivative of leaky_relu is the 0/1-or-slope mask leaky_relu_backward applies, so that op is the
+# jvp too; leaky_relu_backward is linear in grad_output and piecewise constant in `saved` (derivative 0).
+class _LeakyRelu(OpFunction):
     @staticmethod
-    def forward(ctx, x, negative_slope):
+    def forward(x, negative_slope):
+        return run_below_autograd(ops.leaky_relu, x, negative_slope)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.negative_slope = inputs
+        ctx.self_is_result = saves_result(ctx.negative_slope)
+        saved = output if ctx.self_is_result else x
+        ctx.save_for_backward(saved)
+        ctx.save_for_forward(saved)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (saved,) = ctx.saved_tensors
+        return ops.leaky_relu_backward(grad_output, saved, ctx.negative_slope, ctx.self_is_result), None
+
+    @staticmethod
+    def jvp(ctx, x_tangent, _):
+        (saved,) = ctx.saved_tensors
+        return ops.leaky_relu_backward(x_tangent, saved, ctx.negative_slope, ctx.self_is_result)
+
+
+class _LeakyReluInplace(OpFunction):
+    @staticmethod
+    def forward(x, negative_slope):
         run_below_autograd(ops.leaky_relu_, x, negative_slope)
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, ctx.negative_slope = inputs
         ctx.mark_dirty(x)
         ctx.save_for_backward(x)  # the result: torch, too, fails in backward for negative slopes
-        ctx.negative_slope = negative_slope
-        return x
+        ctx.save_for_forward(x)
 
     @staticmethod
     def backward(ctx, grad_output):
         (result,) = ctx.saved_tensors
         return ops.leaky_relu_backward(grad_output, result, ctx.negative_slope, True), None
 
+    @staticmethod
+    def jvp(ctx, x_tangent, _):
+        (result,) = ctx.saved_tensors
+        return x_tangent.copy_(ops.leaky_relu_backward(x_tangent, result, ctx.negative_slope, True))
 
-register_inplace_autograd("leaky_relu_", _LeakyReluInplace)
+
+class _LeakyReluBackward(OpFunction):
+    @staticmethod
+    def forward(grad_output, saved, negative_slope, self_is_result):
+        return run_below_autograd(ops.leaky_relu_backward, grad_output, saved, negative_slope, self_is_result)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, saved, ctx.negative_slope, ctx.self_is_result = inputs
+        ctx.save_for_backward(saved)
+        ctx.save_for_forward(saved)
+
+    @staticmethod
+    def backward(ctx, grad_grad_input):
+        (saved,) = ctx.saved_tensors
+        grad = ops.leaky_relu_backward(grad_grad_input, saved, ctx.negative_slope, ctx.self_is_result)
+        return grad, None, None, None
+
+    @staticmethod
+    def jvp(ctx, grad_output_tangent, _saved_tangent, _slope, _flag):
+        (saved,) = ctx.saved_tensors
+        return ops.leaky_relu_backward(grad_output_tangent, saved, ctx.negative_slope, ctx.self_is_result)
+
+
+register_autograd_function("leaky_relu", _LeakyRelu)
+register_autograd_function("leaky_relu_", _LeakyReluInplace)
+register_autograd_function("leaky_relu_backward", _LeakyReluBackward)

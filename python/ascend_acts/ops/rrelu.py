@@ -12,10 +12,11 @@ import torch
 
 from ..reference.rng import MASK64
 from ._library import (
+    OpFunction,
     check_no_internal_overlap,
     check_result_based_backward,
     lib,
-    register_inplace_autograd,
+    register_autograd_function,
     run_below_autograd,
     run_cpu_kernel,
 )
@@ -78,58 +79,117 @@ def _rrelu_backward_fake(grad_output, saved, seed, lower, upper, self_is_result)
     return torch.empty_like(saved)
 
 
-# --- autograd ----------------------------------------------------------------------------------
-def _setup_context(ctx, inputs, output):
-    x, seed, ctx.lower, ctx.upper = inputs
-    ctx.self_is_result = saves_result(ctx.lower)
-    ctx.save_for_backward(output if ctx.self_is_result else x, seed)
+# --- autograd (reverse and forward mode) ------------------------------------------------------
+# d rrelu / dx is the slope rrelu_with_seed_backward applies (1 or the seed's noise), so that op is the
+# jvp too; the backward op is linear in grad_output and piecewise constant in `saved` (derivative 0).
+def _grad_of(grad, saved, seed, lower, upper, self_is_result):
+    return ops.rrelu_with_seed_backward(grad, saved, seed, lower, upper, self_is_result)
 
 
-def _backward(ctx, grad_output):
-    saved, seed = ctx.saved_tensors
-    grad_input = ops.rrelu_with_seed_backward(
-        grad_output, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result
-    )
-    return grad_input, None, None, None
-
-
-torch.library.register_autograd(
-    "ascend_acts::rrelu_with_seed", _backward, setup_context=_setup_context, lib=lib
-)
-
-
-def _setup_context_grad(ctx, inputs, output):
-    _, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result = inputs
-    ctx.save_for_backward(saved, seed)
-
-
-def _backward_grad(ctx, grad_grad_input):
-    saved, seed = ctx.saved_tensors
-    grad = ops.rrelu_with_seed_backward(
-        grad_grad_input, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result
-    )
-    return grad, None, None, None, None, None
-
-
-torch.library.register_autograd(
-    "ascend_acts::rrelu_with_seed_backward", _backward_grad, setup_context=_setup_context_grad, lib=lib
-)
-
-
-class _RReluInplace(torch.autograd.Function):
+class _RRelu(OpFunction):
     @staticmethod
-    def forward(ctx, x, seed, lower, upper):
-        run_below_autograd(ops.rrelu_with_seed_, x, seed, lower, upper)
-        ctx.mark_dirty(x)
-        ctx.save_for_backward(x, seed)
-        ctx.lower, ctx.upper = lower, upper
-        return x
+    def forward(x, seed, lower, upper):
+        return run_below_autograd(ops.rrelu_with_seed, x, seed, lower, upper)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, seed, ctx.lower, ctx.upper = inputs
+        ctx.self_is_result = saves_result(ctx.lower)
+        saved = (output if ctx.self_is_result else x, seed)
+        ctx.save_for_backward(*saved)
+        ctx.save_for_forward(*saved)
 
     @staticmethod
     def backward(ctx, grad_output):
-        result, seed = ctx.saved_tensors
-        grad_input = ops.rrelu_with_seed_backward(grad_output, result, seed, ctx.lower, ctx.upper, True)
-        return grad_input, None, None, None
+        saved, seed = ctx.saved_tensors
+        return _grad_of(grad_output, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result), None, None, None
+
+    @staticmethod
+    def jvp(ctx, x_tangent, *_):
+        saved, seed = ctx.saved_tensors
+        return _grad_of(x_tangent, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
 
 
-register_inplace_autograd("rrelu_with_seed_", _RReluInplace)
+def pack_positive(x: torch.Tensor) -> torch.Tensor:
+    """x > 0 as bits, 8 elements (row-major) per uint8; torch ops, so any device and backend."""
+    flat = (x.detach() > 0).reshape(-1)
+    padding = -flat.numel() % 8
+    if padding:
+        flat = torch.cat([flat, flat.new_zeros(padding)])
+    shifts = torch.arange(8, dtype=torch.uint8, device=x.device)
+    return (flat.view(-1, 8).to(torch.uint8) << shifts).sum(1, dtype=torch.uint8)  # disjoint bits: sum == or
+
+
+def unpack_positive(bits: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """The 0/1 mask of pack_positive in `like`'s shape and dtype (1 where x > 0): a `saved` for the
+    input-based backward."""
+    shifts = torch.arange(8, dtype=torch.uint8, device=bits.device)
+    flat = ((bits.unsqueeze(1) >> shifts) & 1).reshape(-1)[: like.numel()]
+    return flat.reshape(like.shape).to(like.dtype)
+
+
+class _RReluInplace(OpFunction):
+    """With lower >= 0 the result tells x > 0; with lower < 0 it cannot, so the x > 0 mask is packed
+    into bits (numel / 8 bytes) before the input is overwritten. The noise comes back from the seed."""
+
+    @staticmethod
+    def forward(x, seed, lower, upper, positive_bits):
+        run_below_autograd(ops.rrelu_with_seed_, x, seed, lower, upper)
+        return x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, seed, ctx.lower, ctx.upper, positive_bits = inputs
+        ctx.mark_dirty(x)
+        ctx.from_bits = positive_bits is not None
+        saved = (positive_bits if ctx.from_bits else x, seed)
+        ctx.save_for_backward(*saved)
+        ctx.save_for_forward(*saved)
+
+    @staticmethod
+    def _derivative(ctx, grad):
+        saved, seed = ctx.saved_tensors
+        if ctx.from_bits:
+            return _grad_of(grad, unpack_positive(saved, grad), seed, ctx.lower, ctx.upper, False)
+        return _grad_of(grad, saved, seed, ctx.lower, ctx.upper, True)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return _RReluInplace._derivative(ctx, grad_output), None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, x_tangent, *_):
+        return x_tangent.copy_(_RReluInplace._derivative(ctx, x_tangent))
+
+
+def _inplace_bits(recording, x, seed, lower, upper):
+    return (pack_positive(x) if recording and not saves_result(lower) else None,)
+
+
+class _RReluBackward(OpFunction):
+    @staticmethod
+    def forward(grad_output, saved, seed, lower, upper, self_is_result):
+        return run_below_autograd(ops.rrelu_with_seed_backward, grad_output, saved, seed, lower, upper,
+                                  self_is_result)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result = inputs
+        ctx.save_for_backward(saved, seed)
+        ctx.save_for_forward(saved, seed)
+
+    @staticmethod
+    def backward(ctx, grad_grad_input):
+        saved, seed = ctx.saved_tensors
+        grad = _grad_of(grad_grad_input, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
+        return grad, None, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, grad_output_tangent, *_):
+        saved, seed = ctx.saved_tensors
+        return _grad_of(grad_output_tangent, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
+
+
+register_autograd_function("rrelu_with_seed", _RRelu)
+register_autograd_function("rrelu_with_seed_", _RReluInplace, extra_arguments=_inplace_bits)
+register_autograd_function("rrelu_with_seed_backward", _RReluBackward)

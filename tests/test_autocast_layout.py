@@ -1,0 +1,141 @@
+"""Mixed precision and memory format: the fused op under torch.autocast behaves like nn.Sequential(conv, bn,
+LeakyReLU) under autocast (dtype, error within 2x torch's own); channels_last in, channels_last out and
+gradients (as torch's CPU convolution), fake kernels included."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import ascend_acts
+
+ops = torch.ops.ascend_acts
+CL = torch.channels_last
+MARGIN = {torch.bfloat16: 5e-2, torch.float16: 1e-2}
+
+
+def models(seed=0, slope=0.2, bias=False):
+    torch.manual_seed(seed)
+    seq = nn.Sequential(nn.Conv2d(3, 8, 4, 2, 1, bias=bias), nn.BatchNorm2d(8), nn.LeakyReLU(slope))
+    with torch.no_grad():
+        seq[1].weight.uniform_(0.5, 1.5), seq[1].bias.uniform_(-0.5, 0.5)
+        seq[1].running_mean.uniform_(-0.2, 0.2), seq[1].running_var.uniform_(0.5, 2)
+    fused = ascend_acts.nn.ConvBNLeakyReLU2d(3, 8, 4, 2, 1, bias=bias, negative_slope=slope)
+    fused.load_state_dict(seq.state_dict())
+    return seq, fused
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("bias", [False, True])
+def test_autocast_matches_sequential(dtype, training, bias, backend):
+    seq, fused = models(bias=bias)
+    seq64 = copy.deepcopy(seq).double().train(training)
+    seq.train(training), fused.train(training)
+    x = torch.randn(4, 3, 16, 16)
+    exact = seq64(x.double())
+    x_seq, x_ours = x.clone().requires_grad_(), x.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=dtype):
+        theirs, ours = seq(x_seq), fused(x_ours)
+    assert ours.dtype == theirs.dtype == dtype
+    assert (ours.double() - exact).abs().max() <= 2 * (theirs.double() - exact).abs().max() + 1e-3
+    # parameters keep their float32 gradients; the input gradient is float32 like the input. Where the
+    # pre-activation is within rounding of 0 a half-precision run may take the other slope (torch's too):
+    # the incoming gradient is 0 there, so the comparison measures rounding, not which side a tie fell on
+    with torch.no_grad():
+        pre = seq64[1](seq64[0](x.double()))
+    grad = torch.randn(exact.shape) * (pre.abs() > MARGIN[dtype])
+    g_theirs = torch.autograd.grad(theirs, [x_seq, seq[0].weight, seq[1].weight], grad.to(dtype))
+    g_ours = torch.autograd.grad(ours, [x_ours, fused.conv.weight, fused.bn.weight], grad.to(dtype))
+    x64 = x.double().requires_grad_()
+    g_exact = torch.autograd.grad(seq64(x64), [x64, seq64[0].weight, seq64[1].weight], grad.double())
+    for a, b, e in zip(g_ours, g_theirs, g_exact):
+        assert a.dtype == b.dtype == torch.float32
+        assert (a.double() - e).abs().max() <= 2 * (b.double() - e).abs().max() + 1e-3
+    if training:
+        torch.testing.assert_close(fused.bn.running_mean, seq[1].running_mean, rtol=2e-2, atol=2e-3)
+        assert fused.bn.running_mean.dtype == torch.float32
+
+
+def test_autocast_functional_keeps_bn_parameters_float32():
+    """Under autocast the op gets half input/weight and float32 BatchNorm parameters; outside autocast the
+    op layer refuses a dtype mismatch and names the argument."""
+    x, w = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3)
+    gamma, beta = torch.rand(4) + 0.5, torch.randn(4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = ascend_acts.conv_bn_leaky_relu(x, w, None, None, None, gamma, beta, training=True, padding=1)
+    assert out.dtype == torch.bfloat16
+    geometry = ([1, 1], [1, 1, 1, 1], [1, 1], 1)
+    ok = ops.conv_bn_leaky_relu_train(x.bfloat16(), w.bfloat16(), None, gamma, beta, *geometry, 1e-5, 0.2, False)
+    assert ok[0].dtype == torch.bfloat16 and ok[2].dtype == torch.float32
+    with pytest.raises(TypeError, match="'weight' must have the input's dtype torch.bfloat16"):
+        ops.conv_bn_leaky_relu_train(x.bfloat16(), w, None, gamma, beta, *geometry, 1e-5, 0.2, False)
+    with pytest.raises(TypeError, match="'bn_weight' must be"):
+        ops.conv_bn_leaky_relu_train(x, w, None, gamma.double(), beta, *geometry, 1e-5, 0.2, False)
+    with pytest.raises(TypeError, match="'bias' must have the input's dtype torch.float16"):
+        ops.conv_bias_leaky_relu(x.half(), w.half(), torch.zeros(4), *geometry, 0.2)
+
+
+def test_autocast_compiles():
+    seq, fused = models(1)
+    compiled = torch.compile(fused, backend="aot_eager", fullgraph=True)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, expected = compiled(x), fused(x)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), expected.float(), rtol=2e-2, atol=2e-2)
+
+
+def _strides_like_torch(ours, theirs):
+    assert ours.stride() == theirs.stride(), (ours.stride(), theirs.stride())
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("layout", ["input", "weight", "both"])
+def test_channels_last_like_torch(training, layout, backend):
+    seq, fused = models(2)
+    seq.train(training), fused.train(training)
+    if layout in ("weight", "both"):
+        seq.to(memory_format=CL), fused.to(memory_format=CL)
+    x = torch.randn(4, 3, 16, 16)
+    if layout in ("input", "both"):
+        x = x.contiguous(memory_format=CL)
+    xs, xf = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ys, yf = seq(xs), fused(xf)
+    _strides_like_torch(yf, ys)
+    torch.testing.assert_close(yf, ys, rtol=2e-4, atol=2e-4)
+    grad = torch.randn(ys.shape)
+    gs = torch.autograd.grad(ys, [xs, seq[0].weight], grad)
+    gf = torch.autograd.grad(yf, [xf, fused.conv.weight], grad)
+    for a, b in zip(gf, gs):
+        _strides_like_torch(a, b)
+        torch.testing.assert_close(a, b, rtol=2e-4, atol=2e-4)
+
+
+CL_SAMPLES = {
+    "train": lambda: (ops.conv_bn_leaky_relu_train.default,
+                      (torch.randn(2, 3, 6, 6).contiguous(memory_format=CL).requires_grad_(),
+                       torch.randn(4, 3, 3, 3, requires_grad=True), None, torch.rand(4).add(0.5).requires_grad_(),
+                       torch.randn(4, requires_grad=True), [1, 1], [1, 1, 1, 1], [1, 1], 1, 1e-5, 0.2, False)),
+    "train_backward": lambda: (ops.conv_bn_leaky_relu_train_backward.default,
+                               (torch.randn(2, 4, 6, 6), torch.randn(2, 4, 6, 6), False,
+                                torch.randn(2, 3, 6, 6).contiguous(memory_format=CL), torch.randn(4, 3, 3, 3),
+                                torch.ones(4), torch.zeros(4), torch.zeros(4), torch.ones(4), [1, 1], [1, 1, 1, 1],
+                                [1, 1], 1, 0.2)),
+    "eval": lambda: (ops.conv_bias_leaky_relu.default,
+                     (torch.randn(2, 4, 7, 7, requires_grad=True),
+                      torch.randn(6, 2, 3, 3).contiguous(memory_format=CL).requires_grad_(),
+                      torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
+    "eval_backward": lambda: (ops.conv_bias_leaky_relu_backward.default,
+                              (torch.randn(2, 6, 3, 3), torch.randn(2, 4, 7, 7).contiguous(memory_format=CL),
+                               torch.randn(6, 2, 3, 3), torch.randn(6), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
+}
+
+
+@pytest.mark.parametrize("sample", CL_SAMPLES)
+def test_opcheck_channels_last(sample, backend):
+    op, args = CL_SAMPLES[sample]()
+    torch.library.opcheck(op, args)
+    out = op(*args)
+    assert (out[0] if isinstance(out, tuple) else out).is_contiguous(memory_format=CL)
