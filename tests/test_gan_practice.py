@@ -423,9 +423,13 @@ def test_channels_last_features_keep_memory_format(training, backend):
 
 # --- batch sizes, failed calls ------------------------------------------------------------------
 
-def assert_state_identical(converted, reference):
-    """Bit-identical parameters and buffers (running statistics, num_batches_tracked), by position."""
-    for a, b in zip(converted.state_dict().values(), reference.state_dict().values(), strict=True):
+def state_snapshot(model):
+    return [t.clone() for t in model.state_dict().values()]
+
+
+def assert_state_unchanged(model, snapshot):
+    """Bit-identical to the snapshot: parameters and buffers (running statistics, num_batches_tracked)."""
+    for a, b in zip(model.state_dict().values(), snapshot, strict=True):
         assert a.dtype == b.dtype and torch.equal(a, b)
 
 
@@ -433,7 +437,8 @@ def test_empty_batch_behaves_as_torch(backend):
     """N=0 (an empty last batch, a filtered batch): torch returns an empty output; statistics as torch's."""
     dtype = dtype_for(backend)
     netD, converted = torch_and_converted(discriminator(dtype))
-    optimizers = [adam(m) for m in (converted, netD)]
+    # plain SGD: Adam turns a float32 rounding of a near-zero gradient into a full +-lr step
+    optimizers = [torch.optim.SGD(m.parameters(), lr=1e-2) for m in (converted, netD)]
     for step in range(3):
         empty = images(0, dtype)
         for model in (converted, netD):
@@ -466,19 +471,20 @@ def test_single_sample_batch_behaves_as_torch(backend):
     features = torch.randn(1, NDF * 8, 4, 4, dtype=F64).to(dtype)
     with pytest.raises(ValueError, match="Expected more than 1 value per channel when training"):
         head_ref(features)
+    before = state_snapshot(head_converted)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         head_converted(features)
     # torch counts the refused batch in num_batches_tracked before it raises; the project's rule is that a
-    # failed call changes nothing: either is accepted here, the running statistics must be untouched
+    # failed call changes nothing at all
+    assert_state_unchanged(head_converted, before)
     (count,) = [b for b in head_converted.buffers() if not b.is_floating_point()]
     (torch_count,) = [b for b in head_ref.buffers() if not b.is_floating_point()]
-    assert int(count) in (int(torch_count), int(torch_count) - 1)
+    assert int(count) == int(torch_count) - 1
     count.copy_(torch_count)
-    assert_state_identical(head_converted, head_ref)
+    assert_models_equal(head_converted, head_ref, dtype)
     pair = torch.randn(2, NDF * 8, 4, 4, dtype=F64).to(dtype)
     assert_same(head_converted(pair), head_ref(pair), dtype)
-    assert_state_identical(head_converted, head_ref) if dtype == F64 else assert_models_equal(head_converted, head_ref,
-                                                                                              dtype)
+    assert_models_equal(head_converted, head_ref, dtype)
 
 
 def test_failed_calls_change_nothing_with_cumulative_momentum(backend):
@@ -511,12 +517,11 @@ def test_failed_calls_change_nothing_with_cumulative_momentum(backend):
     for name, bad in bad_inputs.items():
         with pytest.raises((RuntimeError, ValueError)):
             netD(bad)
+        before = state_snapshot(converted)
         with pytest.raises((RuntimeError, ValueError, TypeError)):
             converted(bad)
-        if dtype == F64:
-            assert_state_identical(converted, netD)
-        else:
-            assert_models_equal(converted, netD, dtype)
+        assert_state_unchanged(converted, before)
+        assert_models_equal(converted, netD, dtype)
         for a, b in zip(converted.buffers(), netD.buffers()):
             if not b.is_floating_point():
                 assert torch.equal(a, b), name
@@ -774,23 +779,37 @@ def test_inplace_rrelu_training_with_negative_lower_backward_as_torch(backend):
 # --- further findings (beyond the issue's list), each against torch ---------------------------------
 
 def test_half_precision_training_gradients_within_2x_torch_error(backend):
-    """`netD.half()` and a training step: every parameter gradient's error against a float64 run of the
-    same float16 weights and input is at most 2x torch's own float16 error (+ one float16 ulp of the
-    largest gradient). The README promises this for the fused block."""
+    """`netD.half()` in training: at every fused Conv-BN-LeakyReLU run of the discriminator, fed torch's own
+    float16 activations there and one float16 output gradient, the input and parameter gradients' error
+    against float64 (same float16 weights and input) is at most 2x torch's own float16 error (+ one float16
+    ulp of the largest gradient). Judged per run: through the whole model an upstream rounding difference
+    can move a pre-activation across 0, after which torch's and our gradients both differ from float64 by
+    the other slope, whichever of the two happens to round the same way as float64."""
     netD, converted = torch_and_converted(discriminator(torch.float32))
     exact = copy.deepcopy(netD).double()
     netD.half(), converted.half()
     x = images(4, torch.float16)
-    grads = []
-    for model, input in ((converted, x), (netD, x), (exact, x.double())):
-        model(input).sum().backward()
-        grads.append([p.grad for p in model.parameters()])
-    for name, ours, theirs, want in zip([n for n, _ in netD.named_parameters()], *grads):
-        scale = want.abs().max().item()
-        our_error = (ours.double() - want).abs().max().item()
-        torch_error = (theirs.double() - want).abs().max().item()
-        assert our_error <= 2 * torch_error + 2**-11 * scale, \
-            f"{name}: error {our_error / scale:.2g} (relative) vs torch's {torch_error / scale:.2g}"
+    generator = torch.Generator().manual_seed(7)
+    runs = [i for i in range(len(netD.main) - 2)
+            if [type(m) for m in netD.main[i:i + 3]] == [nn.Conv2d, nn.BatchNorm2d, nn.LeakyReLU]]
+    assert len(runs) == 3
+    for i in runs:
+        with torch.no_grad():
+            features = netD.main[:i](x)
+        grad_out = torch.randn(netD.main[i:i + 3](features).shape, generator=generator).half()
+        results = []
+        for model, cast in ((converted, torch.float16), (netD, torch.float16), (exact, F64)):
+            block = model.main[i:i + 3]
+            block.zero_grad()
+            input = features.to(cast).clone().requires_grad_()
+            block(input).backward(grad_out.to(cast))
+            results.append([input.grad] + [p.grad for p in block.parameters()])
+        for name, ours, theirs, want in zip(["input", "conv.weight", "bn.weight", "bn.bias"], *results):
+            scale = want.abs().max().item()
+            our_error = (ours.double() - want).abs().max().item()
+            torch_error = (theirs.double() - want).abs().max().item()
+            assert our_error <= 2 * torch_error + 2**-11 * scale, \
+                f"main.{i} {name}: error {our_error / scale:.2g} (relative) vs torch's {torch_error / scale:.2g}"
 
 
 def test_eval_after_changing_batch_norm_eps():

@@ -88,6 +88,8 @@ def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups,
                                                       negative_slope)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     out = torch.empty(shape, dtype=input.dtype)
+    if out.numel() == 0:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
+        return out
     sim.conv_bn_leaky_relu_eval(to_array(input.contiguous()), to_array(weight.detach().to(input.dtype).contiguous()),
                                 to_array(_channel_floats(bias)), stride, padding, dilation, negative_slope,
                                 to_array(out))
