@@ -69,6 +69,7 @@ def test_cube_convolution_matches_torch(geometry):
     ("cube_fixpipe_quant", "fixpipe_params", 0),
     ("cube_api_on_vector", "wrong_core", 0),
     ("cube_deadlock", "cross_core_deadlock", None),
+    ("cube_overwrite_before_release", "cross_core_hazard", 0),  # AIC 0 rewrites the ring the AIVs read after flag 2
 ])
 def test_broken_cube_kernel_raises_its_rule(kernel, rule, block):
     with pytest.raises(sim.EmulatorError) as caught:

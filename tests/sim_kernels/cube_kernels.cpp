@@ -30,7 +30,7 @@ uint32_t PositionsAligned() { return (Positions() + 15) / 16 * 16; }
 uint32_t ReductionK() { return kC0 * g_args.kernel * g_args.kernel; }
 
 enum class Break { None, NoFlag, WrongL0Position, UnalignedL0, L1Overflow, BadChannelSize, FixpipeQuant, CubeOnVector,
-                   Deadlock, L0cOverflow };
+                   Deadlock, L0cOverflow, OverwriteBeforeRelease };
 Break g_break = Break::None;
 
 void CubeSide() {
@@ -74,6 +74,10 @@ void CubeSide() {
     if (g_break == Break::NoFlag) return;
     if (g_break == Break::Deadlock) CrossCoreWaitFlag<2, PIPE_FIX>(3);  // nobody sets 3
     CrossCoreSetFlag<2, PIPE_FIX>(1);
+    if (g_break == Break::OverwriteBeforeRelease) {
+        CrossCoreWaitFlag<2, PIPE_FIX>(2);  // the AIVs have taken the ring ... but not yet read it out
+        Fixpipe(ring, c, out);              // so this overwrites bytes they read after their flag
+    }
 }
 
 void VectorSide() {
@@ -84,6 +88,7 @@ void VectorSide() {
     }
     const uint32_t n = PositionsAligned(), rows = kCout / 2, first = GetSubBlockIdx() * rows;
     if (g_break != Break::NoFlag) CrossCoreWaitFlag<2, PIPE_MTE2>(1);
+    if (g_break == Break::OverwriteBeforeRelease) CrossCoreSetFlag<2, PIPE_MTE2>(2);  // too early: before the reads
     TPipe pipe;
     TBuf<TPosition::VECCALC> buf;
     pipe.InitBuffer(buf, rows * n * 4);
@@ -115,6 +120,7 @@ const Named kCubeKernels[] = {
     {"cube_l1_overflow", Break::L1Overflow}, {"cube_bad_channel_size", Break::BadChannelSize},
     {"cube_fixpipe_quant", Break::FixpipeQuant}, {"cube_api_on_vector", Break::CubeOnVector},
     {"cube_deadlock", Break::Deadlock},     {"cube_l0c_overflow", Break::L0cOverflow},
+    {"cube_overwrite_before_release", Break::OverwriteBeforeRelease},
 };
 
 }  // namespace
