@@ -5,6 +5,7 @@
 #include "sim/tensors.h"
 #include "sim/datacopy.h"
 #include "sim/vector.h"
+#include "sim/cube.h"
 
 // CANN selects a kernel branch with the tiling key the host set (TilingContext::SetTilingKey), and finds
 // the keys a kernel has by a regex over the preprocessed kernel that only reads integer literals
@@ -32,8 +33,8 @@ constexpr bool LiteralTilingKey() {
     (::ascendc_sim::LiteralTilingKey<::ascendc_sim::IsIntegerLiteral(#key)>() &&             \
      ::ascendc_sim::Ctx().tilingKey == static_cast<uint64_t>(key))
 
-// Kernel types (KERNEL_TASK_TYPE_DEFAULT): the emulator runs the vector (AIV) side of a MIX kernel and
-// does the cube's work inside the Matmul calls (lib/matmul_intf.h), so the type changes nothing here.
+// Kernel types (KERNEL_TASK_TYPE_DEFAULT): the launcher decides how a kernel runs (Launch: vector cores
+// only, the Matmul API doing the cube's work inside its calls; LaunchMix: cube and vector programs).
 enum KernelMetaType { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_AIC_ONLY, KERNEL_TYPE_MIX_AIC_1_1, KERNEL_TYPE_MIX_AIC_1_2 };
 #define KERNEL_TASK_TYPE_DEFAULT(type) static_cast<void>(type)
 

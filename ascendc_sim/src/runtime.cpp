@@ -1,18 +1,19 @@
 #include <algorithm>
 
 #include "sim/launch.h"
+#include "sim/mix.h"
 #include "sim/tensors.h"
 
 namespace ascendc_sim {
 
 // The CANN 8.1 platform files (aarch64-linux/data/platform_config/<SoC>.ini: vector_core_cnt,
 // cube_core_cnt, ub_size, l1_size, l0_a/b/c_size): one cube core (AIC) per two vector cores, UB 192 KiB,
-// L1 / L0A / L0B / L0C = 512 / 64 / 64 / 128 KiB; Atlas A3 (Ascend910_9391) has 910B1's numbers and
+// L1 / L0A / L0B / L0C = 512 / 64 / 64 / 128 KiB, bias table bt_size = 1 KiB, fixpipe buffer fb0_size = 2 KiB; Atlas A3 (Ascend910_9391) has 910B1's numbers and
 // its vector architecture (dav-c220). Select's temporary at 184 KiB: see Platform.
 const Platform kPlatforms[] = {
-    {"ascend910b1", 48, 192 * 1024, 184 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
-    {"ascend910b3", 40, 192 * 1024, 184 * 1024, 20, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
-    {"ascend910_93", 48, 192 * 1024, 184 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024},
+    {"ascend910b1", 48, 192 * 1024, 184 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024, 1024, 2048},
+    {"ascend910b3", 40, 192 * 1024, 184 * 1024, 20, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024, 1024, 2048},
+    {"ascend910_93", 48, 192 * 1024, 184 * 1024, 24, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024, 1024, 2048},
 };
 const uint32_t kPlatformCount = sizeof(kPlatforms) / sizeof(kPlatforms[0]);
 
@@ -36,10 +37,13 @@ GmBuffer* FindGm(const void* address, uint64_t bytes) {
 void RecordGmRead(const void* address, uint64_t bytes) {
     GmBuffer* buffer = FindGm(address, bytes);
     if (buffer == nullptr) Fail("gm_out_of_bounds", "read of " + std::to_string(bytes) + " bytes outside the launch's buffers");
+    if (Ctx().mix) {
+        NoteMixGmAccess(size_t(buffer - Ctx().gm.data()), static_cast<const uint8_t*>(address) - buffer->base, bytes, false);
+    }
     buffer->bytesIn += bytes;
     auto& c = Ctx().counters;
     c.gmBytesIn += bytes;
-    c.blockBytesIn[Ctx().blockIdx] += bytes;
+    c.blockBytesIn[Ctx().coreId] += bytes;
     ++c.dataCopyCalls;
 }
 
@@ -47,8 +51,9 @@ void RecordGmWrite(const void* address, uint64_t bytes) {
     auto& ctx = Ctx();
     GmBuffer* buffer = FindGm(address, bytes);
     if (buffer == nullptr) Fail("gm_out_of_bounds", "write of " + std::to_string(bytes) + " bytes outside the launch's buffers");
+    if (ctx.mix) NoteMixGmAccess(size_t(buffer - ctx.gm.data()), static_cast<const uint8_t*>(address) - buffer->base, bytes, true);
     if (buffer->output) {
-        auto block = static_cast<int16_t>(ctx.blockIdx);
+        auto block = static_cast<int16_t>(ctx.coreId);
         uint64_t first = static_cast<const uint8_t*>(address) - buffer->base;
         for (uint64_t i = first; i < first + bytes; ++i) {
             int16_t& owner = buffer->owner[i];
@@ -61,7 +66,7 @@ void RecordGmWrite(const void* address, uint64_t bytes) {
     }
     buffer->bytesOut += bytes;
     ctx.counters.gmBytesOut += bytes;
-    ctx.counters.blockBytesOut[ctx.blockIdx] += bytes;
+    ctx.counters.blockBytesOut[ctx.coreId] += bytes;
     ++ctx.counters.dataCopyCalls;
 }
 
@@ -114,17 +119,46 @@ uint32_t AllocateUb(uint32_t bytes, const char* what) {
 LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,
                     const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock,
                     bool wrapsIntegers) {
+    auto body = [&] {
+        auto& context = Ctx();
+        if (blockDim == 0 || blockDim > platform.vectorCores) {
+            Fail("block_dim", "blockDim " + std::to_string(blockDim) + " is outside 1.." +
+                 std::to_string(platform.vectorCores) + " (" + platform.name + " vector cores)");
+        }
+        for (uint32_t block = 0; block < blockDim; ++block) {
+            context.blockIdx = block;
+            context.coreId = block;
+            context.ubUsed = 0;
+            context.selectIssued = false;
+            context.leaks.clear();
+            std::memset(context.ub, 0, platform.ubBytes);
+            runBlock();
+            if (!context.leaks.empty()) Fail("leaked_tensor", context.leaks.front() + " when the kernel returned");
+        }
+    };
+    return LaunchCores(kernel, platform, blockDim, tilingKey, buffers, body, wrapsIntegers);
+}
+
+void RestoreCoreIds(uint32_t core, uint32_t blockIdx) {
+    Ctx().coreId = core;
+    Ctx().blockIdx = blockIdx;
+}
+
+LaunchResult LaunchCores(const char* kernel, const Platform& platform, uint32_t cores, uint64_t tilingKey,
+                         const std::vector<LaunchBuffer>& buffers, const std::function<void()>& body,
+                         bool wrapsIntegers) {
     Context context;
     context.integerWrapAllowed = wrapsIntegers;
     context.platform = platform;
     context.kernel = kernel;
-    context.blockDim = blockDim;
+    context.blockDim = cores;
     context.tilingKey = tilingKey;
     context.ubStorage.reset(new uint8_t[platform.ubBytes + 32]);
     auto aligned = (reinterpret_cast<uintptr_t>(context.ubStorage.get()) + 31) / 32 * 32;
     context.ub = reinterpret_cast<uint8_t*>(aligned);
-    context.counters.blockBytesIn.assign(blockDim, 0);
-    context.counters.blockBytesOut.assign(blockDim, 0);
+    const uint32_t slots = cores == 0 ? 1 : cores;
+    context.counters.blockBytesIn.assign(slots, 0);
+    context.counters.blockBytesOut.assign(slots, 0);
     for (const auto& b : buffers) {
         GmBuffer gm{static_cast<uint8_t*>(b.data), b.bytes, b.output, {}};
         if (b.output) {
@@ -135,21 +169,10 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
     }
     g_context = &context;
     LaunchResult result;
+    bool launchLevel = false;
     try {
-        if (blockDim == 0 || blockDim > platform.vectorCores) {
-            Fail("block_dim", "blockDim " + std::to_string(blockDim) + " is outside 1.." +
-                 std::to_string(platform.vectorCores) + " (" + platform.name + " vector cores)");
-        }
-        for (uint32_t block = 0; block < blockDim; ++block) {
-            context.blockIdx = block;
-            context.ubUsed = 0;
-            context.selectIssued = false;
-            context.leaks.clear();
-            std::memset(context.ub, 0, platform.ubBytes);
-            runBlock();
-            if (!context.leaks.empty()) Fail("leaked_tensor", context.leaks.front() + " when the kernel returned");
-        }
-        result.block = -1;
+        body();
+        launchLevel = true;
         for (const auto& gm : context.gm) {
             auto unwritten = std::find(gm.owner.begin(), gm.owner.end(), int16_t(-1));
             if (gm.output && unwritten != gm.owner.end()) {
@@ -161,7 +184,7 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
         result.ok = false;
         result.rule = violation.rule;
         result.message = violation.what();
-        bool inBlock = context.blockIdx < blockDim && result.rule != "unwritten_output" && result.rule != "block_dim";
+        bool inBlock = !launchLevel && result.rule != "block_dim" && result.rule != "cross_core_deadlock";
         result.block = inBlock ? static_cast<int64_t>(context.blockIdx) : -1;
     }
     result.counters = context.counters;

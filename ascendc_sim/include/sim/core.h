@@ -55,7 +55,14 @@ struct Platform {
     // the cube unit
     uint32_t cubeCores;
     uint32_t l1Bytes, l0aBytes, l0bBytes, l0cBytes;
+    uint32_t biasTableBytes, fixpipeBufferBytes;  // bt_size, fb0_size
 };
+
+// The memories of an AI core: UB on each vector core (AIV), the rest on the cube core (AIC).
+enum class Memory : uint8_t { UB, L1, L0A, L0B, L0C, BiasTable, FixpipeBuffer, Count };
+const char* MemoryName(Memory memory);
+
+enum class CoreType : uint8_t { AIV, AIC };
 
 // A broken rule: `rule` is a stable name tests and users can match on.
 struct RuleViolation : std::runtime_error {
@@ -76,6 +83,8 @@ struct Counters {
     uint64_t cubeIterations = 0;  // Matmul Iterate calls (one baseM x baseN block of C each)
     uint64_t cubeMacs = 0;        // multiply-accumulates the cube did
     uint64_t integerWraps = 0;    // vector integer results that wrapped (allowed kernels only)
+    uint64_t crossCoreFlags = 0;  // CrossCoreSetFlag calls (MIX launches)
+    uint64_t l1BytesIn = 0;       // GM -> L1 bytes (the cube core's MTE2)
     std::vector<uint64_t> blockBytesIn, blockBytesOut;
 };
 
@@ -104,6 +113,13 @@ struct Context {
     bool selectIssued = false;       // this block used Select: the UB from selectTemporaryOffset is taken
     bool integerWrapAllowed = false; // the launch declares that its kernel relies on integer wraparound
     Counters counters;
+    // MIX launches (LaunchMix): the running core, its type and sub-block, its cube memories
+    bool mix = false;
+    CoreType coreType = CoreType::AIV;
+    uint32_t coreId = 0;       // index into per-core counters and ownership: blockIdx, or AIC c / AIV 2c+s after
+    uint32_t subBlockIdx = 0;
+    uint8_t* cubeMemory[size_t(Memory::Count)] = {};
+    uint32_t cubeUsed[size_t(Memory::Count)] = {};
 };
 
 Context& Ctx();
@@ -115,5 +131,8 @@ void RecordVector(uint64_t bytes);
 uint32_t AllocateUb(uint32_t bytes, const char* what);
 void NoteSelect(const char* op);
 void NoteIntegerWrap(const char* op, const char* type);
+uint8_t* AllocateCube(Memory memory, uint64_t bytes);
+void RequireCore(CoreType type, const char* what);
+uint32_t CapacityOf(Memory memory);
 
 }  // namespace ascendc_sim

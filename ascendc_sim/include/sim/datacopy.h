@@ -5,6 +5,17 @@
 
 namespace AscendC {
 
+// GM <-> local copies in 32-byte blocks (kernel_struct_data_copy.h): lengths and gaps in blocks.
+struct DataCopyParams {
+    DataCopyParams() {}
+    DataCopyParams(const uint16_t count, const uint16_t len, const uint16_t srcStrideIn, const uint16_t dstStrideIn)
+        : blockCount(count), blockLen(len), srcStride(srcStrideIn), dstStride(dstStrideIn) {}
+    uint16_t blockCount = 1;
+    uint16_t blockLen = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstStride = 0;
+};
+
 struct DataCopyExtParams {
     uint16_t blockCount = 1;
     uint32_t blockLen = 0;   // bytes per block

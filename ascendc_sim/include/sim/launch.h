@@ -31,4 +31,16 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
                     const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runBlock,
                     bool wrapsIntegers = false);
 
+// A MIX kernel (KERNEL_TYPE_MIX_AIC_1_2): `blockDim` AI cores, each a cube core (AIC, GetBlockIdx() = c)
+// and two vector cores (AIV, GetBlockIdx() = 2c + GetSubBlockIdx()), every one running `runCore` (the
+// kernel entry), which branches with ASCEND_IS_AIC / ASCEND_IS_AIV. Per-core counters: AIC c at c, AIV v
+// at blockDim + v. sim/mix.h has the flags and the hazard check.
+LaunchResult LaunchMix(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,
+                       const std::vector<LaunchBuffer>& buffers, const std::function<void()>& runCore);
+
+// The launch frame both use: buffers, poisoning, counters, output checks; `body` runs the cores.
+LaunchResult LaunchCores(const char* kernel, const Platform& platform, uint32_t cores, uint64_t tilingKey,
+                         const std::vector<LaunchBuffer>& buffers, const std::function<void()>& body,
+                         bool wrapsIntegers = false);
+
 }  // namespace ascendc_sim

@@ -7,18 +7,40 @@
 #include "core.h"
 
 // Pipes are a global enum in AscendC.
-enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL };
+enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_FIX, PIPE_ALL };
 
 namespace AscendC {
 
 template <typename A, typename B>
 struct IsSameType { static constexpr bool value = std::is_same<A, B>::value; };
 
-enum class TPosition { GM, VECIN, VECOUT, VECCALC, A1, A2, B1, B2, CO1, CO2 };
+// The positions of CANN 8.1 (basic_api/impl/kernel_event.h, in its order). Where each lives on 910B
+// (GetPhyType there, __CCE_AICORE__ == 220): A1/B1/C1 L1, A2 L0A, B2 L0B, CO1 L0C, C2 the bias table,
+// C2PIPE2GM the fixpipe buffer, the VEC* positions UB.
+enum class TPosition : uint8_t {
+    GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC, LCM = VECCALC, SPM, SHM = SPM, TSCM,
+    C2PIPE2GM, C2PIPE2LOCAL, MAX
+};
 using QuePosition = TPosition;
 
 inline uint32_t GetBlockIdx() { return ascendc_sim::Ctx().blockIdx; }
 inline uint32_t GetBlockNum() { return ascendc_sim::Ctx().blockDim; }
+// In a MIX kernel (AIC:AIV 1:2) the two AIVs of an AI core are its sub-blocks 0 and 1.
+inline int64_t GetSubBlockIdx() { return ascendc_sim::Ctx().subBlockIdx; }
+inline int64_t GetTaskRation() { return ascendc_sim::Ctx().mix ? 2 : 1; }
+
+// The memory a position lives in on 910B, as the emulator allocates it.
+constexpr ascendc_sim::Memory MemoryOf(TPosition position) {
+    switch (position) {
+        case TPosition::A1: case TPosition::B1: case TPosition::C1: return ascendc_sim::Memory::L1;
+        case TPosition::A2: return ascendc_sim::Memory::L0A;
+        case TPosition::B2: return ascendc_sim::Memory::L0B;
+        case TPosition::CO1: return ascendc_sim::Memory::L0C;
+        case TPosition::C2: return ascendc_sim::Memory::BiasTable;
+        case TPosition::C2PIPE2GM: return ascendc_sim::Memory::FixpipeBuffer;
+        default: return ascendc_sim::Memory::UB;
+    }
+}
 template <pipe_t pipe>
 inline void PipeBarrier() {}  // the emulator runs every pipe in program order
 
@@ -69,14 +91,17 @@ template <typename T>
 class LocalTensor {
 public:
     LocalTensor() = default;
-    LocalTensor(T* data, uint32_t capacity) : data_(data), capacity_(capacity) {}
+    LocalTensor(T* data, uint32_t capacity, TPosition position = TPosition::VECCALC)
+        : data_(data), capacity_(capacity), position_(position) {}
     LocalTensor operator[](uint32_t offset) const {
-        return LocalTensor(data_ + offset, offset <= capacity_ ? capacity_ - offset : 0);
+        return LocalTensor(data_ + offset, offset <= capacity_ ? capacity_ - offset : 0, position_);
     }
     template <typename U>
     LocalTensor<U> ReinterpretCast() const {
-        return LocalTensor<U>(reinterpret_cast<U*>(data_), static_cast<uint32_t>(uint64_t(capacity_) * sizeof(T) / sizeof(U)));
+        return LocalTensor<U>(reinterpret_cast<U*>(data_), static_cast<uint32_t>(uint64_t(capacity_) * sizeof(T) / sizeof(U)),
+                              position_);
     }
+    TPosition GetPosition() const { return position_; }
     T GetValue(uint32_t index) const { Check(index + 1, "GetValue", false); return data_[index]; }
     void SetValue(uint32_t index, T value) const { Check(index + 1, "SetValue", false); data_[index] = value; }
     uint32_t GetSize() const { return capacity_; }
@@ -102,6 +127,7 @@ public:
 private:
     T* data_ = nullptr;
     uint32_t capacity_ = 0;
+    TPosition position_ = TPosition::VECCALC;
 };
 
 class QueueBase {
@@ -131,7 +157,7 @@ public:
         for (size_t i = 0; i < slots_.size(); ++i) {
             if (state_[i] == Slot::Free) {
                 state_[i] = Slot::Held;
-                return LocalTensor<T>(reinterpret_cast<T*>(slots_[i]), len_ / sizeof(T));
+                return LocalTensor<T>(reinterpret_cast<T*>(slots_[i]), len_ / sizeof(T), position);
             }
         }
         ascendc_sim::Fail("queue_depth", "AllocTensor: all " + std::to_string(slots_.size()) +
@@ -153,7 +179,7 @@ public:
         size_t slot = queued_.front();
         queued_.pop_front();
         state_[slot] = Slot::Held;
-        return LocalTensor<T>(reinterpret_cast<T*>(slots_[slot]), len_ / sizeof(T));
+        return LocalTensor<T>(reinterpret_cast<T*>(slots_[slot]), len_ / sizeof(T), position);
     }
     template <typename T>
     void FreeTensor(const LocalTensor<T>& tensor) {
@@ -183,11 +209,11 @@ class TBuf {
 public:
     void Init(uint8_t* base, uint32_t len) { base_ = base; len_ = len; }
     template <typename T>
-    LocalTensor<T> Get() const { return LocalTensor<T>(reinterpret_cast<T*>(base_), len_ / sizeof(T)); }
+    LocalTensor<T> Get() const { return LocalTensor<T>(reinterpret_cast<T*>(base_), len_ / sizeof(T), position); }
     template <typename T>
     LocalTensor<T> Get(uint32_t count) const {
         if (uint64_t(count) * sizeof(T) > len_) ascendc_sim::Fail("ub_out_of_bounds", "TBuf::Get: more than the buffer holds");
-        return LocalTensor<T>(reinterpret_cast<T*>(base_), count);
+        return LocalTensor<T>(reinterpret_cast<T*>(base_), count, position);
     }
 
 private:
@@ -200,17 +226,20 @@ public:
     template <TPosition position, int32_t depth>
     void InitBuffer(TQue<position, depth>& queue, int32_t num, uint32_t len) {
         uint32_t rounded = (len + 31) / 32 * 32;
-        queue.Init(Allocate(uint64_t(num) * rounded), num, rounded);
+        queue.Init(Allocate(MemoryOf(position), uint64_t(num) * rounded), num, rounded);
     }
     template <TPosition position>
     void InitBuffer(TBuf<position>& buffer, uint32_t len) {
         uint32_t rounded = (len + 31) / 32 * 32;
-        buffer.Init(Allocate(rounded), rounded);
+        buffer.Init(Allocate(MemoryOf(position), rounded), rounded);
     }
 
 private:
-    uint8_t* Allocate(uint64_t bytes) {
+    // UB on a vector core; L1, L0A/L0B/L0C, bias table and fixpipe buffer on the cube core (sim/cube.h)
+    uint8_t* Allocate(ascendc_sim::Memory memory, uint64_t bytes) {
+        if (memory != ascendc_sim::Memory::UB) return ascendc_sim::AllocateCube(memory, bytes);
         if (bytes > UINT32_MAX) ascendc_sim::Fail("ub_overflow", "InitBuffer: request larger than 4 GiB");
+        ascendc_sim::RequireCore(ascendc_sim::CoreType::AIV, "InitBuffer of a UB position (VECIN/VECOUT/VECCALC)");
         return ascendc_sim::Ctx().ub + ascendc_sim::AllocateUb(static_cast<uint32_t>(bytes), "InitBuffer");
     }
 };
