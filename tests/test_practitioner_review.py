@@ -118,3 +118,30 @@ def test_float32_gradients_with_a_nearly_switched_off_batch_norm_channel_within_
         torch_error = ((theirs - exact_grad).abs().max() / scale).item()
         our_error = ((ours - exact_grad).abs().max() / scale).item()
         assert our_error <= max(10 * torch_error, 1e-5), (our_error, torch_error)
+
+
+# --- 5. in-place LeakyReLU on tensors torch refuses to modify ------------------------------------------
+# `with torch.inference_mode(): fake = G(z)` and later an in-place op on `fake`: torch refuses the write
+# (an inference tensor has no version counter); ours writes silently.
+def test_inplace_leaky_relu_on_an_inference_tensor_outside_inference_mode_raises_as_torch():
+    with torch.inference_mode():
+        fake = torch.randn(4, 5, dtype=F64)
+    before = fake.clone()
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        torch.nn.functional.leaky_relu(fake, 0.2, inplace=True)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside InferenceMode"):
+        ascend_acts.leaky_relu(fake, 0.2, inplace=True)
+    assert torch.equal(fake, before)
+
+
+# A view taken under no_grad of a tensor that requires grad, then modified in place with grad enabled:
+# torch explains exactly that ("A view was created in no_grad mode ..."); ours says "a leaf Variable that
+# requires grad is being used in an in-place operation", about a tensor that is neither.
+def test_inplace_leaky_relu_on_a_no_grad_view_gives_torchs_error():
+    h = torch.randn(4, 5, dtype=F64, requires_grad=True) * 1.0
+    with torch.no_grad():
+        row = h[0]
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+        torch.nn.functional.leaky_relu(row, 0.2, inplace=True)
+    with pytest.raises(RuntimeError, match="A view was created in no_grad mode"):
+        ascend_acts.leaky_relu(row, 0.2, inplace=True)
