@@ -387,7 +387,7 @@ def test_inplace_abn_only_where_the_output_determines_x_hat():
 
     gamma, beta = torch.tensor([1.0, 0.5]), torch.tensor([0.0, 2.0])  # |beta| / |gamma| up to 4
     assert output_determines_batch_norm(gamma, beta, 0.2, torch.bfloat16)
-    assert output_determines_batch_norm(gamma * 0.04, beta, 0.2, torch.float32)  # ratio 100
+    assert not output_determines_batch_norm(gamma * 0.04, beta, 0.2, torch.float32)  # ratio 100: ~200 u error
     assert not output_determines_batch_norm(gamma * 0.04, beta, 0.2, torch.float16)
     assert not output_determines_batch_norm(gamma * 0.04, beta, 0.2, torch.bfloat16)
     assert not output_determines_batch_norm(gamma, beta, 0.0, torch.float32)

@@ -24,7 +24,9 @@ def check_real(fn: str, name: str, value, finite: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{fn}(): argument '{name}' must be a real number, got {type(value).__name__}")
     value = float(value)
-    if finite and not math.isfinite(value):
+    # under torch.compile(dynamic=True) a module's float attributes are symbolic, and math.isfinite on
+    # them would break the graph: finiteness is checked in eager calls only
+    if finite and not torch.compiler.is_compiling() and not math.isfinite(value):
         raise ValueError(f"{fn}(): argument '{name}' must be finite, got {value}")
     return value
 

@@ -27,7 +27,7 @@ import torch
 
 from . import torch_kernels, torch_kernels_conv_bn
 from .backends import FUSED_KERNELS
-from .ops._library import check_no_internal_overlap, check_result_based_backward, lib
+from .ops._library import check_inplace_target, check_result_based_backward, lib
 
 STRICT_ENV = "ASCEND_ACTS_NPU_STRICT"
 EXTENSION = "ascend_acts._npu_ops"
@@ -120,7 +120,7 @@ def _leaky_relu(x, negative_slope):
 
 def _leaky_relu_(x, negative_slope):
     check_fallback_allowed()
-    check_no_internal_overlap(x)
+    check_inplace_target(x)
     x.copy_(torch_kernels.leaky_relu(x, negative_slope))
 
 
@@ -137,7 +137,7 @@ def _rrelu(x, seed, lower, upper):
 
 def _rrelu_(x, seed, lower, upper):
     check_fallback_allowed()
-    check_no_internal_overlap(x)
+    check_inplace_target(x)
     x.copy_(torch_kernels.rrelu(x, lower, upper, seed))
 
 

@@ -41,8 +41,13 @@ def run_cpu_kernel(kernel: str, out: torch.Tensor, tensors: tuple[torch.Tensor, 
         out.copy_(target)
 
 
-def check_no_internal_overlap(tensor: torch.Tensor) -> None:
-    """torch's rule for in-place writes, checked before anything is written."""
+def check_inplace_target(tensor: torch.Tensor) -> None:
+    """torch's rules for the tensor an in-place kernel writes, checked before anything is written."""
+    if tensor.is_inference() and not torch.is_inference_mode_enabled():
+        raise RuntimeError(
+            "Inplace update to inference tensor outside InferenceMode is not allowed. You can make a clone to "
+            "get a normal tensor before doing inplace update."
+        )
     if torch._debug_has_internal_overlap(tensor) == 1:
         raise RuntimeError(
             "unsupported operation: more than one element of the written-to tensor refers to a single "
@@ -54,9 +59,16 @@ def check_inplace_autograd(tensor: torch.Tensor) -> None:
     """torch's errors for in-place on leaves that require grad, raised before the input is touched."""
     if not torch.is_grad_enabled():
         return
+    base = tensor._base
+    if base is not None and tensor.is_leaf and tensor.requires_grad:  # a view without grad_fn: made under no_grad
+        raise RuntimeError(
+            "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given "
+            "that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+            "moving both the view and the inplace either both inside the no_grad block (if you don't want the "
+            "inplace to be tracked) or both outside (if you want the inplace to be tracked)."
+        )
     if tensor.is_leaf and tensor.requires_grad:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-    base = tensor._base
     if base is not None and base.is_leaf and base.requires_grad:
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place operation."

@@ -9,7 +9,7 @@ import torch
 
 from ._library import (
     OpFunction,
-    check_no_internal_overlap,
+    check_inplace_target,
     check_result_based_backward,
     lib,
     register_autograd_function,
@@ -41,7 +41,7 @@ def _leaky_relu_cpu(x, negative_slope):
 
 @torch.library.impl(lib, "leaky_relu_", "CPU")
 def _leaky_relu_inplace_cpu(x, negative_slope):
-    check_no_internal_overlap(x)
+    check_inplace_target(x)
     run_cpu_kernel("leaky_relu", x, (x,), negative_slope)
 
 

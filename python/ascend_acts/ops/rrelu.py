@@ -13,7 +13,7 @@ import torch
 from ..reference.rng import MASK64
 from ._library import (
     OpFunction,
-    check_no_internal_overlap,
+    check_inplace_target,
     check_result_based_backward,
     lib,
     register_autograd_function,
@@ -51,7 +51,7 @@ def _rrelu_cpu(x, seed, lower, upper):
 
 @torch.library.impl(lib, "rrelu_with_seed_", "CPU")
 def _rrelu_inplace_cpu(x, seed, lower, upper):
-    check_no_internal_overlap(x)
+    check_inplace_target(x)
     run_cpu_kernel("rrelu", x, (x,), lower, upper, _seed_value(seed))
 
 
