@@ -234,3 +234,38 @@ def test_ops_in_fork_started_workers_after_the_parent_used_the_pool(backend):
     require(backend)
     result = run_script(FORK_SCRIPT, backend, timeout=180)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
+    """Thread A tiles for 3 cores inside launch_settings; thread B, launching meanwhile, still tiles for
+    all 48 and sees its own launch in last_launch(), and A still sees its own afterwards."""
+    require("sim")
+    import numpy as np
+
+    from ascend_acts.backends import sim
+
+    x = np.linspace(-1, 1, 4096, dtype=np.float32)
+    a_launched, b_launched = threading.Event(), threading.Event()
+    seen = {}
+
+    def thread_a():
+        with sim.launch_settings(vector_cores=3):
+            sim.leaky_relu(x, 0.2, np.empty_like(x))
+            a_launched.set()
+            assert b_launched.wait(timeout=60)
+            seen["a"] = sim.last_launch()
+
+    a = threading.Thread(target=thread_a)
+    a.start()
+    try:
+        assert a_launched.wait(timeout=60)
+
+        def thread_b():
+            sim.leaky_relu_backward(x, x, 0.2, np.empty_like(x))
+            return sim.last_launch()
+        seen["b"] = _in_thread(thread_b)
+    finally:
+        b_launched.set()
+        a.join(timeout=60)
+    assert (seen["a"].kernel, seen["a"].block_dim) == ("acts_leaky_relu", 3)
+    assert (seen["b"].kernel, seen["b"].block_dim) == ("acts_leaky_relu_grad", 48)

@@ -96,3 +96,20 @@ def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
             call(sim, x, out)
             assert np.array_equal(out.view(np.uint8), expected.view(np.uint8)), name
         assert sim.last_launch().gm_bytes_out == 77 * numpy_dtype.itemsize  # the last piece
+
+
+def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_piece_read(monkeypatch):
+    reason = backends.unavailable_reason("sim")
+    if reason is not None:
+        pytest.skip(reason)
+    import numpy as np
+
+    from ascend_acts.backends import sim
+    from ascend_acts.reference import activations as reference
+
+    monkeypatch.setattr(sim, "LAUNCH_BYTES", 4096)
+    buffer = -np.arange(1, 5002, dtype=np.float32)
+    expected = np.empty(5000, dtype=np.float32)
+    reference.rrelu(buffer[:5000].copy(), 0.1, 0.3, 9, expected)
+    sim.rrelu(buffer[:5000], 0.1, 0.3, 9, buffer[1:])  # the output starts one element after the input
+    assert np.array_equal(buffer[1:], expected)

@@ -244,11 +244,18 @@ def _run(op: str, out, first, second=None, seed: int = 0, slope=0.0, lower=0.0, 
     first = _flat(first, "input", first)
     second = None if second is None else _flat(second, "saved", first)
     out = _flat(out, "out", first)
+    # An output that is an input (in place) gets a temporary per launch below; one that overlaps an input
+    # at another offset would overwrite elements a later launch still reads, so it gets one for the whole.
+    shifted = any(np.shares_memory(out, a) and out.ctypes.data != a.ctypes.data for a in (first, second)
+                  if a is not None)
+    target = np.empty_like(out) if shifted else out
     step = LAUNCH_BYTES // first.itemsize
     for start in range(0, max(first.size, 1), step):  # one (empty) launch for an empty tensor
         piece = slice(start, start + step)
-        _launch_elementwise(op, code, out[piece], first[piece], None if second is None else second[piece], seed,
-                            slope, lower, span, index_base + start)
+        _launch_elementwise(op, code, target[piece], first[piece], None if second is None else second[piece],
+                            seed, slope, lower, span, index_base + start)
+    if target is not out:
+        np.copyto(out, target)
 
 
 def _launch_elementwise(op: str, code: int, out, first, second, seed: int, slope, lower, span, index_base: int):
