@@ -5,9 +5,11 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
-from ascend_acts import info, npu
+from ascend_acts import __main__ as cli
+from ascend_acts import backends, info, npu, sine_gan
 
 
 def run(*args, cwd):
@@ -22,6 +24,82 @@ def test_demo_trains_and_writes_png(tmp_path):
     assert f"figure: {out}" in result.stdout
     distance = float(result.stdout.split("sliced Wasserstein distance, generated vs real signals: ")[1].split()[0])
     assert 0 < distance < 10
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """The demo's training fails the test if reached: a bad option must be refused before it."""
+    def run_demo(*args, **kwargs):
+        raise AssertionError("training started despite a bad option")
+
+    monkeypatch.setattr(sine_gan, "run_demo", run_demo)
+
+
+def usage_error(capsys, *argv) -> str:
+    """Runs the CLI in-process; it must exit with argparse's usage-error status 2. Returns stderr."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["demo", *argv])
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("usage: python -m ascend_acts demo")
+    return captured.err
+
+
+@pytest.mark.parametrize("steps, message", [
+    ("0", "argument --steps: must be a positive integer, got 0"),
+    ("-5", "argument --steps: must be a positive integer, got -5"),
+])
+def test_demo_refuses_non_positive_steps(no_training, capsys, steps, message):
+    assert message in usage_error(capsys, "--steps", steps)
+
+
+def test_demo_refuses_a_seed_torch_cannot_take(no_training, capsys):
+    assert "argument --seed: must be in -2**63 .. 2**64 - 2" in usage_error(capsys, "--seed", str(2**64 - 1))
+
+
+def test_demo_refuses_an_unknown_backend_naming_the_known_ones(no_training, capsys):
+    err = usage_error(capsys, "--backend", "npu")
+    assert "argument --backend: invalid choice: 'npu' (choose from " in err
+    assert all(repr(name) in err for name in backends.known_backends())
+
+
+def test_demo_refuses_an_unavailable_backend_saying_why(no_training, capsys, monkeypatch):
+    real = backends.unavailable_reason
+    monkeypatch.setattr(backends, "unavailable_reason",
+                        lambda name: "_sim.so is not built" if name == "sim" else real(name))
+    err = usage_error(capsys, "--backend", "sim")
+    assert "argument --backend: 'sim' is not available here: _sim.so is not built" in err
+
+
+def test_demo_refuses_an_unwritable_out_before_training(no_training, capsys, tmp_path):
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("")
+    err = usage_error(capsys, "--out", str(a_file / "sub" / "figure.png"))
+    assert f"argument --out: cannot create {a_file / 'sub' / 'figure.png'}: {a_file} is not a directory" in err
+    assert f"argument --out: {tmp_path} is a directory" in usage_error(capsys, "--out", str(tmp_path))
+    (tmp_path / "figure.png").mkdir()  # matplotlib would write "figure" to figure.png
+    assert f"{tmp_path / 'figure.png'} is a directory" in usage_error(capsys, "--out", str(tmp_path / "figure"))
+    assert "argument --out: matplotlib cannot write '.txt' files (supported: " in usage_error(
+        capsys, "--out", str(tmp_path / "figure.txt"))
+    assert not (tmp_path / "figure.txt").exists() and a_file.read_text() == ""
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root may write anywhere")
+def test_demo_refuses_a_read_only_directory_before_training(no_training, capsys, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        err = usage_error(capsys, "--out", str(locked / "new" / "figure.png"))
+    finally:
+        locked.chmod(0o700)
+    assert f"cannot create {locked / 'new' / 'figure.png'}: {locked} is not writable" in err
+
+
+def test_demo_prints_the_path_it_wrote(tmp_path):
+    """matplotlib writes a name without an extension as name.png: that is the path printed."""
+    stdout = run("demo", "--steps", "2", "--out", "plots/figure", cwd=tmp_path).stdout
+    assert [p.name for p in (tmp_path / "plots").iterdir()] == ["figure.png"]
+    assert f"figure: {(tmp_path / 'plots' / 'figure.png').resolve()}\n" in stdout
 
 
 def test_info_lists_backends(tmp_path):

@@ -1,42 +1,108 @@
-"""Command line: `python -m ascend_acts demo` (sine GAN on the CPU) and `python -m ascend_acts info`."""
+"""Command line: `python -m ascend_acts demo` (sine GAN on the CPU) and `python -m ascend_acts info`.
+
+Options are checked before any work, like argparse checks its own: a bad one prints the usage and an
+error naming it, and exits with status 2.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
+# torch.manual_seed takes [-2^63, 2^64); the demo seeds with seed and seed + 1
+_SEED_RANGE = (-(1 << 63), (1 << 64) - 1)
 
-def _demo(args) -> None:
-    from . import sine_gan, use_backend
 
-    use_backend(args.backend)
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _integer(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _seed(text: str) -> int:
+    value = _integer(text)
+    if not _SEED_RANGE[0] <= value < _SEED_RANGE[1]:
+        raise argparse.ArgumentTypeError(
+            f"must be in -2**63 .. 2**64 - 2 (torch.manual_seed takes it and it + 1), got {value}")
+    return value
+
+
+def _figure_path(parser: argparse.ArgumentParser, out: Path) -> Path:
+    """The file the figure will be written to, checked before training: matplotlib appends ".png" to a
+    name without an extension, so the path is completed here and the completed one is written and printed."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    completed = out if out.suffix.lstrip(".") else out.with_name(out.name.rstrip(".") + ".png")
+    for path in (out, completed):
+        if path.is_dir():
+            parser.error(f"argument --out: {path} is a directory")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if completed.suffix[1:].lower() not in formats:
+        parser.error(f"argument --out: matplotlib cannot write {completed.suffix!r} files "
+                     f"(supported: {', '.join('.' + f for f in sorted(formats))})")
+    out = completed
+    if out.exists():
+        if not os.access(out, os.W_OK):
+            parser.error(f"argument --out: {out} is not writable")
+        return out
+    existing = out.parent  # the directories up to the first existing one are created before writing
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        parser.error(f"argument --out: cannot create {out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        parser.error(f"argument --out: cannot create {out}: {existing} is not writable")
+    return out
+
+
+def _demo(parser: argparse.ArgumentParser, args) -> None:
+    from . import backends, sine_gan
+
+    reason = backends.unavailable_reason(args.backend)
+    if reason is not None:
+        parser.error(f"argument --backend: {args.backend!r} is not available here: {reason}")
+    out = _figure_path(parser, args.out)
+
+    backends.use_backend(args.backend)
     start = time.perf_counter()
-    distance = sine_gan.run_demo(args.out, steps=args.steps, seed=args.seed)
+    distance = sine_gan.run_demo(out, steps=args.steps, seed=args.seed)
     print(f"trained {args.steps} steps on backend '{args.backend}' in {time.perf_counter() - start:.1f} s")
     print(f"sliced Wasserstein distance, generated vs real signals: {distance:.4f}")
-    print(f"figure: {args.out.resolve()}")
+    print(f"figure: {out.resolve()}")
 
 
-def _info(args) -> None:
+def _info(parser: argparse.ArgumentParser, args) -> None:
     from .info import report
 
     print(report())
 
 
 def main(argv=None) -> None:
+    from .backends import known_backends
+
     parser = argparse.ArgumentParser(prog="python -m ascend_acts")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="train a small GAN on sine signals on the CPU and plot it")
-    demo.add_argument("--steps", type=int, default=3000)
-    demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--backend", default="reference", help="CPU backend: reference or sim")
-    demo.add_argument("--out", type=Path, default=Path("outputs/sine_gan.png"))
-    demo.set_defaults(run=_demo)
+    demo.add_argument("--steps", type=_positive_int, default=3000, help="training steps (default 3000)")
+    demo.add_argument("--seed", type=_seed, default=0)
+    demo.add_argument("--backend", choices=known_backends(), default="reference", help="CPU backend")
+    demo.add_argument("--out", type=Path, default=Path("outputs/sine_gan.png"),
+                      help="figure file; its extension picks the format (none: .png is appended)")
+    demo.set_defaults(run=_demo, parser=demo)
     info = sub.add_parser("info", help="versions and available backends")
-    info.set_defaults(run=_info)
+    info.set_defaults(run=_info, parser=info)
     args = parser.parse_args(argv)
-    args.run(args)
+    args.run(args.parser, args)
 
 
 if __name__ == "__main__":

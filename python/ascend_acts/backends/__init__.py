@@ -4,12 +4,19 @@ A backend is a module that exposes the kernel functions listed in `KERNELS` with
 `ascend_acts.reference.activations` (contiguous NumPy arrays of one dtype in, results written into
 `out`) and those in `FUSED_KERNELS` with the tensor interface of the fused ops' schemas
 (`ascend_acts.backends.reference_conv_bn`). "reference" (NumPy, the default) is always there; "sim" runs the AscendC kernels of op_kernel/
-through our emulator when its library is built. Selection: `use_backend(name)` (a plain call or a
-context manager) or the environment variable ASCEND_ACTS_BACKEND.
+through our emulator when its library is built.
+
+Selection, first match wins: the innermost `with use_backend(name):` block of the current context (this
+thread, or this asyncio task), then the process-wide default set by the latest plain call
+`use_backend(name)`, then the environment variable ASCEND_ACTS_BACKEND, then "reference". A new thread
+starts without the `with` selections of the thread that started it (threading.Thread runs in a fresh
+contextvars context) and so uses the process-wide default; a fork-started child process (DataLoader
+workers) keeps the forking thread's selection.
 """
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import os
 from types import ModuleType
@@ -24,7 +31,8 @@ _REGISTRY = {
     "sim": "ascend_acts.backends.sim",
 }
 _ENV_VAR = "ASCEND_ACTS_BACKEND"
-_active: str | None = None
+_context_selection: contextvars.ContextVar[str | None] = contextvars.ContextVar("ascend_acts_backend", default=None)
+_process_default: str | None = None  # set by a plain use_backend(name) call
 
 
 def _module(name: str) -> ModuleType:
@@ -59,9 +67,12 @@ def _check(name: str) -> str:
 
 
 def current_backend_name() -> str:
-    if _active is not None:
-        return _active
-    return _check(os.environ.get(_ENV_VAR, "reference"))
+    name = _context_selection.get()
+    if name is None:
+        name = _process_default
+    if name is None:
+        name = _check(os.environ.get(_ENV_VAR, "reference"))
+    return name
 
 
 def current_backend() -> ModuleType:
@@ -69,21 +80,39 @@ def current_backend() -> ModuleType:
 
 
 class use_backend:  # noqa: N801 - used like a function: use_backend("sim") or `with use_backend("sim"):`
-    """Select the CPU backend for this process, or for a `with` block (restored on exit)."""
+    """Select the CPU backend: a plain call `use_backend("sim")` sets the process-wide default (every
+    thread and context without a `with` selection of its own); `with use_backend("sim"):` selects it for
+    the current context only (this thread or asyncio task), restored on exit.
+
+    The call cannot know whether a `with` statement will enter it, so it selects for the current context
+    at once, and publishes the name as the process-wide default only once the object is released without
+    having been entered: for the statement `use_backend("sim")` that is right after the call (CPython frees
+    the unused result at once). Publishing at the call itself would let other threads see a `with` block's
+    backend until its __enter__ ran.
+    """
 
     def __init__(self, name: str):
-        global _active
-        self._previous = _active
-        _active = _check(name)
-        self.name = name
+        self._entered = False
+        self.name = _check(name)
+        self._token = _context_selection.set(self.name)
 
     def __enter__(self):
+        self._entered = True
         return self
 
     def __exit__(self, *exc_info):
-        global _active
-        _active = self._previous
+        _context_selection.reset(self._token)
         return False
+
+    def __del__(self):
+        global _process_default
+        if self._entered or not hasattr(self, "_token"):  # a `with` block, or a rejected name
+            return
+        _process_default = self.name
+        try:  # the context follows the process-wide default again, like every other one
+            _context_selection.reset(self._token)
+        except (ValueError, RuntimeError):  # released in another context: nothing of this call left to undo
+            pass
 
     def __repr__(self):
         return f"use_backend({self.name!r})"

@@ -2,14 +2,22 @@
 
 The emulator library is built by CMake during `pip install`; it is loaded with ctypes. Every launch
 is checked against the emulator's rules (UB capacity, alignment, queues, GM bounds, cross-core
-writes, dtype support) and counted; `last_launch()` returns the counters of the latest launch.
+writes, dtype support) and counted; `last_launch()` returns the counters of the current thread's latest
+launch.
+
+Threads: the emulator runs a launch in one global context, and ctypes releases the GIL during the call,
+so launches are serialised by a lock (the emulator runs blocks one after another anyway); launch
+settings and `last_launch()` belong to the calling context (thread).
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import importlib.machinery
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +34,12 @@ _OPS = {"leaky_relu": 0, "leaky_relu_backward": 1, "rrelu": 2, "rrelu_backward":
 _KERNELS = {"leaky_relu": "acts_leaky_relu", "leaky_relu_backward": "acts_leaky_relu_grad", "rrelu": "acts_r_relu",
             "rrelu_backward": "acts_r_relu_grad"}
 _ERROR_BYTES = 1024
+# The emulator records, per output byte, which block wrote it (2 bytes each, for the
+# overlapping_core_writes and unwritten_output rules), so one launch over a 4 GiB output would hold
+# 8 GiB more. Elementwise ops on more than this many bytes per operand run as several launches, each
+# with its own tiling and indexBase = the flat index of its first element (op_host/elementwise_tiling.h),
+# as a host may launch them in pieces; results are identical, RReLU noise included.
+LAUNCH_BYTES = 1 << 23
 
 
 class EmulatorError(RuntimeError):
@@ -89,6 +103,15 @@ def library_path(name: str = "_sim") -> Path:
 
 
 _library: ctypes.CDLL | None = None
+_launch_lock = threading.Lock()  # one launch at a time: the emulator's launch context is global
+
+
+def _renew_launch_lock() -> None:  # a fork while another thread held the lock must not leave it held
+    global _launch_lock
+    _launch_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_renew_launch_lock)
 
 
 def load_library(name: str = "_sim") -> ctypes.CDLL:
@@ -101,16 +124,24 @@ def load_library(name: str = "_sim") -> ctypes.CDLL:
 def _lib() -> ctypes.CDLL:
     global _library
     if _library is None:
-        _library = load_library()
-        _library.acts_sim_elementwise.restype = ctypes.c_int
-        _library.acts_sim_elementwise_tiling.restype = ctypes.c_int
-        _library.acts_sim_batch_norm_tiling.restype = ctypes.c_int
-        _library.acts_sim_batch_norm_leaky_relu.restype = ctypes.c_int
-        _library.acts_sim_batch_norm_leaky_relu_grad.restype = ctypes.c_int
-        _library.acts_sim_conv_eval_tiling.restype = ctypes.c_int
-        _library.acts_sim_conv_bn_leaky_relu_eval.restype = ctypes.c_int
-        _library.acts_sim_platform_name.restype = ctypes.c_char_p
+        library = load_library()
+        library.acts_sim_elementwise.restype = ctypes.c_int
+        library.acts_sim_elementwise_tiling.restype = ctypes.c_int
+        library.acts_sim_batch_norm_tiling.restype = ctypes.c_int
+        library.acts_sim_batch_norm_leaky_relu.restype = ctypes.c_int
+        library.acts_sim_batch_norm_leaky_relu_grad.restype = ctypes.c_int
+        library.acts_sim_conv_eval_tiling.restype = ctypes.c_int
+        library.acts_sim_conv_bn_leaky_relu_eval.restype = ctypes.c_int
+        library.acts_sim_platform_name.restype = ctypes.c_char_p
+        _library = library  # published only once configured: another thread may be calling _lib() too
     return _library
+
+
+def _launch(function: str, *arguments) -> int:
+    """Calls the emulator's launch entry point `function`, one launch at a time across threads."""
+    entry = getattr(_lib(), function)
+    with _launch_lock:
+        return entry(*arguments)
 
 
 def unavailable_reason() -> str | None:
@@ -126,27 +157,39 @@ def platforms() -> list[str]:
     return [lib.acts_sim_platform_name(i).decode() for i in range(lib.acts_sim_platform_count())]
 
 
-# Launch settings tests and benchmarks may change: platform index and cores to tile for (0 = all).
-_settings = {"platform": 0, "vector_cores": 0}
-_last: Launch | None = None
+@dataclass(frozen=True)
+class _Settings:
+    """Launch settings tests and benchmarks may change: platform index and cores to tile for (0 = all)."""
+    platform: int = 0
+    vector_cores: int = 0
+
+
+_settings_var: contextvars.ContextVar[_Settings] = contextvars.ContextVar("ascend_acts_sim_settings",
+                                                                         default=_Settings())
+_last_var: contextvars.ContextVar[Launch | None] = contextvars.ContextVar("ascend_acts_sim_last", default=None)
+
+
+def _settings() -> _Settings:
+    return _settings_var.get()
 
 
 @contextlib.contextmanager
 def launch_settings(platform: str | None = None, vector_cores: int | None = None):
-    """Run launches on another platform (see platforms()) or tiled for fewer cores, inside a `with` block."""
-    previous = dict(_settings)
-    if platform is not None:
-        _settings["platform"] = platforms().index(platform)
-    if vector_cores is not None:
-        _settings["vector_cores"] = vector_cores
+    """Run launches on another platform (see platforms()) or tiled for fewer cores, inside a `with` block
+    (this context only)."""
+    current = _settings()
+    token = _settings_var.set(_Settings(
+        current.platform if platform is None else platforms().index(platform),
+        current.vector_cores if vector_cores is None else vector_cores))
     try:
         yield
     finally:
-        _settings.update(previous)
+        _settings_var.reset(token)
 
 
 def last_launch() -> Launch | None:
-    return _last
+    """Counters of the latest launch made in this context (thread)."""
+    return _last_var.get()
 
 
 def elementwise_tiling(op: str, total_length: int, element_size: int, platform: str = "ascend910b1",
@@ -187,31 +230,54 @@ def launch_from_stats(kernel: str, stats: Stats, buffers: tuple[str, ...] = ()) 
                   {name: stats.buffer_bytes_out[i] for i, name in enumerate(buffers)})
 
 
+def _flat(a: np.ndarray, name: str, like: np.ndarray) -> np.ndarray:
+    """A flat view of `a`, which must be a C-contiguous array of `like`'s dtype and size."""
+    if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
+        raise ValueError(f"{name}: the sim backend takes C-contiguous NumPy arrays")
+    if a.dtype != like.dtype or a.size != like.size:
+        raise ValueError(f"{name}: expected {like.size} elements of {like.dtype}, got {a.size} of {a.dtype}")
+    return a.reshape(-1)
+
+
 def _run(op: str, out, first, second=None, seed: int = 0, slope=0.0, lower=0.0, span=0.0, index_base: int = 0):
-    global _last
     if first.dtype == np.float64:
         raise TypeError("the sim backend runs the NPU kernels, which have no float64 (the 910B vector unit has none); "
                         "use the reference backend for float64")
     code = _dtype_code(first)
-    arrays = [a for a in (first, second) if a is not None]
+    first = _flat(first, "input", first)
+    second = None if second is None else _flat(second, "saved", first)
+    out = _flat(out, "out", first)
+    # An output that is an input (in place) gets a temporary per launch below; one that overlaps an input
+    # at another offset would overwrite elements a later launch still reads, so it gets one for the whole.
+    shifted = any(np.shares_memory(out, a) and out.ctypes.data != a.ctypes.data for a in (first, second)
+                  if a is not None)
+    target = np.empty_like(out) if shifted else out
+    step = LAUNCH_BYTES // first.itemsize
+    for start in range(0, max(first.size, 1), step):  # one (empty) launch for an empty tensor
+        piece = slice(start, start + step)
+        _launch_elementwise(op, code, target[piece], first[piece], None if second is None else second[piece],
+                            seed, slope, lower, span, index_base + start)
+    if target is not out:
+        np.copyto(out, target)
+
+
+def _launch_elementwise(op: str, code: int, out, first, second, seed: int, slope, lower, span, index_base: int):
     # the emulator poisons outputs before a launch, so an output that aliases an input gets its own buffer
-    target = np.empty_like(out) if any(np.shares_memory(out, a) for a in arrays) else out
+    aliased = any(np.shares_memory(out, a) for a in (first, second) if a is not None)
+    target = np.empty_like(out) if aliased else out
     seed_box = ctypes.c_int64(np.int64(np.uint64(seed & MASK64)))
     stats, error, block = Stats(), ctypes.create_string_buffer(_ERROR_BYTES), ctypes.c_int64(-1)
-
-    def pointer(a):
-        return ctypes.c_void_p(a.ctypes.data) if a is not None else None
-
-    status = _lib().acts_sim_elementwise(
-        ctypes.c_uint32(_OPS[op]), ctypes.c_uint32(code), ctypes.c_uint32(_settings["platform"]),
-        ctypes.c_uint32(_settings["vector_cores"]), ctypes.c_uint64(first.size), pointer(first), pointer(second),
-        ctypes.byref(seed_box), pointer(target), ctypes.c_float(slope), ctypes.c_float(lower), ctypes.c_float(span),
+    settings = _settings()
+    status = _launch(
+        "acts_sim_elementwise", ctypes.c_uint32(_OPS[op]), ctypes.c_uint32(code), ctypes.c_uint32(settings.platform),
+        ctypes.c_uint32(settings.vector_cores), ctypes.c_uint64(first.size), _pointer(first), _pointer(second),
+        ctypes.byref(seed_box), _pointer(target), ctypes.c_float(slope), ctypes.c_float(lower), ctypes.c_float(span),
         ctypes.c_uint64(index_base), ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES), ctypes.byref(block))
     kernel = _KERNELS[op]
     raise_for_status(status, kernel, error, block)
     names = ("input", "output", "tiling") + (("saved",) if second is not None else ()) + (
         ("seed",) if op.startswith("rrelu") else ())
-    _last = launch_from_stats(kernel, stats, names)
+    _last_var.set(launch_from_stats(kernel, stats, names))
     if target is not out:
         np.copyto(out, target)
 
@@ -271,12 +337,11 @@ def _pointer(a):
 
 
 def _launch_batch_norm(function: str, kernel: str, names: tuple[str, ...], *arguments) -> None:
-    global _last
     stats, error, block = Stats(), ctypes.create_string_buffer(_ERROR_BYTES), ctypes.c_int64(-1)
-    status = getattr(_lib(), function)(*arguments, ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES),
-                                       ctypes.byref(block))
+    status = _launch(function, *arguments, ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES),
+                     ctypes.byref(block))
     raise_for_status(status, kernel, error, block)
-    _last = launch_from_stats(kernel, stats, names)
+    _last_var.set(launch_from_stats(kernel, stats, names))
 
 
 def batch_norm_leaky_relu_forward(x, gamma, beta, running_mean, running_var, negative_slope: float, eps: float,
@@ -293,8 +358,8 @@ def batch_norm_leaky_relu_forward(x, gamma, beta, running_mean, running_var, neg
         ("running_mean", "running_var") if update_running_stats else ())
     _launch_batch_norm(
         "acts_sim_batch_norm_leaky_relu", "acts_batch_norm_leaky_relu", names,
-        ctypes.c_uint32(_dtype_code(x)), ctypes.c_uint32(_settings["platform"]),
-        ctypes.c_uint32(_settings["vector_cores"]), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
+        ctypes.c_uint32(_dtype_code(x)), ctypes.c_uint32(_settings().platform),
+        ctypes.c_uint32(_settings().vector_cores), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
         _pointer(x), _pointer(gamma), _pointer(beta), _pointer(running_mean if update_running_stats else None),
         _pointer(running_var if update_running_stats else None), _pointer(out), _pointer(save_mean),
         _pointer(save_invstd), ctypes.c_float(negative_slope), ctypes.c_float(eps), ctypes.c_float(momentum),
@@ -315,8 +380,8 @@ def batch_norm_leaky_relu_backward(grad_out, output, gamma, beta, invstd, negati
     names = ("grad_out", "output", "gamma", "beta", "invstd", "grad_input", "grad_gamma", "grad_beta", "tiling")
     _launch_batch_norm(
         "acts_sim_batch_norm_leaky_relu_grad", "acts_batch_norm_leaky_relu_grad", names,
-        ctypes.c_uint32(_dtype_code(grad_out)), ctypes.c_uint32(_settings["platform"]),
-        ctypes.c_uint32(_settings["vector_cores"]), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
+        ctypes.c_uint32(_dtype_code(grad_out)), ctypes.c_uint32(_settings().platform),
+        ctypes.c_uint32(_settings().vector_cores), ctypes.c_uint32(n), ctypes.c_uint32(c), ctypes.c_uint64(plane),
         _pointer(grad_out), _pointer(output), _pointer(gamma), _pointer(beta), _pointer(invstd), _pointer(grad_input),
         _pointer(grad_gamma), _pointer(grad_beta), ctypes.c_float(negative_slope))
 
@@ -368,7 +433,6 @@ def conv_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_s
 def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative_slope: float, out) -> ConvEvalTiling:
     """out = leaky_relu(conv2d(x, weight) + bias) in one launch, weight/bias already BN-folded; groups = 1.
     `bias` is float32; x, weight and out share one dtype. Returns the tiling the launch ran with."""
-    global _last
     if weight.dtype != x.dtype or out.dtype != x.dtype:
         raise TypeError(f"weight and out must have the input's dtype {x.dtype}, got {weight.dtype} and {out.dtype}")
     _stats_array(bias, "bias")
@@ -379,13 +443,14 @@ def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative
         raise ValueError("weight: the eval kernel supports groups = 1 only (weight.shape[1] == input channels)")
     tiling = ConvEvalTiling()
     stats, error, block = Stats(), ctypes.create_string_buffer(_ERROR_BYTES), ctypes.c_int64(-1)
-    status = _lib().acts_sim_conv_bn_leaky_relu_eval(
-        ctypes.c_uint32(_dtype_code(x)), ctypes.c_uint32(_settings["platform"]), geometry, _pointer(x),
+    status = _launch(
+        "acts_sim_conv_bn_leaky_relu_eval", ctypes.c_uint32(_dtype_code(x)), ctypes.c_uint32(_settings().platform),
+        geometry, _pointer(x),
         _pointer(weight), _pointer(bias), _pointer(out), ctypes.c_float(negative_slope), ctypes.byref(tiling),
         ctypes.byref(stats), error, ctypes.c_uint64(_ERROR_BYTES), ctypes.byref(block))
     kernel = "acts_conv_bn_leaky_relu_eval"
     raise_for_status(status, kernel, error, block)
-    _last = launch_from_stats(kernel, stats, ("x", "weight", "bias", "out", "workspace", "tiling"))
+    _last_var.set(launch_from_stats(kernel, stats, ("x", "weight", "bias", "out", "workspace", "tiling")))
     return tiling
 
 

@@ -1,0 +1,127 @@
+"""Peak memory of an elementwise op on a large tensor: at most 1.5x its input + output bytes.
+
+Measured in a fresh process on 2^25 float16 elements (64 MiB per tensor): the resident size before the
+input exists, then its peak after the op (VmHWM, reset before the input by /proc/self/clear_refs; not
+ru_maxrss, which also holds the peak of the process that started this one, e.g. a large pytest run).
+The emulator keeps 2 bytes of bookkeeping per output byte of a launch, which the sim backend bounds by
+launching large tensors in pieces (backends/sim.py, LAUNCH_BYTES).
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ascend_acts import backends
+
+ELEMENTS = 1 << 25
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import torch, ascend_acts
+
+    backend, inplace, elements = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+    ascend_acts.use_backend(backend)
+    ascend_acts.leaky_relu(torch.randn(1 << 18, dtype=torch.float16), 0.2)  # load the library, start threads
+
+    def status_bytes(field):
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith(field + ":"))  # kB
+
+    try:  # reset the peak to the current resident size (Linux >= 4.0): earlier peaks do not count
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+    except OSError as exc:
+        print(f"skip: cannot reset the peak resident size: {exc}")
+        sys.exit(0)
+    before = status_bytes("VmRSS")
+    x = torch.empty(elements, dtype=torch.float16).uniform_(-1, 1)
+    expected = torch.nn.functional.leaky_relu(x[-4096:], 0.2)
+    y = ascend_acts.leaky_relu(x, 0.2, inplace=inplace)
+    assert torch.equal(y[-4096:], expected)
+    peak = status_bytes("VmHWM")
+    print((peak - before) / (x.nbytes * (1 if inplace else 2)), before, peak)
+""")
+
+
+def peak_over_tensor_bytes(backend: str, inplace: bool) -> float:
+    result = subprocess.run([sys.executable, "-c", SCRIPT, backend, str(int(inplace)), str(ELEMENTS)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    if result.stdout.startswith("skip:"):
+        pytest.skip(result.stdout)
+    ratio, before, peak = result.stdout.split()
+    print(f"{backend}, inplace={inplace}: resident {int(before) >> 20} MiB before the input, peak {int(peak) >> 20} "
+          f"MiB: {float(ratio):.3f} x the tensors' bytes")
+    return float(ratio)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+@pytest.mark.parametrize("backend, inplace", [("sim", False), ("sim", True), ("reference", False)])
+def test_peak_memory_of_a_large_elementwise_op(backend, inplace):
+    """Out of place: peak <= 1.5 x (input + output); in place, where both are one tensor: 1.5 x that
+    tensor (a launch writes an aliased output through a temporary of one launch's size)."""
+    reason = backends.unavailable_reason(backend)
+    if reason is not None:
+        pytest.skip(reason)
+    assert peak_over_tensor_bytes(backend, inplace) <= 1.5
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
+    """A tensor over LAUNCH_BYTES runs as several launches, each with the flat index of its first element
+    as indexBase: bit-identical to the reference, RReLU noise included, in place too."""
+    reason = backends.unavailable_reason("sim")
+    if reason is not None:
+        pytest.skip(reason)
+    import ml_dtypes
+    import numpy as np
+
+    from ascend_acts.backends import sim
+    from ascend_acts.reference import activations as reference
+
+    numpy_dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    monkeypatch.setattr(sim, "LAUNCH_BYTES", 4096)
+    n = 10 * 4096 // numpy_dtype.itemsize + 77  # ten whole pieces and a short one
+    rs = np.random.default_rng(3)
+    x = rs.standard_normal(n).astype(np.float32).astype(numpy_dtype).reshape(1, n, 1)
+    grad = rs.standard_normal(n).astype(np.float32).astype(numpy_dtype).reshape(1, n, 1)
+    calls = {
+        "leaky_relu": lambda module, a, out: module.leaky_relu(a, 0.2, out),
+        "leaky_relu_backward": lambda module, a, out: module.leaky_relu_backward(grad, a, 0.2, out),
+        "rrelu": lambda module, a, out: module.rrelu(a, 0.1, 0.3, 1234, out),
+        "rrelu_backward": lambda module, a, out: module.rrelu_backward(grad, a, 0.1, 0.3, 1234, out),
+    }
+    for name, call in calls.items():
+        expected = np.empty_like(x)
+        call(reference, x, expected)
+        got = x.copy()
+        call(sim, got, got if inplace else np.empty_like(x))
+        if not inplace:
+            assert np.array_equal(got, x), f"{name}: input changed"
+        else:
+            assert np.array_equal(got.view(np.uint8), expected.view(np.uint8)), name
+        if not inplace:
+            out = np.empty_like(x)
+            call(sim, x, out)
+            assert np.array_equal(out.view(np.uint8), expected.view(np.uint8)), name
+        assert sim.last_launch().gm_bytes_out == 77 * numpy_dtype.itemsize  # the last piece
+
+
+def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_piece_read(monkeypatch):
+    reason = backends.unavailable_reason("sim")
+    if reason is not None:
+        pytest.skip(reason)
+    import numpy as np
+
+    from ascend_acts.backends import sim
+    from ascend_acts.reference import activations as reference
+
+    monkeypatch.setattr(sim, "LAUNCH_BYTES", 4096)
+    buffer = -np.arange(1, 5002, dtype=np.float32)
+    expected = np.empty(5000, dtype=np.float32)
+    reference.rrelu(buffer[:5000].copy(), 0.1, 0.3, 9, expected)
+    sim.rrelu(buffer[:5000], 0.1, 0.3, 9, buffer[1:])  # the output starts one element after the input
+    assert np.array_equal(buffer[1:], expected)
