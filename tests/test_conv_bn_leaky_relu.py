@@ -510,3 +510,15 @@ def test_small_bn_weight_large_bias_gradients_stay_accurate(dtype, backend):
         errors.append(max(float((g.double() - e).abs().max() / e.abs().max()) for g, e in zip(got, exact)))
     ours, theirs = errors
     assert ours <= 2 * theirs + 1e-3, (ours, theirs)
+
+
+def test_a_call_the_op_itself_refuses_leaves_num_batches_tracked():
+    """The batch is counted before the op runs (as torch counts it before F.batch_norm); an error the op raises
+    before writing (here: the sim backend has no float64 kernels) takes the count back."""
+    if ascend_acts.backends.unavailable_reason("sim") is not None:
+        pytest.skip("sim backend not built")
+    converted = ascend_acts.convert(torch_block(None))
+    before = state(converted)
+    with ascend_acts.use_backend("sim"), pytest.raises(TypeError, match="float64"):
+        converted(torch.randn(2, 3, 8, 8, dtype=torch.float64))
+    assert all(torch.equal(before[key], value) for key, value in state(converted).items())
