@@ -67,12 +67,13 @@ def test_autocast_functional_keeps_bn_parameters_float32():
         out = ascend_acts.conv_bn_leaky_relu(x, w, None, None, None, gamma, beta, training=True, padding=1)
     assert out.dtype == torch.bfloat16
     geometry = ([1, 1], [1, 1, 1, 1], [1, 1], 1)
-    ok = ops.conv_bn_leaky_relu_train(x.bfloat16(), w.bfloat16(), None, gamma, beta, *geometry, 1e-5, 0.2, False)
+    ok = ops.conv_bn_leaky_relu_train(x.bfloat16(), w.bfloat16(), None, gamma, beta, None, None, *geometry, 0.1, 1e-5,
+                                      0.2, False)
     assert ok[0].dtype == torch.bfloat16 and ok[2].dtype == torch.float32
     with pytest.raises(TypeError, match="'weight' must have the input's dtype torch.bfloat16"):
-        ops.conv_bn_leaky_relu_train(x.bfloat16(), w, None, gamma, beta, *geometry, 1e-5, 0.2, False)
+        ops.conv_bn_leaky_relu_train(x.bfloat16(), w, None, gamma, beta, None, None, *geometry, 0.1, 1e-5, 0.2, False)
     with pytest.raises(TypeError, match="'bn_weight' must be"):
-        ops.conv_bn_leaky_relu_train(x, w, None, gamma.double(), beta, *geometry, 1e-5, 0.2, False)
+        ops.conv_bn_leaky_relu_train(x, w, None, gamma.double(), beta, None, None, *geometry, 0.1, 1e-5, 0.2, False)
     with pytest.raises(TypeError, match="'bias' must have the input's dtype torch.float16"):
         ops.conv_bias_leaky_relu(x.half(), w.half(), torch.zeros(4), *geometry, 0.2)
 
@@ -117,7 +118,8 @@ CL_SAMPLES = {
     "train": lambda: (ops.conv_bn_leaky_relu_train.default,
                       (torch.randn(2, 3, 6, 6).contiguous(memory_format=CL).requires_grad_(),
                        torch.randn(4, 3, 3, 3, requires_grad=True), None, torch.rand(4).add(0.5).requires_grad_(),
-                       torch.randn(4, requires_grad=True), [1, 1], [1, 1, 1, 1], [1, 1], 1, 1e-5, 0.2, False)),
+                       torch.randn(4, requires_grad=True), torch.zeros(4), torch.ones(4), [1, 1], [1, 1, 1, 1], [1, 1],
+                       1, 0.1, 1e-5, 0.2, False)),
     "train_backward": lambda: (ops.conv_bn_leaky_relu_train_backward.default,
                                (torch.randn(2, 4, 6, 6), torch.randn(2, 4, 6, 6), False,
                                 torch.randn(2, 3, 6, 6).contiguous(memory_format=CL), torch.randn(4, 3, 3, 3),

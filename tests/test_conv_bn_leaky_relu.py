@@ -10,6 +10,8 @@ from torch import nn
 import ascend_acts
 from conftest import skip_unsupported
 
+ops = torch.ops.ascend_acts
+
 # (N, C_in, C_out, H, W, kernel, stride, padding, dilation, groups, bias)
 GRID = [
     (4, 3, 8, 16, 16, 4, 2, 1, 1, 1, False),   # DCGAN layer
@@ -349,7 +351,8 @@ OPS = {
     "train": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_train.default,
                       (torch.randn(2, 3, 6, 6, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True),
                        torch.randn(4, requires_grad=True), torch.rand(4).add(0.5).requires_grad_(),
-                       torch.randn(4, requires_grad=True), [1, 1], [1, 1, 1, 1], [1, 1], 1, 1e-5, 0.2, True)),
+                       torch.randn(4, requires_grad=True), torch.zeros(4), torch.ones(4), [1, 1], [1, 1, 1, 1], [1, 1],
+                       1, 0.1, 1e-5, 0.2, True)),
     "train_backward": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_train_backward.default,
                                (torch.randn(2, 4, 6, 6), torch.randn(2, 4, 6, 6), False, torch.randn(2, 3, 6, 6),
                                 torch.randn(4, 3, 3, 3), torch.ones(4), torch.zeros(4), torch.zeros(4), torch.ones(4),
@@ -380,6 +383,99 @@ def test_compile_fullgraph(compiler, training, backend):
     (gc,) = torch.autograd.grad(yc.sum(), xc)
     (gs,) = torch.autograd.grad(ys.sum(), xs)
     close(gc, gs, torch.float32)
+    # the op's in-place update of the running statistics survives functionalization
+    assert int(fused.bn.num_batches_tracked) == int(seq[1].num_batches_tracked)
+    close(fused.bn.running_mean, seq[1].running_mean, torch.float32)
+    close(fused.bn.running_var, seq[1].running_var, torch.float32)
+
+
+def assert_same_statistics(ours: nn.BatchNorm2d, theirs: nn.BatchNorm2d, dtype) -> None:
+    assert int(ours.num_batches_tracked) == int(theirs.num_batches_tracked)
+    close(ours.running_mean, theirs.running_mean, dtype)
+    close(ours.running_var, theirs.running_var, dtype)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("checkpointing", ["early stop", "no early stop", "reentrant"])
+def test_checkpointed_training_counts_and_updates_statistics_as_torch(checkpointing, momentum, backend):
+    """torch.utils.checkpoint reruns the forward for the backward, and BatchNorm with it: torch counts the
+    batch and updates the running statistics twice per step (momentum=None: factors 1/1, 1/2, 1/3, ...).
+    With early stop the recomputation ends inside the fused op's autograd, once its last tensor is saved."""
+    dtype = torch.float32 if backend == "sim" else torch.float64
+    seq, fused, x = pair(3, GRID[0], dtype)
+    for bn in (seq[1], fused.bn):
+        bn.momentum = momentum
+    converted = ascend_acts.convert(copy.deepcopy(seq))
+    early_stop = torch.utils.checkpoint.set_checkpoint_early_stop(checkpointing == "early stop")
+    with early_stop:
+        for step in range(2):
+            for model in (seq, fused, converted):
+                xs = (x + step).requires_grad_()
+                torch.utils.checkpoint.checkpoint(model, xs, use_reentrant=checkpointing == "reentrant") \
+                    .square().sum().backward()
+    for ours in (fused, converted):
+        for a, b in zip(params(ours if ours is fused else nn.Sequential(ours[0], ours[1])), params(seq)):
+            close(a.grad, b.grad, dtype)
+    assert int(seq[1].num_batches_tracked) == 4
+    assert_same_statistics(fused.bn, seq[1], dtype)
+    assert_same_statistics(converted[1], seq[1], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+def test_train_op_updates_running_statistics_as_batch_norm(dtype, backend):
+    """The op itself updates running_mean/running_var (torch's formula, unbiased variance), as
+    aten::native_batch_norm does; None leaves nothing to update; half input takes float32 statistics."""
+    skip_unsupported(backend, dtype)
+    torch.manual_seed(4)
+    x, w = torch.randn(3, 2, 5, 6, dtype=torch.float64), torch.randn(4, 2, 3, 3, dtype=torch.float64)
+    gamma, beta = torch.rand(4, dtype=torch.float64) + 0.5, torch.randn(4, dtype=torch.float64)
+    stats_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
+    running = [torch.randn(4, dtype=torch.float64).to(stats_dtype), torch.rand(4, dtype=torch.float64).add(0.5)]
+    running[1] = running[1].to(stats_dtype)
+    expected = [t.double().clone() for t in running]
+    geometry = ([1, 1], [1, 0, 0, 1], [1, 1], 1)
+    out = ops.conv_bn_leaky_relu_train(x.to(dtype), w.to(dtype), None, gamma.to(stats_dtype), beta.to(stats_dtype),
+                                       *running, *geometry, 0.3, 1e-5, 0.2, True)[0]
+    conv = F.conv2d(F.pad(x.to(dtype).double(), [0, 1, 1, 0]), w.to(dtype).double())
+    reference = F.leaky_relu(F.batch_norm(conv, *expected, gamma, beta, True, 0.3, 1e-5), 0.2)
+    close(out, reference, dtype)
+    for ours, theirs in zip(running, expected):
+        assert ours.dtype == stats_dtype
+        close(ours, theirs, dtype)  # from the conv output, which a bfloat16 device convolution rounds
+    close(ops.conv_bn_leaky_relu_train(x.to(dtype), w.to(dtype), None, gamma.to(stats_dtype), beta.to(stats_dtype),
+                                       None, None, *geometry, 0.3, 1e-5, 0.2, True)[0], reference, dtype)
+
+
+def test_train_op_checks_the_running_statistics_before_writing():
+    x, w, gamma, beta = torch.randn(2, 3, 4, 4), torch.randn(4, 3, 3, 3), torch.ones(4), torch.zeros(4)
+    geometry = ([1, 1], [1, 1, 1, 1], [1, 1], 1)
+    running_mean, running_var = torch.zeros(4), torch.ones(4)
+    with pytest.raises(ValueError, match="'running_mean' and 'running_var' must both be given"):
+        ops.conv_bn_leaky_relu_train(x, w, None, gamma, beta, running_mean, None, *geometry, 0.1, 1e-5, 0.2, True)
+    with pytest.raises(TypeError, match="'running_var' must be torch.float32"):
+        ops.conv_bn_leaky_relu_train(x, w, None, gamma, beta, running_mean, torch.ones(4, dtype=torch.float64),
+                                     *geometry, 0.1, 1e-5, 0.2, True)
+    assert torch.equal(running_mean, torch.zeros(4)) and torch.equal(running_var, torch.ones(4))
+
+
+def test_vmap_of_the_train_op_updates_batched_running_statistics_per_sample():
+    torch.manual_seed(6)
+    xs, w = torch.randn(3, 2, 3, 4, 4, dtype=torch.float64), torch.randn(4, 3, 3, 3, dtype=torch.float64)
+    gamma, beta = torch.ones(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    geometry = ([1, 1], [1, 1, 1, 1], [1, 1], 1)
+    means, variances = torch.zeros(3, 4, dtype=torch.float64), torch.ones(3, 4, dtype=torch.float64)
+
+    def train(x, running_mean, running_var):
+        return ops.conv_bn_leaky_relu_train(x, w, None, gamma, beta, running_mean, running_var, *geometry, 0.1,
+                                            1e-5, 0.2, True)[0]
+
+    torch.func.vmap(train)(xs, means, variances)
+    for x, mean, variance in zip(xs, means, variances):
+        expected = torch.zeros(4, dtype=torch.float64), torch.ones(4, dtype=torch.float64)
+        F.batch_norm(F.conv2d(x, w, padding=1), *expected, None, None, True, 0.1, 1e-5)
+        close(mean, expected[0], torch.float64), close(variance, expected[1], torch.float64)
+    with pytest.raises(RuntimeError, match="running_mean or running_var, which it updates in place, are not batched"):
+        torch.func.vmap(train, in_dims=(0, None, None))(xs, means[0], variances[0])
 
 
 def test_inplace_abn_only_where_the_output_determines_x_hat():
@@ -414,3 +510,15 @@ def test_small_bn_weight_large_bias_gradients_stay_accurate(dtype, backend):
         errors.append(max(float((g.double() - e).abs().max() / e.abs().max()) for g, e in zip(got, exact)))
     ours, theirs = errors
     assert ours <= 2 * theirs + 1e-3, (ours, theirs)
+
+
+def test_a_call_the_op_itself_refuses_leaves_num_batches_tracked():
+    """The batch is counted before the op runs (as torch counts it before F.batch_norm); an error the op raises
+    before writing (here: the sim backend has no float64 kernels) takes the count back."""
+    if ascend_acts.backends.unavailable_reason("sim") is not None:
+        pytest.skip("sim backend not built")
+    converted = ascend_acts.convert(torch_block(None))
+    before = state(converted)
+    with ascend_acts.use_backend("sim"), pytest.raises(TypeError, match="float64"):
+        converted(torch.randn(2, 3, 8, 8, dtype=torch.float64))
+    assert all(torch.equal(before[key], value) for key, value in state(converted).items())

@@ -33,8 +33,8 @@ def tensors(geometry, dtype=F64, seed=0):
 
 def train_fn(geometry, slope, save_output, with_bias):
     def fn(x, weight, bias, gamma, beta):
-        return ops.conv_bn_leaky_relu_train(x, weight, bias if with_bias else None, gamma, beta, *geometry[6:], 1e-5,
-                                            slope, save_output)[0]
+        return ops.conv_bn_leaky_relu_train(x, weight, bias if with_bias else None, gamma, beta, None, None,
+                                            *geometry[6:], 0.1, 1e-5, slope, save_output)[0]
     return fn
 
 

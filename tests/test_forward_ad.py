@@ -52,8 +52,8 @@ CASES = {
     "leaky_relu_backward": (lambda g: ops.leaky_relu_backward(g, SAVED, 0.2, False),
                             lambda g: torch.where(SAVED > 0, g, g * 0.2), (3, 5)),
     "conv_bn_leaky_relu_train": (
-        lambda x: ops.conv_bn_leaky_relu_train(x, C["weight"], C["bias"], C["gamma"], C["beta"], *GEOMETRY, 1e-5, 0.2,
-                                               True)[0],
+        lambda x: ops.conv_bn_leaky_relu_train(x, C["weight"], C["bias"], C["gamma"], C["beta"], None, None, *GEOMETRY,
+                                               0.1, 1e-5, 0.2, True)[0],
         lambda x: F.leaky_relu(F.batch_norm(_conv(x, C["weight"], C["bias"]), None, None, C["gamma"], C["beta"], True,
                                             eps=1e-5), 0.2), (3, 4, 5, 5)),
     "conv_bias_leaky_relu": (lambda x: ops.conv_bias_leaky_relu(x, C["weight"], C["bias"], *GEOMETRY, -0.2),

@@ -130,6 +130,8 @@ def check(source: str, spec: list) -> None:
             assert tensors[-1] == "out_acl.get()", op
             assert attrs == [a.name for a in schema.arguments if a.type.kind() == "FloatType"] \
                 == [a["name"] for a in entry["attr"]], op
+        if op == "conv_bn_leaky_relu_train":  # the kernel updates the running statistics, as the schema says
+            assert attrs == ["negative_slope", "eps", "momentum", "update"], op
 
 
 def test_extension_matches_the_op_definitions():
@@ -155,8 +157,10 @@ MUTATIONS = {
                                                 "ACTS_ACLNN(ActsBatchNormLeakyRelu, y,"),
     "an attribute missing in a fused call": ("dilations.get(), negative_slope, out_acl.get());",
                                              "dilations.get(), out_acl.get());"),
-    "int instead of int64_t": ("int64_t groups, double eps, double negative_slope, bool save_output)",
-                               "int groups, double eps, double negative_slope, bool save_output)"),
+    "int instead of int64_t": ("int64_t groups, double momentum, double eps, double negative_slope, bool save_output)",
+                               "int groups, double momentum, double eps, double negative_slope, bool save_output)"),
+    "running statistics not updated by the training kernel": ("negative_slope, eps, momentum, update, out_acl.get()",
+                                                               "negative_slope, eps, 0.0, false, out_acl.get()"),
     "outputs not named by the rule": ("aclTensor* dxOut, aclTensor* gradWeightOut,",
                                       "aclTensor* dx, aclTensor* gradWeightOut,"),
     "in-place without the overlap check": ("void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"

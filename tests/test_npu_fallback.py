@@ -231,9 +231,13 @@ def test_fused_torch_kernels_match_the_reference(save_output):
     from ascend_acts.backends import reference_conv_bn as oracle
 
     x, w, bias, gamma, beta, geometry = fused_cases()
-    train = (x, w, bias, gamma, beta, *geometry, 1e-5, 0.2, save_output)
-    got, expected = ours.conv_bn_leaky_relu_train(*train), oracle.conv_bn_leaky_relu_train(*train)
-    for a, b in zip(got, expected):
+    running = (torch.rand(6, dtype=torch.float64), torch.rand(6, dtype=torch.float64) + 1)
+    statistics = {name: tuple(t.clone() for t in running) for name in ("ours", "oracle")}
+    got = ours.conv_bn_leaky_relu_train(x, w, bias, gamma, beta, *statistics["ours"], *geometry, 0.3, 1e-5, 0.2,
+                                        save_output)
+    expected = oracle.conv_bn_leaky_relu_train(x, w, bias, gamma, beta, *statistics["oracle"], *geometry, 0.3, 1e-5,
+                                               0.2, save_output)
+    for a, b in zip((*got, *statistics["ours"]), (*expected, *statistics["oracle"])):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
     out, kept, mean, invstd = expected
     grad = torch.randn_like(out)

@@ -66,16 +66,9 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
     invertible = output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype)
-    out, _, mean, invstd = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, *geometry, args.eps,
-                                                        args.negative_slope, invertible)
-    if running_mean is not None:
-        # >= 2: one value per channel was refused above; read from `out`, so that a traced graph uses each
-        # call's own batch size
-        count = out.shape[0] * out.shape[2] * out.shape[3]
-        with torch.no_grad():
-            variance = (invstd.reciprocal().square() - args.eps) * (count / (count - 1))
-            running_mean.mul_(1 - args.momentum).add_(mean.to(running_mean.dtype), alpha=args.momentum)
-            running_var.mul_(1 - args.momentum).add_(variance.to(running_var.dtype), alpha=args.momentum)
+    # the op updates running_mean/running_var itself, as torch's batch_norm does
+    out, _, _, _ = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, running_mean, running_var,
+                                                *geometry, args.momentum, args.eps, args.negative_slope, invertible)
     return out
 
 

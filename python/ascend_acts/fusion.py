@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
+from torch.utils import checkpoint as _checkpoint
 
 from .conv_bn import conv_bn_leaky_relu
 from .nn.activation import LeakyReLU
@@ -21,6 +22,9 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
 _GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                       "_global_backward_pre_hooks")
 _ACTIVATIONS = (nn.LeakyReLU, LeakyReLU)  # exact types: a user's subclass may change the forward
+# raised by torch.utils.checkpoint's recomputation once the last needed tensor is saved: inside the fused op's
+# autograd, after the op updated the running statistics, so the batch stays counted (as in torch)
+_RECOMPUTATION_STOPPED = getattr(_checkpoint, "_StopRecomputationError", ())
 
 
 def _untouched(module: nn.Module) -> bool:
@@ -51,16 +55,22 @@ def fused_device(input) -> bool:
 def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slope: float,
                                input: torch.Tensor) -> torch.Tensor:
     """leaky_relu(bn(conv(input)), negative_slope) through the fused op, with nn.BatchNorm2d.forward's
-    bookkeeping; num_batches_tracked is counted only once the call succeeded (torch counts first)."""
+    bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it before F.batch_norm:
+    a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics update) and
+    counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before the
+    op writes anything) takes the count back: it changes nothing."""
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
-    factor = 0.0 if bn.momentum is None else bn.momentum
-    if counts and bn.momentum is None:
-        factor = 1.0 / (float(bn.num_batches_tracked) + 1.0)
-    statistics = not bn.training or bn.track_running_stats
-    out = conv_bn_leaky_relu(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
-                             bn.running_var if statistics else None, bn.weight, bn.bias,
-                             bn.training, factor, bn.eps, negative_slope, conv.stride, conv.padding, conv.dilation,
-                             conv.groups)
     if counts:
         bn.num_batches_tracked.add_(1)
-    return out
+    factor = 0.0 if bn.momentum is None else bn.momentum
+    if counts and bn.momentum is None:
+        factor = 1.0 / float(bn.num_batches_tracked)
+    statistics = not bn.training or bn.track_running_stats
+    try:
+        return conv_bn_leaky_relu(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
+                                  bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,
+                                  bn.eps, negative_slope, conv.stride, conv.padding, conv.dilation, conv.groups)
+    except Exception as error:
+        if counts and not isinstance(error, _RECOMPUTATION_STOPPED):
+            bn.num_batches_tracked.sub_(1)
+        raise

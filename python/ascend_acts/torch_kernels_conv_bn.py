@@ -51,16 +51,31 @@ def _conv_backward(grad, input, weight, stride, padding, dilation, groups):
     return grad_input.contiguous(), grad_weight, grad.sum((0, 2, 3))
 
 
-def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps,
-                             negative_slope, save_output):
+def update_running_statistics(running_mean, running_var, mean, variance, count: int, momentum: float) -> None:
+    """torch's update of the running statistics, in place (when given): running = (1 - momentum) * running
+    + momentum * batch value, the variance unbiased; `variance` is the biased batch variance of `count`
+    values per channel. Computed in mean's dtype (float32, or float64), rounded once to the buffers' dtype.
+    An empty batch leaves them, as torch's batch_norm does; one value per channel gives NaN variance, as torch."""
+    if running_mean is None or count == 0:
+        return
+    unbiased = variance * (count / (count - 1) if count > 1 else float("inf"))
+    with torch.no_grad():
+        for running, batch in ((running_mean, mean), (running_var, unbiased)):
+            running.copy_(running.to(batch.dtype) * (1 - momentum) + batch * momentum)
+
+
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
+                             dilation, groups, momentum, eps, negative_slope, save_output):
     c, layout = _compute(input.dtype), memory_format(input, weight)
     y = _conv(input, weight, bias, stride, padding, dilation, groups)
     yc = y.to(c)
     mean = yc.mean((0, 2, 3))
-    invstd = torch.rsqrt(yc.var((0, 2, 3), unbiased=False) + eps)
+    variance = yc.var((0, 2, 3), unbiased=False)
+    invstd = torch.rsqrt(variance + eps)
     z = (yc - _channel(mean)) * _channel(invstd) * _channel(bn_weight.to(c)) + _channel(bn_bias.to(c))
     out = in_format(F.leaky_relu(z, negative_slope).to(input.dtype), layout)
     kept = input.new_empty(0) if save_output else in_format(y, layout)
+    update_running_statistics(running_mean, running_var, mean, variance, y.numel() // max(y.shape[1], 1), momentum)
     return out, kept, mean, invstd
 
 

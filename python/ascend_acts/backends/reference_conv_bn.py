@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..reference import conv_bn as reference
+from ..torch_kernels_conv_bn import update_running_statistics
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -23,15 +24,18 @@ def tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
 
 
-def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps,
-                             negative_slope, save_output):
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
+                             dilation, groups, momentum, eps, negative_slope, save_output):
     c = compute_dtype(input.dtype)
-    out, conv_out, mean, invstd = reference.train_forward(
+    out, conv_out, mean, invstd, variance = reference.train_forward(
         array(input, c), array(weight, c), array(bias, c), array(bn_weight, c), array(bn_bias, c),
         stride, padding, dilation, groups, eps, negative_slope)
     stats = torch.empty(0, dtype=c)
     kept = torch.empty(0, dtype=input.dtype) if save_output else tensor(conv_out, input)
-    return tensor(out, input), kept, tensor(mean, stats), tensor(invstd, stats)
+    mean = tensor(mean, stats)
+    update_running_statistics(running_mean, running_var, mean, tensor(variance, stats),
+                              conv_out.size // max(conv_out.shape[1], 1), momentum)
+    return tensor(out, input), kept, mean, tensor(invstd, stats)
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean,

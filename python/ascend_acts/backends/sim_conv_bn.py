@@ -41,18 +41,26 @@ def _channel_floats(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to(torch.float32).contiguous()
 
 
-def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps,
-                             negative_slope, save_output):
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
+                             dilation, groups, momentum, eps, negative_slope, save_output):
     _check_dtype(input)
     y = _platform_conv(input, weight, bias, stride, padding, dilation, groups)
     channels = y.shape[1]
     out = torch.empty_like(y)
     mean, invstd = torch.empty(channels), torch.empty(channels)
-    # running statistics stay with the caller (the op returns mean and invstd); the kernel can also
-    # update them in place, which tests/test_sim_batch_norm.py checks
+    # the kernel updates the running statistics as torch does (momentum, unbiased variance), in float32:
+    # on float32 copies, written back (in the buffers' dtype) once the kernel has run
+    update = running_mean is not None
+    staged = [t.detach().to(torch.float32, copy=True).contiguous() for t in (running_mean, running_var)] \
+        if update else [None, None]
     sim.batch_norm_leaky_relu_forward(
-        to_array(y), to_array(_channel_floats(bn_weight)), to_array(_channel_floats(bn_bias)), None, None,
-        negative_slope, eps, 0.0, False, to_array(out), to_array(mean), to_array(invstd))
+        to_array(y), to_array(_channel_floats(bn_weight)), to_array(_channel_floats(bn_bias)),
+        *(to_array(t) if update else None for t in staged), negative_slope, eps, momentum, update, to_array(out),
+        to_array(mean), to_array(invstd))
+    if update:
+        with torch.no_grad():
+            running_mean.copy_(staged[0])
+            running_var.copy_(staged[1])
     kept = torch.empty(0, dtype=input.dtype) if save_output else y
     return out, kept, mean, invstd
 

@@ -225,24 +225,34 @@ at::Tensor Floats(const at::Tensor& t) { return Prepared(t.to(at::kFloat)); }
 
 at::Tensor Channel(const at::Tensor& v) { return v.reshape({1, -1, 1, 1}); }
 
+// The kernel updates running_mean/running_var in place (torch's formula: momentum, unbiased variance) on float32
+// buffers; buffers of another dtype or layout go through float32 copies, written back after the launch.
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrain(
     const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-    const at::Tensor& bn_weight, const at::Tensor& bn_bias, at::IntArrayRef stride, at::IntArrayRef padding,
-    at::IntArrayRef dilation, int64_t groups, double eps, double negative_slope, bool save_output) {
+    const at::Tensor& bn_weight, const at::Tensor& bn_bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, at::IntArrayRef stride, at::IntArrayRef padding,
+    at::IntArrayRef dilation, int64_t groups, double momentum, double eps, double negative_slope, bool save_output) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
+    const bool update = running_mean.has_value() && running_var.has_value();
+    TORCH_CHECK_VALUE(update || (!running_mean.has_value() && !running_var.has_value()),
+                      "conv_bn_leaky_relu_train: 'running_mean' and 'running_var' must both be given or both be None");
     at::Tensor y = Prepared(PlatformConv(input, weight, bias, stride, padding, dilation, groups));
     TORCH_CHECK(y.numel() > 0, "conv_bn_leaky_relu: training needs at least one value per channel, got output ",
                 y.sizes());
     at::Tensor gamma = Floats(bn_weight), beta = Floats(bn_bias);
     at::Tensor out = at::empty_like(y), mean = at::empty_like(gamma), invstd = at::empty_like(gamma);
-    // the running statistics stay with the caller (the op returns mean and invstd): not updated here
-    at::Tensor running_mean = at::zeros_like(gamma), running_var = at::ones_like(gamma);
+    at::Tensor staged_mean = update ? Floats(*running_mean) : at::zeros_like(gamma);
+    at::Tensor staged_var = update ? Floats(*running_var) : at::ones_like(gamma);
     AclTensor y_acl = AsAclShaped(y), gamma_acl = AsAcl(gamma), beta_acl = AsAcl(beta),
-              running_mean_acl = AsAcl(running_mean), running_var_acl = AsAcl(running_var),
+              running_mean_acl = AsAcl(staged_mean), running_var_acl = AsAcl(staged_var),
               out_acl = AsAclShaped(out), mean_acl = AsAcl(mean), invstd_acl = AsAcl(invstd);
     ACTS_ACLNN(ActsBatchNormLeakyRelu, y, y_acl.get(), gamma_acl.get(), beta_acl.get(), running_mean_acl.get(),
-               running_var_acl.get(), negative_slope, eps, 0.0, false, out_acl.get(), mean_acl.get(),
+               running_var_acl.get(), negative_slope, eps, momentum, update, out_acl.get(), mean_acl.get(),
                invstd_acl.get());
+    if (update) {
+        if (!staged_mean.is_same(*running_mean)) running_mean->copy_(staged_mean);
+        if (!staged_var.is_same(*running_var)) running_var->copy_(staged_var);
+    }
     return {out, save_output ? at::empty({0}, input.options()) : y, mean, invstd};
 }
 

@@ -18,10 +18,13 @@ from ..reference import conv_bn as reference
 from ._library import OpFunction, lib, register_autograd_function, register_composite_autograd, run_below_autograd
 
 _GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
+# Like aten::native_batch_norm, training updates the running statistics itself (in place, torch's formula:
+# momentum, unbiased variance) before autograd saves anything: a torch.utils.checkpoint recomputation that
+# stops once the last needed tensor is saved has then updated them exactly as torch's BatchNorm does.
 lib.define(
     f"conv_bn_leaky_relu_train(Tensor input, Tensor weight, Tensor? bias, Tensor bn_weight, Tensor bn_bias, "
-    f"{_GEOMETRY}, float eps, float negative_slope, bool save_output) "
-    "-> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)"
+    f"Tensor(a!)? running_mean, Tensor(b!)? running_var, {_GEOMETRY}, float momentum, float eps, "
+    "float negative_slope, bool save_output) -> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)"
 )
 lib.define(
     f"conv_bn_leaky_relu_train_backward(Tensor grad_out, Tensor saved, bool saved_is_output, Tensor input, "
@@ -61,8 +64,12 @@ def check_dtypes(op: str, input: torch.Tensor, same_dtype: dict, channel_paramet
                             f"{input.dtype} input, got {t.dtype}")
 
 
-def _check_train(input, weight, bias, bn_weight, bn_bias, *_):
-    check_dtypes(TRAIN, input, {"weight": weight, "bias": bias}, {"bn_weight": bn_weight, "bn_bias": bn_bias})
+def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *_):
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"ascend_acts::{TRAIN}: 'running_mean' and 'running_var' must both be given or both be None")
+    statistics = {} if running_mean is None else {"running_mean": running_mean, "running_var": running_var}
+    check_dtypes(TRAIN, input, {"weight": weight, "bias": bias},
+                 {"bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
 
 
 def _check_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd, *_):
@@ -83,6 +90,8 @@ CHECKS = {TRAIN: _check_train, TRAIN_BACKWARD: _check_train_backward, EVAL: _che
 # where each op has its input and conv weight, and which of its results are laid out like them
 _INPUT_AND_WEIGHT = {TRAIN: (0, 1), TRAIN_BACKWARD: (3, 4), EVAL: (0, 1), EVAL_BACKWARD: (1, 2)}
 _LAID_OUT = {TRAIN: (0, 1), TRAIN_BACKWARD: (0, 1), EVAL: (0,), EVAL_BACKWARD: (0, 1)}
+# arguments written in place (the running statistics): handed to the backend as they are, never as a copy
+_MUTATED = {TRAIN: (5, 6)}
 
 
 def layout_of(op: str, args) -> torch.memory_format:
@@ -95,7 +104,9 @@ def _register_cpu(op: str) -> None:
     def kernel(*args):
         CHECKS[op](*args)
         layout = layout_of(op, args)
-        contiguous = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+        mutated = _MUTATED.get(op, ())
+        contiguous = [a.contiguous() if isinstance(a, torch.Tensor) and i not in mutated else a
+                      for i, a in enumerate(args)]
         result = getattr(backends.current_backend(), op)(*contiguous)
         if layout == torch.contiguous_format:
             return result
@@ -118,9 +129,9 @@ def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
 
 
 @torch.library.register_fake("ascend_acts::conv_bn_leaky_relu_train", lib=lib)
-def _train_fake(input, weight, bias, bn_weight, bn_bias, stride, padding, dilation, groups, eps, negative_slope,
-                save_output):
-    _check_train(input, weight, bias, bn_weight, bn_bias)
+def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
+                momentum, eps, negative_slope, save_output):
+    _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     c, layout = compute_dtype(input.dtype), torch_kernels_conv_bn.memory_format(input, weight)
     out = _empty(shape, input, layout)
@@ -159,7 +170,7 @@ class _Train(OpFunction):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        input, weight, bias, bn_weight, bn_bias, *geometry, _, ctx.negative_slope, ctx.save_output = inputs
+        input, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, ctx.negative_slope, ctx.save_output = inputs
         ctx.geometry, ctx.has_bias = geometry, bias is not None
         out, conv_out, mean, invstd = output
         ctx.mark_non_differentiable(conv_out, mean, invstd)
@@ -174,7 +185,7 @@ class _Train(OpFunction):
             ctx.negative_slope)
         grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
         return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
-                None, None, None, None, None, None, None)
+                None, None, None, None, None, None, None, None, None, None)
 
     @staticmethod
     def jvp(ctx, *tangents):
@@ -209,6 +220,20 @@ class _Eval(OpFunction):
 
 
 register_autograd_function(TRAIN, _Train)
+
+
+@torch.library.register_vmap(f"ascend_acts::{TRAIN}", lib=lib)
+def _train_vmap(info, in_dims, input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):
+    """vmap: the op once per sample (what torch's fallback does for an op without mutable arguments). Running
+    statistics must then be batched too, so that each sample updates its own, as torch's batch_norm requires."""
+    tensors = (input, weight, bias, bn_weight, bn_bias, running_mean, running_var)
+    dims = in_dims[:len(tensors)]
+    if running_mean is not None and (dims[5] is None or dims[6] is None):
+        raise RuntimeError(f"vmap: ascend_acts::{TRAIN} got batched tensors while running_mean or running_var, "
+                           "which it updates in place, are not batched: batch them, or pass None")
+    results = [ops.conv_bn_leaky_relu_train(*(t if d is None else t.select(d, i) for t, d in zip(tensors, dims)),
+                                            *attributes) for i in range(info.batch_size)]
+    return tuple(torch.stack(outputs) for outputs in zip(*results)), (0, 0, 0, 0)
 register_autograd_function(EVAL, _Eval)
 # The backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.
 # It differentiates through input, weight and the BN parameters only: `saved`, `mean` and `invstd` must be

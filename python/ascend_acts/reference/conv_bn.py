@@ -86,19 +86,20 @@ def _leaky(z, slope):
     return np.where(z > 0, z, z * z.dtype.type(slope))
 
 
-def batch_statistics(y, eps):
-    """Per-channel mean and 1/sqrt(biased variance + eps) over N, H, W."""
+def batch_statistics(y):
+    """Per-channel mean and biased variance over N, H, W."""
     mean = y.mean(axis=(0, 2, 3))
-    var = ((y - _channel(mean)) ** 2).mean(axis=(0, 2, 3))
-    return mean, 1.0 / np.sqrt(var + y.dtype.type(eps))
+    return mean, ((y - _channel(mean)) ** 2).mean(axis=(0, 2, 3))
 
 
 def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, groups, eps, slope):
-    """(out, conv output, batch mean, batch invstd); gamma/beta are arrays (ones/zeros when absent)."""
+    """(out, conv output, batch mean, batch invstd, biased batch variance); gamma/beta are arrays (ones/zeros
+    when absent)."""
     y = conv2d(x, weight, bias, stride, padding, dilation, groups)
-    mean, invstd = batch_statistics(y, eps)
+    mean, variance = batch_statistics(y)
+    invstd = 1.0 / np.sqrt(variance + y.dtype.type(eps))
     z = (y - _channel(mean)) * _channel(invstd) * _channel(gamma) + _channel(beta)
-    return _leaky(z, slope), y, mean, invstd
+    return _leaky(z, slope), y, mean, invstd, variance
 
 
 def train_backward(grad_out, saved, saved_is_output, x, weight, gamma, beta, mean, invstd, stride, padding, dilation,
