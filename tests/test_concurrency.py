@@ -269,3 +269,26 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
         a.join(timeout=60)
     assert (seen["a"].kernel, seen["a"].block_dim) == ("acts_leaky_relu", 3)
     assert (seen["b"].kernel, seen["b"].block_dim) == ("acts_leaky_relu_grad", 48)
+
+
+def test_the_reference_backend_uses_torchs_intra_op_thread_count():
+    """With torch.set_num_threads(1) (as torch sets it in DataLoader workers) a large body runs inline, in
+    the calling thread; with more, on the pool's threads."""
+    from ascend_acts.reference import parallel
+
+    def threads_used(size):
+        names = set()
+        parallel.for_chunks(size, lambda start, stop: names.add(threading.current_thread().name))
+        return names
+
+    size = 8 * parallel.CHUNK
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert threads_used(size) == {threading.current_thread().name}
+        if (os.cpu_count() or 1) >= 2:
+            torch.set_num_threads(2)
+            used = threads_used(size)
+            assert used and all(name.startswith("ascend_acts") for name in used)
+    finally:
+        torch.set_num_threads(previous)

@@ -111,7 +111,8 @@ def _renew_launch_lock() -> None:  # a fork while another thread held the lock m
     _launch_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_renew_launch_lock)
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_renew_launch_lock)
 
 
 def load_library(name: str = "_sim") -> ctypes.CDLL:
