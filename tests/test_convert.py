@@ -2,7 +2,6 @@
 computes what the unconverted torch model computes (the oracle, in float64), through training tricks,
 checkpoints, hooks, spectral norm, TorchScript tracing, torch.compile and pickling."""
 
-import collections
 import copy
 import io
 import pickle
@@ -11,69 +10,24 @@ import warnings
 import pytest
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import ascend_acts
+from gan_models import NC, Discriminator, weights_init
+from op_counter import OpCounter
 
-NC, NDF = 3, 8
-
-
-class Discriminator(nn.Module):
-    """pytorch/examples dcgan/main.py's discriminator (ndf smaller)."""
-
-    def __init__(self, ngpu=1):
-        super().__init__()
-        self.ngpu = ngpu
-        self.main = nn.Sequential(
-            nn.Conv2d(NC, NDF, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(NDF, NDF * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 2), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(NDF * 2, NDF * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 4), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(NDF * 4, NDF * 8, 4, 2, 1, bias=False), nn.BatchNorm2d(NDF * 8), nn.LeakyReLU(0.2, inplace=True),
-            nn.Conv2d(NDF * 8, 1, 4, 1, 0, bias=False), nn.Sigmoid(),
-        )
-
-    def forward(self, input):
-        if input.is_cuda and self.ngpu > 1:
-            output = nn.parallel.data_parallel(self.main, input, range(self.ngpu))
-        else:
-            output = self.main(input)
-        return output.view(-1, 1).squeeze(1)
-
-
-def weights_init(m):
-    """pytorch/examples dcgan/main.py."""
-    classname = m.__class__.__name__
-    if classname.find('Conv') != -1:
-        torch.nn.init.normal_(m.weight, 0.0, 0.02)
-    elif classname.find('BatchNorm') != -1:
-        torch.nn.init.normal_(m.weight, 1.0, 0.02)
-        torch.nn.init.zeros_(m.bias)
+NDF = 8
 
 
 def discriminators(seed=0):
     """(torch's, converted): the same weights, float64."""
     torch.manual_seed(seed)
-    theirs = Discriminator().double()
+    theirs = Discriminator(ndf=NDF).double()
     theirs.apply(weights_init)
     return theirs, ascend_acts.convert(copy.deepcopy(theirs))
 
 
 def images(n=4, size=64, seed=1):
     return torch.randn(n, NC, size, size, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
-
-
-class FusedOpCounter(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.calls = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-    @property
-    def fused(self):
-        return self.calls["conv_bn_leaky_relu_train"] + self.calls["conv_bias_leaky_relu"]
 
 
 def assert_same_state(ours, theirs, **tol):
@@ -94,7 +48,7 @@ def test_converted_model_is_the_users_model():
     assert len(converted.main) == len(theirs.main) == 13
     assert isinstance(converted.main, nn.Sequential) and type(converted.main[3]) is nn.BatchNorm2d
     assert repr(converted) == repr(theirs)
-    with FusedOpCounter() as counter:
+    with OpCounter() as counter:
         converted(images())
     assert counter.fused == 3  # the three Conv2d -> BatchNorm2d -> LeakyReLU runs
 
@@ -118,7 +72,7 @@ def test_checkpoints_load_both_ways_strict():
     buffer = io.BytesIO()
     torch.save(ours.state_dict(), buffer)
     buffer.seek(0)
-    plain = Discriminator().double()
+    plain = Discriminator(ndf=NDF).double()
     plain.load_state_dict(torch.load(buffer), strict=True)
     assert_same_state(plain, ours, rtol=0, atol=0)
     ours.load_state_dict(theirs.state_dict(), strict=True)
@@ -309,7 +263,7 @@ def test_copies_of_a_converted_model_stay_converted_and_correct(copier):
         buffer.seek(0)
         clone = torch.load(buffer, weights_only=False)
     assert type(clone.main) is ascend_acts.nn.Sequential and type(clone.main[1]) is ascend_acts.nn.LeakyReLU
-    with FusedOpCounter() as counter:
+    with OpCounter() as counter:
         out = clone(images())
     assert counter.fused == 3
     torch.testing.assert_close(out, theirs(images()))
