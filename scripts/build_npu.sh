@@ -49,8 +49,10 @@ export ASCEND_HOME_PATH="$cann"
 export PYTHONPATH="$cann/python/site-packages${PYTHONPATH:+:$PYTHONPATH}"
 
 # msopgen 8.1 generates one op per call (without -op it asks which one on stdin: op_info_ir_json.py _choose_op):
-# the first op creates the project, every further one is added to it (-m 1).
-specs=("$root/op_host/json/acts_elementwise.json" "$root/op_host/json/acts_conv_bn.json")
+# the first op creates the project, every further one is added to it (-m 1). The JSONs are generated from the op
+# table (scripts/generate_op_files.py), one per kernel: op_host/<family>/<base>.json.
+mapfile -t specs < <(cd "$root" && find op_host -mindepth 2 -maxdepth 2 -name '*.json' | LC_ALL=C sort | sed "s#^#$root/#")
+[[ ${#specs[@]} -gt 0 ]] || { echo "build_npu.sh: no op_host/<family>/*.json in $root" >&2; exit 5; }
 work="$out/msopgen"
 rm -rf "$work"
 mkdir -p "$work"
@@ -68,24 +70,31 @@ for spec in "${specs[@]}"; do
 done
 
 # msopgen writes one template per op (op_host/<op>.cpp + <op>_tiling.h, op_kernel/<op>.cpp) named after the op
-# type in snake case (utils.py fix_name_lower_with_under: ActsRRelu -> acts_r_relu). Replace each template with
-# our file that defines the same OpDef class / kernel entry, so no op is defined twice and a naming mismatch
-# stops the build instead of compiling a template.
+# type in snake case (utils.py fix_name_lower_with_under: ActsRRelu -> acts_r_relu). Our folders go next to
+# the templates (op_host/<family>/, op_kernel/<family>/, common/: relative includes resolve as in our tree;
+# the package build compiles only the top-level .cpp of each, and its source package copies all of op_kernel/),
+# and each template becomes one line including our file that defines the same OpDef class / kernel entry, so
+# no op is defined twice and a naming mismatch stops the build instead of compiling a template.
 replace_templates() {  # dir, regex capturing the name a template defines, how our files define that name
   local dir="$1" pattern="$2" ours_pattern="$3" template name ours
   for template in "$work/$dir"/*.cpp; do
     name="$(sed -nE "s/.*$pattern.*/\\1/p" "$template" | head -n 1)"
     [[ -n "$name" ]] || fail "cannot tell which op $template is for"
-    ours="$(grep -lE "${ours_pattern//NAME/$name}" "$root/$dir"/*.cpp | head -n 1 || true)"
+    ours="$(cd "$root/$dir" && grep -rlE --include='*.cpp' "${ours_pattern//NAME/$name}" . | LC_ALL=C sort | head -n 1 || true)"
     [[ -n "$ours" ]] || fail "no file in $dir/ defines $name (msopgen generated $(basename "$template") for it)"
-    cp "$ours" "$template"
+    printf '// %s of this package: %s/%s (scripts/build_npu.sh)\n#include "%s"\n' "$name" "$dir" "${ours#./}" \
+      "${ours#./}" >"$template"
   done
 }
 replace_templates op_host 'class ([A-Za-z0-9_]+) : public OpDef' 'class NAME : public OpDef'
 replace_templates op_kernel '__aicore__ void ([A-Za-z0-9_]+)\(' '__aicore__ void NAME\('
 rm -f "$work"/op_host/*_tiling.h  # the templates' TilingData; ours are plain structs
-cp "$root"/op_host/*.h "$work/op_host/"
-cp "$root"/op_kernel/*.h "$work/op_kernel/"
+for dir in op_host op_kernel; do
+  for folder in "$root/$dir"/*/; do
+    cp -R "${folder%/}" "$work/$dir/"
+    rm -f "$work/$dir/$(basename "$folder")"/*.json  # msopgen's input, not the package's
+  done
+done
 
 # Build configuration: our vendor name, this toolkit, the SoC, and the binary package (it carries the aclnn API).
 python3 - "$work/CMakePresets.json" "$vendor" "$cann" "$soc" <<'PY' || fail "cannot configure $work/CMakePresets.json"

@@ -12,8 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ascend_acts import npu
-from test_npu_definitions import OPS
+from ascend_acts import npu, op_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,16 +139,28 @@ else:
 '''
 
 FAKE_BUILD = '''\
-# Stand-in for the generated project's build: refuses an op defined twice, makes a .run whose installer picks
+# Stand-in for the generated project's build: compiles the top-level .cpp of op_host/ and op_kernel/ (what
+# includes they name resolved relative to them, as the compiler does), refuses an op defined twice or a file that
+# does not compile (an include that is not there), makes a .run whose installer picks
 # its directory as the template's scripts/install.sh does (--install-path, else $ASCEND_CUSTOM_OPP_PATH, else
 # $ASCEND_OPP_PATH) and installs <dir>/vendors/<vendor_name>, with op_api/lib/libcust_opapi.so only if the
 # binary package is on.
 import collections, json, re
 from pathlib import Path
+CANN_HEADERS = {"kernel_operator.h", "lib/matmul_intf.h", "register/op_def_registry.h",
+                "tiling/platform/platform_ascendc.h", "tiling/tiling_api.h"}
+def preprocessed(path):
+    text = path.read_text()
+    for include in re.findall(r'#include "([^"]+)"', text):
+        if (path.parent / include).is_file():
+            text += preprocessed(path.parent / include)
+        elif include not in CANN_HEADERS:
+            raise SystemExit(f"{path}: {include}: No such file or directory")
+    return text
 found = collections.Counter()
 for pattern, folder in [(r"class (\\w+) : public OpDef", "op_host"), (r"__aicore__ void (\\w+)\\(", "op_kernel")]:
     for f in Path(folder).glob("*.cpp"):
-        found.update(re.findall(pattern, f.read_text()))
+        found.update(re.findall(pattern, preprocessed(f)))
 twice = [name for name, count in found.items() if count > 1]
 if twice:
     raise SystemExit(f"defined more than once: {twice}")
@@ -202,9 +213,10 @@ def msopgen_calls(toolkit):
 
 
 def all_ops():
-    """(json, op type) in the order build_npu.sh generates them: every op of every op family's JSON."""
-    return [(ROOT / "op_host/json" / name, entry["op"]) for name in ("acts_elementwise.json", "acts_conv_bn.json")
-            for entry in json.loads((ROOT / "op_host/json" / name).read_text())]
+    """(json, op type) in the order build_npu.sh generates them: every op of every JSON of op_host/<family>/."""
+    specs = sorted(ROOT.glob("op_host/*/*.json"), key=lambda path: path.relative_to(ROOT).as_posix())
+    assert len(specs) == len(op_table.KERNELS)
+    return [(spec, entry["op"]) for spec in specs for entry in json.loads(spec.read_text())]
 
 
 def test_build_script_makes_the_package_from_our_sources(toolkit):
@@ -216,16 +228,17 @@ def test_build_script_makes_the_package_from_our_sources(toolkit):
     assert all(args[0] == "gen" and args[args.index("-c") + 1] == "ai_core-Ascend910_9391" for args in calls)
     assert "-m" not in calls[0] and all(args[args.index("-m") + 1] == "1" for args in calls[1:])
     work = toolkit.out / "msopgen"
-    fused = {"ActsBatchNormLeakyRelu": ("batch_norm_leaky_relu", "acts_batch_norm_leaky_relu"),
-             "ActsBatchNormLeakyReluGrad": ("batch_norm_leaky_relu_grad", "acts_batch_norm_leaky_relu_grad"),
-             "ActsConvBnLeakyReluEval": ("conv_bn_leaky_relu_eval", "acts_conv_bn_leaky_relu_eval")}
-    for file, kernel in [(file, kernel) for file, kernel, _, _ in OPS.values()] + list(fused.values()):
-        # each template replaced by our file for that op
-        assert (work / f"op_host/{kernel}.cpp").read_text() == (ROOT / f"op_host/{file}.cpp").read_text()
-        assert (work / f"op_kernel/{kernel}.cpp").read_text() == (ROOT / f"op_kernel/{file}.cpp").read_text()
-        assert not (work / f"op_host/{kernel}_tiling.h").exists()
-    for header in [*ROOT.glob("op_host/*.h"), *ROOT.glob("op_kernel/*.h")]:
-        assert (work / header.parent.name / header.name).read_text() == header.read_text()
+    for kernel in op_table.KERNELS:
+        # each template replaced by an include of our file for that op
+        for folder in ("op_host", "op_kernel"):
+            ours = f"{kernel.family}/{kernel.base}.cpp"
+            assert f'#include "{ours}"' in (work / folder / f"{kernel.entry}.cpp").read_text().splitlines()
+        assert not (work / f"op_host/{kernel.entry}_tiling.h").exists()
+    # our folders next to the templates, as they are (less msopgen's JSON)
+    ours = [p for p in [*ROOT.glob("op_host/*/*"), *ROOT.glob("op_kernel/*/*")] if p.suffix != ".json"]
+    assert sorted(p.relative_to(work).as_posix() for p in work.glob("op_*/*/*")) == \
+           sorted(p.relative_to(ROOT).as_posix() for p in ours)
+    assert all((work / p.relative_to(ROOT)).read_text() == p.read_text() for p in ours)
     variables = json.loads((work / "CMakePresets.json").read_text())["configurePresets"][0]["cacheVariables"]
     assert {k: v["value"] for k, v in variables.items()} == {
         "vendor_name": npu.VENDOR, "ENABLE_BINARY_PACKAGE": "True", "ASCEND_CANN_PACKAGE_PATH": str(toolkit.cann),

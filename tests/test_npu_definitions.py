@@ -1,30 +1,21 @@
-"""Checks of the NPU side that need no CANN: the op definitions agree everywhere, and the build
-scripts fail fast and clearly without the toolkit."""
+"""What of the NPU definitions is not generated from the op table (scripts/generate_op_files.py writes the OpDefs,
+the msopgen JSONs, the aclnn declarations and the extension's registrations; tests/test_generated_files.py checks
+they are current): each table kernel's entry, hand-written in op_kernel/<family>/<base>.cpp, takes the table's
+inputs and outputs in its order under the name msopgen gives the op type; the tiling structs the kernels read
+agree with their Python mirrors; and the build scripts fail fast and clearly without the toolkit."""
 
-import copy
-import json
 import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
-import ascend_acts  # noqa: F401  (registers the ops)
+from ascend_acts import op_table
 from ascend_acts.backends import sim
 
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = json.loads((ROOT / "op_host/json/acts_elementwise.json").read_text())
-
-# CANN op -> (op_host file, kernel entry, torch op, its forward inputs in CANN order, tensor-argument names)
-OPS = {
-    "ActsLeakyRelu": ("leaky_relu", "acts_leaky_relu", "leaky_relu", ["self"]),
-    "ActsLeakyReluGrad": ("leaky_relu_grad", "acts_leaky_relu_grad", "leaky_relu_backward", ["grad_output", "self"]),
-    "ActsRRelu": ("rrelu", "acts_r_relu", "rrelu_with_seed", ["self", "seed"]),
-    "ActsRReluGrad": ("rrelu_grad", "acts_r_relu_grad", "rrelu_with_seed_backward", ["grad_output", "self", "seed"]),
-}
-DTYPES = {"float": "ge::DT_FLOAT", "float16": "ge::DT_FLOAT16", "bfloat16": "ge::DT_BF16", "int64": "ge::DT_INT64"}
+ENTRY = re.compile(r'extern "C" __global__ __aicore__ void (\w+)\(([^)]*)\)')
 
 
 def msopgen_name(op_type: str) -> str:
@@ -40,80 +31,102 @@ def test_msopgen_name_follows_the_documented_examples():
     assert {name: msopgen_name(name) for name in examples} == examples
 
 
-def test_every_kernel_entry_has_msopgen_s_name():
+@pytest.mark.parametrize("kernel", op_table.KERNELS, ids=lambda k: k.base)
+def test_the_table_spells_the_entry_as_msopgen_names_it(kernel):
     """scripts/build_npu.sh replaces each template msopgen generates with our kernel of the same entry name."""
-    entries = {cann_op: kernel for cann_op, (_, kernel, _, _) in OPS.items()}
-    fused = {entry["op"] for entry in json.loads((ROOT / "op_host/json/acts_conv_bn.json").read_text())}
-    defined = set(re.findall(r"__global__ __aicore__ void (\w+)\(", " ".join(
-        f.read_text() for f in (ROOT / "op_kernel").glob("*.cpp"))))
-    assert {op: msopgen_name(op) for op in entries} == entries
-    assert {msopgen_name(op) for op in [*entries, *fused]} == defined
+    assert msopgen_name(kernel.op_type) == kernel.entry
 
 
-def parse_opdef(text: str) -> dict:
-    def tensors(kind):
-        found = re.findall(rf'this->{kind}\("(\w+)"\)\s*\.ParamType\(REQUIRED\)\s*\.DataType\(\{{([^}}]*)\}}\)', text)
-        return [(name, [t.strip() for t in types.split(",")]) for name, types in found]
-
-    return {"op": re.search(r"class (\w+) : public OpDef", text).group(1),
-            "inputs": tensors("Input"), "outputs": tensors("Output"),
-            "attrs": re.findall(r'this->Attr\("(\w+)"\)\.AttrType\(OPTIONAL\)\.Float\(([-\d.e]+)\)', text)}
+def lower_camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(word.capitalize() for word in rest)
 
 
-def check(spec: list) -> None:
-    """Raises AssertionError on any disagreement between `spec` (the JSON) and the other definitions."""
-    assert sorted(entry["op"] for entry in spec) == sorted(OPS)
-    for entry in spec:
-        file, kernel, torch_op, torch_inputs = OPS[entry["op"]]
-        opdef = parse_opdef((ROOT / f"op_host/{file}.cpp").read_text())
-        assert opdef["op"] == entry["op"]
-        as_json = lambda items: [(d["name"], [DTYPES[t] for t in d["type"]]) for d in items]  # noqa: E731
-        assert opdef["inputs"] == as_json(entry["input_desc"])
-        assert opdef["outputs"] == as_json(entry["output_desc"])
-        assert [(a, float(d)) for a, d in opdef["attrs"]] == \
-               [(a["name"], float(a["default_value"])) for a in entry["attr"]]
-        schema = getattr(torch.ops.ascend_acts, torch_op).default._schema
-        tensor_args = [a.name for a in schema.arguments if isinstance(a.type, torch.TensorType)]
-        assert tensor_args == torch_inputs and len(entry["input_desc"]) == len(torch_inputs)
-        float_args = [a.name for a in schema.arguments if a.type.kind() == "FloatType"]
-        assert float_args == [a["name"] for a in entry["attr"]]
-        assert len(schema.returns) == len(entry["output_desc"])
-        assert re.search(rf"void {kernel}\(", (ROOT / f"op_kernel/{file}.cpp").read_text())
-        entry_args = re.search(rf"void {kernel}\(([^)]*)\)", (ROOT / f"op_kernel/{file}.cpp").read_text()).group(1)
-        assert entry_args.count("GM_ADDR") == len(entry["input_desc"]) + len(entry["output_desc"]) + 2  # + workspace, tiling
+def entry_parameters(kernel) -> list[str]:
+    """The GM addresses the launch passes, in the OpDef's order: inputs, outputs (one that is also an input, updated
+    in place, as <name>Out), workspace, tiling; named as the table names them, in lowerCamelCase."""
+    inputs = [t.name for t in kernel.inputs]
+    outputs = [lower_camel(t.name) + ("Out" if t.name in inputs else "") for t in kernel.outputs]
+    return [lower_camel(name) for name in inputs] + outputs + ["workspace", "tiling"]
 
 
-def test_json_opdefs_schemas_and_kernels_agree():
-    check(SPEC)
+def check_entry(kernel, source: str) -> None:
+    """Raises AssertionError unless `source` defines the kernel's entry with the table's parameters."""
+    entries = {name: [p.split()[-1] for p in params.split(",")] for name, params in ENTRY.findall(source)}
+    assert list(entries) == [kernel.entry], (kernel.base, list(entries))
+    params = re.findall(rf'void {kernel.entry}\(([^)]*)\)', source)[0]
+    assert all(p.split()[:-1] == ["GM_ADDR"] for p in params.split(",")), params
+    assert entries[kernel.entry] == entry_parameters(kernel), kernel.base
 
 
-@pytest.mark.parametrize("alter", ["rename_attr", "drop_dtype", "change_default", "extra_input"])
-def test_a_disagreement_is_detected(alter):
-    spec = copy.deepcopy(SPEC)
-    entry = spec[0]
-    if alter == "rename_attr":
-        entry["attr"][0]["name"] = "slope"
-    elif alter == "drop_dtype":
-        entry["input_desc"][0]["type"] = entry["input_desc"][0]["type"][:2]
-    elif alter == "change_default":
-        entry["attr"][0]["default_value"] = "0.2"
-    else:
-        entry["input_desc"].append(dict(entry["input_desc"][0], name="extra"))
+@pytest.mark.parametrize("kernel", op_table.KERNELS, ids=lambda k: k.base)
+def test_each_kernel_entry_takes_the_tables_tensors_in_order(kernel):
+    check_entry(kernel, (ROOT / "op_kernel" / kernel.family / f"{kernel.base}.cpp").read_text())
+
+
+def test_no_kernel_entry_outside_the_table():
+    defined = {name for path in (ROOT / "op_kernel").rglob("*.cpp") for name, _ in ENTRY.findall(path.read_text())}
+    assert defined == {kernel.entry for kernel in op_table.KERNELS}
+
+
+@pytest.mark.parametrize("alter", ["swap_inputs", "drop_output", "rename_entry"])
+def test_a_disagreeing_entry_is_detected(alter):
+    kernel = op_table.kernel("batch_norm_leaky_relu_grad")
+    source = (ROOT / "op_kernel" / kernel.family / f"{kernel.base}.cpp").read_text()
+    altered = {"swap_inputs": source.replace("(GM_ADDR dy, GM_ADDR y,", "(GM_ADDR y, GM_ADDR dy,"),
+               "drop_output": source.replace(" GM_ADDR gradBias,", ""),
+               "rename_entry": source.replace("void acts_batch_norm_leaky_relu_grad(",
+                                              "void acts_batch_norm_leaky_relu_backward(")}[alter]
+    assert altered != source
     with pytest.raises(AssertionError):
-        check(spec)
+        check_entry(kernel, altered)
 
 
-def test_tiling_struct_matches_its_python_mirror():
-    header = (ROOT / "op_kernel/elementwise_tiling_data.h").read_text()
-    body = re.search(r"struct ElementwiseTiling \{(.*?)\};", header, re.S).group(1)
-    fields = re.findall(r"^\s*(uint64_t|uint32_t|float)\s+(\w+);", body, re.M)
-    ctypes_names = {"uint64_t": "c_ulong", "uint32_t": "c_uint", "float": "c_float"}
-    mirror = [(name, kind.__name__) for name, kind in sim.ElementwiseTiling._fields_]
-    snake = [re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower() for _, name in fields]
-    assert [n for n, _ in mirror] == snake
-    assert [k for _, k in mirror] == [ctypes_names[t] for t, _ in fields]
+# --- the tiling structs the kernels read, against the emulator backend's ctypes mirrors -----------------------
+CTYPES = {"uint64_t": "c_ulong", "uint32_t": "c_uint", "int32_t": "c_int", "float": "c_float"}
 
 
+def header_fields(header: str, struct: str) -> list[tuple[str, str]]:
+    body = re.search(rf"struct {struct} \{{(.*?)\n\}};", (ROOT / "op_kernel" / header).read_text(), re.S).group(1)
+    fields = []
+    for kind, names in re.findall(r"^\s*(uint64_t|uint32_t|int32_t|float|\w+)\s+([\w, ]+);", body, re.M):
+        fields += [(kind, name.strip()) for name in names.split(",")]
+    return fields
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def mirror(name: str) -> list[tuple[str, str]]:
+    if not hasattr(sim, name):
+        pytest.skip(f"the sim backend has no ctypes mirror {name} (tiling structs seen through a compiled binding)")
+    return [(field, kind.__name__) for field, kind in getattr(sim, name)._fields_]
+
+
+def test_elementwise_tiling_struct_matches_its_python_mirror():
+    fields = header_fields("elementwise/elementwise_tiling_data.h", "ElementwiseTiling")
+    assert mirror("ElementwiseTiling") == [(snake(name), CTYPES[kind]) for kind, name in fields]
+
+
+def test_batch_norm_tiling_struct_matches_its_python_mirror():
+    fields = header_fields("batch_norm_leaky_relu/batch_norm_leaky_relu_tiling_data.h", "BatchNormLeakyReluTiling")
+    assert mirror("BatchNormTiling") == [(snake(name), CTYPES[kind]) for kind, name in fields]
+
+
+def test_eval_tiling_struct_matches_its_python_mirror():
+    header = "conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h"
+    names = {"inChannels": "in_channels", "outChannels": "out_channels", "padH": "pad_top", "padW": "pad_left"}
+    expected = [(names.get(name, snake(name)), CTYPES[kind]) for kind, name in header_fields(header, "ConvGeometry")]
+    for kind, name in header_fields(header, "ConvBnLeakyReluEvalTiling")[1:-1]:
+        expected.append((snake(name), CTYPES[kind]))
+    tiling = mirror("ConvEvalTiling")
+    assert tiling[:-1] == expected and tiling[-1][0] == "cube"
+    cube = header_fields(header, "CubeTilingFields")
+    assert mirror("CubeTiling") == [(n, CTYPES[k]) for k, n in cube]
+
+
+# --- the build scripts without CANN ---------------------------------------------------------------------------
 def run_script(name, *args, env_overrides=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
     env.update(env_overrides or {})

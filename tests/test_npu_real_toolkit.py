@@ -1,5 +1,6 @@
 """scripts/build_npu.sh against the REAL CANN 8.1 toolkit files, as far as they go on this machine: the
-toolkit's own msopgen generates the project for every op, our OpDefs and kernels replace its templates, and the
+toolkit's own msopgen generates the project for every op (accepting every generated JSON), our OpDefs and kernels
+replace its templates, and the
 script stops at the first CANN binary the package build needs that the extracted toolkit does not have, naming
 it. Runs when an extracted toolkit is here (tests/real_toolchain.py says where it looks), skips otherwise."""
 
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from ascend_acts import op_table
 from real_toolchain import ROOT, cann_toolkit
-from test_npu_definitions import msopgen_name
 
-SPECS = [ROOT / "op_host/json/acts_elementwise.json", ROOT / "op_host/json/acts_conv_bn.json"]
+SPECS = sorted(ROOT.glob("op_host/*/*.json"))
 
 
 def installed_view(tmp_path) -> Path:
@@ -42,12 +43,14 @@ def test_build_script_runs_the_real_msopgen_for_every_op(tmp_path, soc):
     assert f"the first CANN file it needs is missing: {view}/lib64/libexe_graph.so: not there" in message
     assert "compiler/ccec_compiler/bin/bisheng: not there" in message
     work = out / "msopgen"
-    for folder in ("op_host", "op_kernel"):
-        assert sorted(p.stem for p in (work / folder).glob("*.cpp")) == sorted(msopgen_name(op) for op in ops)
-    for op in ops:  # msopgen's templates were all replaced by our files
-        kernel = (work / f"op_kernel/{msopgen_name(op)}.cpp").read_text()
-        assert any(kernel == ours.read_text() for ours in (ROOT / "op_kernel").glob("*.cpp")), op
-        host = (work / f"op_host/{msopgen_name(op)}.cpp").read_text()
-        assert f"class {op} : public OpDef" in host and "TODO" not in host
+    assert sorted(ops) == sorted(kernel.op_type for kernel in op_table.KERNELS)
+    for folder in ("op_host", "op_kernel"):  # msopgen named each op's files as the table names its entry
+        assert sorted(p.stem for p in (work / folder).glob("*.cpp")) == sorted(k.entry for k in op_table.KERNELS)
+    for kernel in op_table.KERNELS:  # msopgen's templates were all replaced by includes of our files
+        for folder in ("op_host", "op_kernel"):
+            template = (work / folder / f"{kernel.entry}.cpp").read_text()
+            assert f'#include "{kernel.family}/{kernel.base}.cpp"' in template and "TODO" not in template
+            assert (work / folder / kernel.family / f"{kernel.base}.cpp").read_text() == \
+                (ROOT / folder / kernel.family / f"{kernel.base}.cpp").read_text()
     # the real msopgen mapped our SoC version to the short name the project builds for
     assert f"set(ASCEND_COMPUTE_UNIT {soc} " in (work / "cmake/config.cmake").read_text()

@@ -1,6 +1,6 @@
 // Host side of the BatchNorm + LeakyReLU training kernels on the emulator: tiling, launch, counters.
 // Statistics (gamma, beta, running and saved stats, their gradients) are float32 whatever the dtype.
-#include "../../op_host/batch_norm_leaky_relu_tiling.h"
+#include "../../op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h"
 #include "abi.h"
 
 extern "C" {

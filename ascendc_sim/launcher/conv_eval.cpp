@@ -3,7 +3,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../../op_host/conv_bn_leaky_relu_eval_tiling.h"
+#include "../../op_host/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling.h"
 #include "abi.h"
 #include "lib/matmul_intf.h"
 

@@ -1,5 +1,5 @@
 // Host side of the elementwise kernels on the emulator: tiling, launch, counters.
-#include "../../op_host/elementwise_tiling.h"
+#include "../../op_host/elementwise/elementwise_tiling.h"
 #include "abi.h"
 
 extern "C" {

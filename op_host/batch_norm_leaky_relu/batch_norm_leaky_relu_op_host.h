@@ -3,8 +3,8 @@
 // Written from CANN's documented custom-operator interfaces; it needs the CANN toolkit to compile.
 #pragma once
 
+#include "../common/op_host_common.h"
 #include "batch_norm_leaky_relu_tiling.h"
-#include "elementwise_op_host.h"
 
 namespace optiling {
 
@@ -14,7 +14,7 @@ ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
     uint64_t ubBytes = 0;
     platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
-    ascend_acts::ElementwiseDtype key;
+    ascend_acts::DtypeKey key;
     uint32_t elementSize = 0;
     if (!TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, elementSize)) return ge::GRAPH_FAILED;
     const auto& shape = context->GetInputShape(0)->GetStorageShape();  // N, C, spatial...

@@ -12,14 +12,15 @@
 // Within a channel the kernel walks the N planes of H*W contiguous elements (stride C*H*W) in tiles of
 // `tileLength` elements: the largest multiple of one 256-byte float repeat (64 elements) that fits the
 // Unified Buffer (less Select's reserve in the backward) next to the per-core statistics arrays, with
-// double-buffered GM queues. The struct the kernels read is in op_kernel/batch_norm_leaky_relu_tiling_data.h.
+// double-buffered GM queues. The struct the kernels read is in
+// op_kernel/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling_data.h.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
-#include "../op_kernel/batch_norm_leaky_relu_tiling_data.h"
-#include "ub_budget.h"
+#include "../../op_kernel/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling_data.h"
+#include "../common/ub_budget.h"
 
 namespace ascend_acts {
 

@@ -12,15 +12,14 @@
 // Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes. The `cube`
 // member is the Matmul blocking this tiling chose, under the documented TCubeTiling names. The host
 // writes a full TCubeTiling after the struct (at kCubeTilingOffset) with this baseM/baseN, which the
-// kernel's Matmul and UB blocks use: filled by CANN's MultiCoreMatmulTiling (op_host/
-// conv_bn_leaky_relu_eval.cpp, which refuses a different blocking) or, on the emulator, copied from
-// `cube` (ascendc_sim/launcher/conv_eval.cpp).
-// The struct the kernel reads is in op_kernel/conv_bn_leaky_relu_eval_tiling_data.h.
+// kernel's Matmul and UB blocks use: filled by CANN's MultiCoreMatmulTiling
+// (conv_bn_leaky_relu_eval_op_host.h, which refuses a different blocking) or, on the emulator, copied
+// from `cube`. The struct the kernel reads is in op_kernel/conv_bn_leaky_relu_eval/ (same name, _tiling_data.h).
 #pragma once
 
 #include <cstdint>
 
-#include "../op_kernel/conv_bn_leaky_relu_eval_tiling_data.h"
+#include "../../op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h"
 
 namespace ascend_acts {
 

@@ -1,13 +1,13 @@
 // Tiling of the elementwise kernels (LeakyReLU, RReLU and their gradients): a pure function of
 // (op, element count, element size, platform) with no CANN includes, shared by the CANN TilingFunc
-// (op_host/<op>.cpp) and the emulator build. The struct the kernels read is in
-// op_kernel/elementwise_tiling_data.h.
+// (elementwise_op_host.h) and the emulator build. The struct the kernels read is in
+// op_kernel/elementwise/elementwise_tiling_data.h.
 #pragma once
 
 #include <cstdint>
 
-#include "../op_kernel/elementwise_tiling_data.h"
-#include "ub_budget.h"
+#include "../../op_kernel/elementwise/elementwise_tiling_data.h"
+#include "../common/ub_budget.h"
 
 namespace ascend_acts {
 

@@ -2,8 +2,8 @@
 //
 //   out = leaky_relu((x - mean) * invstd * gamma + beta, slope),  mean/var over N, H, W per channel
 //
-// Each core owns whole channels (see op_host/batch_norm_leaky_relu_tiling.h), so the reduction needs no
-// cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
+// Each core owns whole channels (see op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h), so the
+// reduction needs no cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
 // channel's first element (the shifted-data variance: no cancellation when |mean| >> std); (2)
 // normalise + affine + LeakyReLU and the single write of `out`. GM traffic: x read twice, out written
 // once, O(C) floats of statistics. Half types are computed in float32 and rounded once (RINT).
@@ -192,14 +192,14 @@ private:
 }  // namespace
 }  // namespace ascend_acts
 
-extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu(GM_ADDR x, GM_ADDR gamma, GM_ADDR beta,
-                                                                 GM_ADDR runningMean, GM_ADDR runningVar, GM_ADDR out,
-                                                                 GM_ADDR saveMean, GM_ADDR saveInvStd,
+extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu(GM_ADDR x, GM_ADDR weight, GM_ADDR bias,
+                                                                 GM_ADDR runningMean, GM_ADDR runningVar, GM_ADDR y,
+                                                                 GM_ADDR saveMean, GM_ADDR saveInvstd,
                                                                  GM_ADDR runningMeanOut, GM_ADDR runningVarOut,
                                                                  GM_ADDR workspace, GM_ADDR tiling) {
     ascend_acts::BatchNormLeakyReluTiling t;
     ascend_acts::ReadTiling(t, tiling);
-    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluForward>(x, gamma, beta, runningMean, runningVar, out,
-                                                                        saveMean, saveInvStd, runningMeanOut,
+    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluForward>(x, weight, bias, runningMean, runningVar, y,
+                                                                        saveMean, saveInvstd, runningMeanOut,
                                                                         runningVarOut, t);
 }

@@ -6,8 +6,8 @@
 #pragma once
 
 #include "kernel_operator.h"
-#include "float_compute.h"
-#include "read_tiling.h"
+#include "../common/float_compute.h"
+#include "../common/read_tiling.h"
 #include "batch_norm_leaky_relu_tiling_data.h"
 
 namespace ascend_acts {

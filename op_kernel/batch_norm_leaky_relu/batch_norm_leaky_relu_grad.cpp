@@ -181,12 +181,12 @@ private:
 }  // namespace
 }  // namespace ascend_acts
 
-extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu_grad(GM_ADDR gradOut, GM_ADDR output, GM_ADDR gamma,
-                                                                      GM_ADDR beta, GM_ADDR invStd, GM_ADDR gradInput,
-                                                                      GM_ADDR gradGamma, GM_ADDR gradBeta,
+extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu_grad(GM_ADDR dy, GM_ADDR y, GM_ADDR weight,
+                                                                      GM_ADDR bias, GM_ADDR saveInvstd, GM_ADDR dx,
+                                                                      GM_ADDR gradWeight, GM_ADDR gradBias,
                                                                       GM_ADDR workspace, GM_ADDR tiling) {
     ascend_acts::BatchNormLeakyReluTiling t;
     ascend_acts::ReadTiling(t, tiling);
-    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluBackward>(gradOut, output, gamma, beta, invStd,
-                                                                         gradInput, gradGamma, gradBeta, t);
+    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluBackward>(dy, y, weight, bias, saveInvstd,
+                                                                         dx, gradWeight, gradBias, t);
 }

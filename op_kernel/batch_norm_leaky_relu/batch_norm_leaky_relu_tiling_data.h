@@ -1,12 +1,12 @@
 // What the BatchNorm + LeakyReLU training kernels read from the host's tiling (the plain struct, the
 // buffer constants their InitBuffer calls share with the tiling, a core's channel range). In op_kernel/
 // because CANN's source package ships only op_kernel/ to the kernel build; the pure tiling function,
-// op_host/batch_norm_leaky_relu_tiling.h, includes it from here.
+// op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h, includes it from here.
 #pragma once
 
 #include <cstdint>
 
-#include "execution_space.h"
+#include "../common/execution_space.h"
 
 namespace ascend_acts {
 

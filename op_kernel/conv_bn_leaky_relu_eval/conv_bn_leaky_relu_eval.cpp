@@ -16,8 +16,8 @@
 // that out-of-image taps gather from.
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
-#include "float_compute.h"
-#include "read_tiling.h"
+#include "../common/float_compute.h"
+#include "../common/read_tiling.h"
 #include "conv_bn_leaky_relu_eval_tiling_data.h"
 
 using namespace AscendC;
@@ -216,7 +216,7 @@ private:
 // destructor ends that service, so every Matmul call must come before the end of its scope. It comes
 // before any InitBuffer (910B's separate cube and vector cores). Literal tiling keys: 0 float32,
 // 1 float16, 2 bfloat16.
-extern "C" __global__ __aicore__ void acts_conv_bn_leaky_relu_eval(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR out,
+extern "C" __global__ __aicore__ void acts_conv_bn_leaky_relu_eval(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y,
                                                                    GM_ADDR workspace, GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
     ascend_acts::ConvBnLeakyReluEvalTiling t;
@@ -228,17 +228,17 @@ extern "C" __global__ __aicore__ void acts_conv_bn_leaky_relu_eval(GM_ADDR x, GM
     if (TILING_KEY_IS(0)) {
         ascend_acts::ConvBnLeakyReluEval<float> op;
         REGIST_MATMUL_OBJ(&op.pipe, GetSysWorkSpacePtr(), op.mm, &cubeTiling);
-        op.Init(x, weight, bias, out, userWorkspace, t, cubeTiling);
+        op.Init(x, weight, bias, y, userWorkspace, t, cubeTiling);
         op.Process();
     } else if (TILING_KEY_IS(1)) {
         ascend_acts::ConvBnLeakyReluEval<half> op;
         REGIST_MATMUL_OBJ(&op.pipe, GetSysWorkSpacePtr(), op.mm, &cubeTiling);
-        op.Init(x, weight, bias, out, userWorkspace, t, cubeTiling);
+        op.Init(x, weight, bias, y, userWorkspace, t, cubeTiling);
         op.Process();
     } else if (TILING_KEY_IS(2)) {
         ascend_acts::ConvBnLeakyReluEval<bfloat16_t> op;
         REGIST_MATMUL_OBJ(&op.pipe, GetSysWorkSpacePtr(), op.mm, &cubeTiling);
-        op.Init(x, weight, bias, out, userWorkspace, t, cubeTiling);
+        op.Init(x, weight, bias, y, userWorkspace, t, cubeTiling);
         op.Process();
     }
 }

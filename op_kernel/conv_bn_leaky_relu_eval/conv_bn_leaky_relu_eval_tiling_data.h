@@ -1,7 +1,7 @@
 // What the eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU reads from the host's tiling: the
 // plan (geometry, column tiles, work items) and where the Matmul's TCubeTiling follows it in the tiling
 // buffer. In op_kernel/ because CANN's source package ships only op_kernel/ to the kernel build; the
-// pure tiling function, op_host/conv_bn_leaky_relu_eval_tiling.h, includes it from here.
+// pure tiling function, op_host/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling.h, includes it from here.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "kernel_operator.h"
-#include "read_tiling.h"
+#include "../common/read_tiling.h"
 #include "elementwise_tiling_data.h"
 
 namespace ascend_acts {
@@ -131,12 +131,12 @@ __aicore__ inline void RunPipeline(GM_ADDR const* inputs, GM_ADDR output, const 
     pipeline.Process(activation, tiling.indexBase);
 }
 
-static_assert(static_cast<uint32_t>(ElementwiseDtype::Float32) == 0 &&
-                  static_cast<uint32_t>(ElementwiseDtype::Float16) == 1 &&
-                  static_cast<uint32_t>(ElementwiseDtype::BFloat16) == 2,
+static_assert(static_cast<uint32_t>(DtypeKey::Float32) == 0 &&
+                  static_cast<uint32_t>(DtypeKey::Float16) == 1 &&
+                  static_cast<uint32_t>(DtypeKey::BFloat16) == 2,
               "RunElementwise tests the keys as literals");
 
-// Runs `activation` over the tensors of a launch, in the dtype the tiling key (ElementwiseDtype) names.
+// Runs `activation` over the tensors of a launch, in the dtype the tiling key (DtypeKey) names.
 // TILING_KEY_IS takes literals: CANN collects the keys from the preprocessed kernel with a regex.
 template <typename Activation>
 __aicore__ inline void RunElementwise(GM_ADDR const* inputs, GM_ADDR output, const ElementwiseTiling& tiling,

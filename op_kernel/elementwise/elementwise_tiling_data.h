@@ -1,20 +1,17 @@
 // What the elementwise kernels (LeakyReLU, RReLU and their gradients) read from the host's tiling: the
 // plain tiling struct, the UB buffers each op allocates, and a core's flat range. In op_kernel/ because
-// CANN's source package ships only op_kernel/ to the kernel build; op_host/elementwise_tiling.h (the
+// CANN's source package ships only op_kernel/ to the kernel build; op_host/elementwise/elementwise_tiling.h (the
 // pure tiling function) includes it from here.
 #pragma once
 
 #include <cstdint>
 
-#include "execution_space.h"
+#include "../common/dtype_key.h"
+#include "../common/execution_space.h"
 
 namespace ascend_acts {
 
 enum class ElementwiseOp : uint32_t { LeakyRelu = 0, LeakyReluGrad = 1, RRelu = 2, RReluGrad = 3 };
-
-// Tiling key = data type. The kernels test it with literal TILING_KEY_IS(0/1/2): CANN collects the keys
-// with a regex over the preprocessed kernel, which sees no enum values.
-enum class ElementwiseDtype : uint32_t { Float32 = 0, Float16 = 1, BFloat16 = 2 };
 
 struct ElementwiseTiling {
     uint64_t totalLength;      // elements
@@ -29,7 +26,7 @@ struct ElementwiseTiling {
     float span;                // RRelu(Grad): float32(float32(upper) - lower)
 };
 
-// The UB buffers each op's kernel allocates, per tile element (op_kernel/elementwise_pipeline.h).
+// The UB buffers each op's kernel allocates, per tile element (op_kernel/elementwise/elementwise_pipeline.h).
 struct ElementwiseBuffers {
     uint32_t inputs;      // tensor inputs streamed through double-buffered queues
     uint32_t workFloats;  // float work vectors

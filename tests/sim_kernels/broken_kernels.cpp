@@ -3,7 +3,7 @@
 #include "kernel_operator.h"
 #include "launcher/abi.h"
 #include "lib/matmul_intf.h"
-#include "../../op_kernel/rrelu_rng.h"
+#include "../../op_kernel/elementwise/rrelu_rng.h"
 
 using namespace AscendC;
 
@@ -276,7 +276,7 @@ void IntegerWraparound() {
     Muls(t, t, int32_t(1) << 12, kFloats);
 }
 
-// The RReLU kernels' own hash (op_kernel/rrelu_rng.h) launched without declaring its wraparound.
+// The RReLU kernels' own hash (op_kernel/elementwise/rrelu_rng.h) launched without declaring its wraparound.
 void RngWithoutDeclaredWraparound() {
     TPipe pipe;
     TBuf<QuePosition::VECCALC> noise, h, scratch, scratch2;

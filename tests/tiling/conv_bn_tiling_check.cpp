@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "../../op_host/batch_norm_leaky_relu_tiling.h"
-#include "../../op_host/conv_bn_leaky_relu_eval_tiling.h"
+#include "../../op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h"
+#include "../../op_host/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling.h"
 
 using namespace ascend_acts;
 

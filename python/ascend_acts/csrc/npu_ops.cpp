@@ -5,9 +5,11 @@
 // (syntax only) against the headers of the torch-npu wheel released for the installed torch, with
 // acts_aclnn.h supplying the aclnn declarations the wheel lacks (tests/test_npu_extension.py); it has never
 // been linked against CANN's libraries nor run. setup.py builds it only when CANN, torch_npu and the installed
-// op package are all found (docs/npu.md). tests/test_npu_extension.py also checks its text: it registers
-// exactly the ops of ascend_acts.npu.KERNELS with C++ signatures matching their torch.library schemas, and
-// declares and calls the aclnn functions of the OpDefs in op_host/ with their inputs and attributes in order.
+// op package are all found (docs/npu.md). Generated from the op table (scripts/generate_op_files.py): the aclnn
+// declarations (acts_aclnn_ops.h) and the registration of every op with its kernel's declaration from the
+// schema (npu_registrations.inc; each kernel here is CamelCase(op name), in-place `_` as Inplace).
+// tests/test_npu_extension.py checks that each kernel calls the aclnn op of its table kernel with the inputs,
+// attributes and outputs in the declared order.
 // Written from Huawei's public documentation (aclCreateTensor, the generation rules of the aclnn API of custom
 // operators, c10_npu::getCurrentNPUStream); no code is taken from CANN or torch_npu.
 #include <cstdint>
@@ -165,7 +167,7 @@ at::Tensor LeakyReluBackward(const at::Tensor& grad_output, const at::Tensor& se
     return out;
 }
 
-at::Tensor RRelu(const at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
+at::Tensor RreluWithSeed(const at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
     c10::OptionalDeviceGuard guard(at::device_of(self));
     at::Tensor x = Prepared(self), key = SeedOn(seed, self);
     at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
@@ -175,13 +177,13 @@ at::Tensor RRelu(const at::Tensor& self, const at::Tensor& seed, double lower, d
     return out;
 }
 
-void RReluInplace(at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
+void RreluWithSeedInplace(at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
     at::assert_no_internal_overlap(self);
-    self.copy_(RRelu(self, seed, lower, upper));
+    self.copy_(RreluWithSeed(self, seed, lower, upper));
 }
 
-at::Tensor RReluBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& seed, double lower,
-                         double upper, bool self_is_result) {
+at::Tensor RreluWithSeedBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& seed,
+                                 double lower, double upper, bool self_is_result) {
     CheckResultBasedBackward("RReLU", lower < 0, self_is_result);
     CheckPair(grad_output, self);
     c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -323,18 +325,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvBiasLeakyReluBackward(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(ascend_acts, PrivateUse1, m) {
-    m.impl("leaky_relu", TORCH_FN(LeakyRelu));
-    m.impl("leaky_relu_", TORCH_FN(LeakyReluInplace));
-    m.impl("leaky_relu_backward", TORCH_FN(LeakyReluBackward));
-    m.impl("rrelu_with_seed", TORCH_FN(RRelu));
-    m.impl("rrelu_with_seed_", TORCH_FN(RReluInplace));
-    m.impl("rrelu_with_seed_backward", TORCH_FN(RReluBackward));
-    m.impl("conv_bn_leaky_relu_train", TORCH_FN(ConvBnLeakyReluTrain));
-    m.impl("conv_bn_leaky_relu_train_backward", TORCH_FN(ConvBnLeakyReluTrainBackward));
-    m.impl("conv_bias_leaky_relu", TORCH_FN(ConvBiasLeakyRelu));
-    m.impl("conv_bias_leaky_relu_backward", TORCH_FN(ConvBiasLeakyReluBackward));
-}
+// The declarations of the kernels above from their schemas, and their PrivateUse1 registrations.
+#include "npu_registrations.inc"
 
 // An importable module: ascend_acts.npu imports it, which runs the registrations above.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {

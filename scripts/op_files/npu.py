@@ -1,0 +1,205 @@
+"""The NPU side's files derived from the op table (scripts/generate_op_files.py runs `files`):
+
+- op_host/<family>/<base>.cpp: the OpDef of each kernel (inputs, outputs, dtypes, formats, attributes with their
+  defaults, infer functions, tiling function, AddConfig per PLATFORMS); the functions it names are hand-written
+  in op_host/<family>/<family>_op_host.h, which it includes;
+- op_host/<family>/<base>.json: its msopgen input (what scripts/build_npu.sh gives msopgen);
+- python/ascend_acts/csrc/acts_aclnn_ops.h: the two-phase aclnn API the op package build generates for each
+  OpDef, declared by CANN's documented generation rule (included by the hand-written acts_aclnn.h);
+- python/ascend_acts/csrc/npu_registrations.inc: the torch_npu extension's PrivateUse1 registration of every
+  torch op, with each kernel function's declaration from its schema (included at the end of npu_ops.cpp, where
+  the hand-written definitions are: a definition whose signature differs from the schema does not compile).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import textwrap
+from pathlib import Path
+
+CSRC = Path("python/ascend_acts/csrc")
+WIDTH = 120
+
+
+def files(table) -> dict[Path, str]:
+    out: dict[Path, str] = {}
+    for kernel in table.KERNELS:
+        folder = Path("op_host") / kernel.family
+        out[folder / f"{kernel.base}.cpp"] = opdef_source(table, kernel)
+        out[folder / f"{kernel.base}.json"] = json.dumps([msopgen_entry(table, kernel)], indent=2) + "\n"
+    out[CSRC / "acts_aclnn_ops.h"] = aclnn_header(table)
+    out[CSRC / "npu_registrations.inc"] = registrations(table)
+    return out
+
+
+def lower_camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def float32_literal(value: float) -> str:
+    """The shortest decimal that reads back as the float32 CANN stores (OpDef Float() and msopgen take a float)."""
+    (single,) = struct.unpack("f", struct.pack("f", value))
+    for digits in range(1, 10):
+        text = f"{single:.{digits}g}"
+        if struct.unpack("f", struct.pack("f", float(text)))[0] == single:
+            return text
+    raise AssertionError(value)
+
+
+# --- OpDef ------------------------------------------------------------------------------------------------
+def _cpp_default(attr) -> str:
+    if attr.type == "float":
+        return f"Float({float32_literal(attr.default)})"
+    if attr.type == "bool":
+        return f"Bool({'true' if attr.default else 'false'})"
+    if attr.type == "list_int":
+        return "ListInt({" + ", ".join(str(int(v)) for v in attr.default) + "})"
+    raise ValueError(f"{attr.name}: no OpDef spelling for attribute type {attr.type!r}")
+
+
+def opdef_source(table, kernel) -> str:
+    def tensor(kind: str, t) -> list[str]:
+        dtypes = ", ".join(table.GE_DTYPE[d] for d in t.dtypes)
+        formats = ", ".join(["ge::FORMAT_ND"] * len(t.dtypes))
+        return [f'        this->{kind}("{t.name}")',
+                f"            .ParamType({'OPTIONAL' if t.optional else 'REQUIRED'})",
+                f"            .DataType({{{dtypes}}})",
+                f"            .Format({{{formats}}});"]
+
+    summary = f"{kernel.op_type}: {kernel.summary}" if kernel.summary else kernel.op_type
+    lines = [f"// {table.GENERATED_MARK}", *textwrap.wrap(summary, WIDTH, initial_indent="// ",
+                                                         subsequent_indent="// "),
+             f"// Hand-written: its tiling and infer functions in {kernel.family}_op_host.h, its kernel in op_kernel/.",
+             f'#include "{kernel.family}_op_host.h"', "", "namespace ops {",
+             f"class {kernel.op_type} : public OpDef {{", "public:",
+             f"    explicit {kernel.op_type}(const char* name) : OpDef(name) {{"]
+    for t in kernel.inputs:
+        lines += tensor("Input", t)
+    for t in kernel.outputs:
+        lines += tensor("Output", t)
+    lines += [f'        this->Attr("{a.name}").AttrType(OPTIONAL).{_cpp_default(a)};' for a in kernel.attrs]
+    lines.append(f"        this->SetInferShape({kernel.infer_shape}).SetInferDataType({kernel.infer_dtype});")
+    lines.append(f"        this->AICore().SetTiling({kernel.tiling});")
+    lines += [f'        this->AICore().AddConfig("{platform}");' for platform in table.PLATFORMS]
+    lines += ["    }", "};", f"OP_ADD({kernel.op_type});", "}  // namespace ops", ""]
+    return "\n".join(lines)
+
+
+# --- msopgen JSON -----------------------------------------------------------------------------------------
+def _json_default(attr):
+    if attr.type == "float":
+        return float32_literal(attr.default)
+    if attr.type == "bool":
+        return "true" if attr.default else "false"
+    if attr.type == "list_int":
+        return [int(v) for v in attr.default]
+    raise ValueError(f"{attr.name}: no msopgen spelling for attribute type {attr.type!r}")
+
+
+def msopgen_entry(table, kernel) -> dict:
+    def tensor(t) -> dict:
+        return {"name": t.name, "param_type": "optional" if t.optional else "required",
+                "format": ["ND"] * len(t.dtypes), "type": [table.CANN_DTYPE[d] for d in t.dtypes]}
+
+    return {"op": kernel.op_type, "input_desc": [tensor(t) for t in kernel.inputs],
+            "output_desc": [tensor(t) for t in kernel.outputs],
+            "attr": [{"name": a.name, "param_type": "optional", "type": a.type, "default_value": _json_default(a)}
+                     for a in kernel.attrs]}
+
+
+# --- aclnn API --------------------------------------------------------------------------------------------
+ACLNN_ATTR_TYPES = {"float": "double", "bool": "bool", "int": "int64_t", "list_int": "const aclIntArray*"}
+
+
+def aclnn_parameters(kernel) -> list[str]:
+    """aclnn<OpType>GetWorkspaceSize's parameters by the documented rule: the inputs in order as const aclTensor*
+    (an optional one named <name>Optional; one that is also an output, updated in place, as a non-const
+    <name>Ref), the attributes in order (float as double, int lists as const aclIntArray*), the other outputs
+    (one: out; several: <name>Out), then the workspace size and the executor; names in lowerCamelCase."""
+    params = []
+    for t in kernel.inputs:
+        if t.name in kernel.inplace:
+            params.append(f"aclTensor* {lower_camel(t.name)}Ref")
+        else:
+            params.append(f"const aclTensor* {lower_camel(t.name)}{'Optional' if t.optional else ''}")
+    params += [f"{ACLNN_ATTR_TYPES[a.type]} {lower_camel(a.name)}" for a in kernel.attrs]
+    outputs = [t for t in kernel.outputs if t.name not in kernel.inplace]
+    if len(outputs) == 1:
+        params.append("aclTensor* out")
+    else:
+        params += [f"aclTensor* {lower_camel(t.name)}Out" for t in outputs]
+    return params + ["uint64_t* workspaceSize", "aclOpExecutor** executor"]
+
+
+def _declaration(head: str, params: list[str], tail: str = ";") -> list[str]:
+    """`head(params)tail`, wrapped at WIDTH with continuation lines aligned after the parenthesis (or indented by
+    four on the next line when the head is long)."""
+    if len(head) + 1 <= WIDTH // 2:
+        indent, lines, line = " " * (len(head) + 1), [], head + "("
+    else:
+        indent, lines, line = " " * 4, [head + "("], " " * 4
+    for i, param in enumerate(params):
+        piece = param + (", " if i + 1 < len(params) else ")" + tail)
+        if len(line) + len(piece.rstrip()) > WIDTH and line.strip() not in (head + "(", ""):
+            lines.append(line.rstrip())
+            line = indent
+        line += piece
+    return lines + [line]
+
+
+def aclnn_header(table) -> str:
+    lines = [f"// {table.GENERATED_MARK}",
+             "// The two-phase aclnn API the op package build generates for each OpDef (acts_aclnn.h includes this).",
+             "#pragma once", "", 'extern "C" {']
+    for kernel in table.KERNELS:
+        lines += _declaration(f"aclnnStatus {kernel.aclnn}GetWorkspaceSize", aclnn_parameters(kernel))
+        lines += _declaration(f"aclnnStatus {kernel.aclnn}", ["void* workspace", "uint64_t workspaceSize",
+                                                               "aclOpExecutor* executor", "aclrtStream stream"])
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+# --- the extension's registrations ------------------------------------------------------------------------
+_SCHEMA = re.compile(r"^\((?P<args>.*)\) -> (?P<returns>.*)$")
+
+
+def _schema_arguments(schema: str) -> list[tuple[str, str]]:
+    """'(Tensor self, float x) -> Tensor' -> [('Tensor', 'self'), ('float', 'x')]"""
+    args = _SCHEMA.match(schema).group("args")
+    return [tuple(arg.strip().rsplit(" ", 1)) for arg in args.split(",") if arg.strip()]
+
+
+def cpp_argument_type(schema_type: str) -> str:
+    """The C++ type torch's dispatcher passes a schema argument as (c10's schema-to-C++ rules)."""
+    if schema_type.startswith("Tensor"):
+        if schema_type.endswith("?"):
+            return "const std::optional<at::Tensor>&"
+        return "at::Tensor&" if "!" in schema_type else "const at::Tensor&"
+    if re.fullmatch(r"int\[\d*\]", schema_type):
+        return "at::IntArrayRef"
+    return {"float": "double", "int": "int64_t", "bool": "bool"}[schema_type]
+
+
+def cpp_return_type(schema: str) -> str:
+    returns = _SCHEMA.match(schema).group("returns").strip()
+    if returns == "()":
+        return "void"
+    count = len(returns.strip("()").split(","))
+    return "at::Tensor" if count == 1 else f"std::tuple<{', '.join(['at::Tensor'] * count)}>"
+
+
+def registrations(table) -> str:
+    lines = [f"// {table.GENERATED_MARK}",
+             "// Included at the end of npu_ops.cpp: the declaration of each kernel function from its op's schema",
+             "// (a hand-written definition with another signature leaves this one undefined and TORCH_FN ambiguous),",
+             "// then the PrivateUse1 registration of every ascend_acts op.", "namespace {"]
+    for op in table.TORCH_OPS:
+        params = [f"{cpp_argument_type(kind)} {name}" for kind, name in _schema_arguments(op.schema)]
+        lines += _declaration(f"{cpp_return_type(op.schema)} {op.npu_function}", params)
+    lines += ["}  // namespace", "", "TORCH_LIBRARY_IMPL(ascend_acts, PrivateUse1, m) {"]
+    lines += [f'    m.impl("{op.name}", TORCH_FN({op.npu_function}));' for op in table.TORCH_OPS]
+    lines += ["}", ""]
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""The files generated from the op table are current (`python scripts/generate_op_files.py --check`), and the check
+catches a stale, a missing and a leftover generated file."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts/generate_op_files.py"
+
+
+def run(*args: str, root: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(root / "scripts/generate_op_files.py"), *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_generated_files_are_current():
+    result = run("--check")
+    assert result.returncode == 0, result.stderr
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location("_generate_op_files_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_kernel_and_torch_op_has_its_generated_files():
+    generator = load_generator()
+    table = generator.load_table()
+    files = {path.relative_to(ROOT).as_posix() for path in generator.generated_files(table)}
+    for kernel in table.KERNELS:
+        assert {f"op_host/{kernel.family}/{kernel.base}.cpp", f"op_host/{kernel.family}/{kernel.base}.json"} <= files
+    assert {"python/ascend_acts/csrc/acts_aclnn_ops.h", "python/ascend_acts/csrc/npu_registrations.inc"} <= files
+
+
+@pytest.fixture
+def copy_of_the_tree(tmp_path):
+    """The generator, the table and the generated files' folders, copied: the check runs on the copy."""
+    for folder in ("scripts", "op_host", "op_kernel", "python/ascend_acts/csrc", "ascendc_sim"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "python/ascend_acts/op_table.py", tmp_path / "python/ascend_acts/op_table.py")
+    assert run("--check", root=tmp_path).returncode == 0
+    return tmp_path
+
+
+def test_stale_missing_and_leftover_files_are_named_and_fixed(copy_of_the_tree):
+    root = copy_of_the_tree
+    opdef = root / "op_host/elementwise/leaky_relu.cpp"
+    opdef.write_text(opdef.read_text().replace("Float(0.01)", "Float(0.2)"))
+    (root / "op_host/elementwise/r_relu.json").unlink()
+    leftover = root / "op_host/elementwise/old_op.json"
+    leftover.write_text("[]\n")
+    result = run("--check", root=root)
+    assert result.returncode == 1
+    assert "stale: op_host/elementwise/leaky_relu.cpp" in result.stderr
+    assert "stale: op_host/elementwise/r_relu.json" in result.stderr
+    assert "no longer generated: op_host/elementwise/old_op.json" in result.stderr
+    assert run(root=root).returncode == 0  # writing fixes all three
+    assert run("--check", root=root).returncode == 0 and not leftover.exists()
+
+
+def test_a_table_change_makes_the_files_stale(copy_of_the_tree):
+    root = copy_of_the_tree
+    table = root / "python/ascend_acts/op_table.py"
+    table.write_text(table.read_text().replace('Attr("eps", "float", 1e-5)', 'Attr("eps", "float", 1e-3)'))
+    result = run("--check", root=root)
+    assert result.returncode == 1
+    assert "stale: op_host/batch_norm_leaky_relu/batch_norm_leaky_relu.cpp" in result.stderr
+    assert "stale: op_host/batch_norm_leaky_relu/batch_norm_leaky_relu.json" in result.stderr
