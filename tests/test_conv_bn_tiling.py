@@ -1,5 +1,5 @@
-"""The pure C++ tilings of the fused Conv+BN+LeakyReLU kernels (op_host/batch_norm_leaky_relu_tiling.h,
-op_host/conv_bn_leaky_relu_eval_tiling.h): coverage, capacities (UB, L1, L0A/L0B/L0C) and alignment
+"""The pure C++ tilings of the fused Conv+BN+LeakyReLU kernels (op_host/batch_norm_leaky_relu/*_tiling.h,
+op_host/conv_bn_leaky_relu_eval/*_tiling.h): coverage, capacities (UB, L1, L0A/L0B/L0C) and alignment
 over a grid of shapes on 910B1 and 910B3 (and the UB size CANN's host reports for the BN split; the
 backward leaves Select's 8 KiB reserve), checked by
 tests/tiling/conv_bn_tiling_check.cpp, compiled here with the system C++ compiler."""
