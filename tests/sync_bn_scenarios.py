@@ -22,10 +22,10 @@ LEARNING_RATE = 0.5
 COLLECTIVES = ("all_gather", "all_gather_into_tensor", "all_reduce")
 
 
-def plain_model(dtype: torch.dtype, seed: int = 0) -> nn.Sequential:
+def plain_model(dtype: torch.dtype, first_momentum: float | None = None, seed: int = 0) -> nn.Sequential:
     torch.manual_seed(seed)
     model = nn.Sequential(
-        nn.Conv2d(IN_CHANNELS, 4, 3, padding=1), nn.BatchNorm2d(4, momentum=None), nn.LeakyReLU(0.2),
+        nn.Conv2d(IN_CHANNELS, 4, 3, padding=1), nn.BatchNorm2d(4, momentum=first_momentum), nn.LeakyReLU(0.2),
         nn.Conv2d(4, 3, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(3), nn.LeakyReLU(0.0))
     with torch.no_grad():
         for bn in (model[1], model[4]):
@@ -34,19 +34,19 @@ def plain_model(dtype: torch.dtype, seed: int = 0) -> nn.Sequential:
     return model.to(dtype)
 
 
-def model_variant(order: str, dtype: torch.dtype) -> nn.Module:
+def model_variant(order: str, dtype: torch.dtype, first_momentum: float | None = None, process_group=None) -> nn.Module:
     """`order`: plain (torch modules), convert_first (ascend_acts.convert, then convert_sync_batchnorm),
     sync_first (the reverse), direct (ascend_acts.nn.ConvBNLeakyReLU2d(..., sync=True))."""
-    model = plain_model(dtype)
+    model = plain_model(dtype, first_momentum)
     if order == "plain":
         return model
     if order == "convert_first":
-        return nn.SyncBatchNorm.convert_sync_batchnorm(ascend_acts.convert(model))
+        return nn.SyncBatchNorm.convert_sync_batchnorm(ascend_acts.convert(model), process_group)
     if order == "sync_first":
-        return ascend_acts.convert(nn.SyncBatchNorm.convert_sync_batchnorm(model))
+        return ascend_acts.convert(nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group))
     if order == "direct":
         direct = nn.Sequential(
-            ascend_acts.nn.ConvBNLeakyReLU2d(IN_CHANNELS, 4, 3, padding=1, bias=True, momentum=None,
+            ascend_acts.nn.ConvBNLeakyReLU2d(IN_CHANNELS, 4, 3, padding=1, bias=True, momentum=first_momentum,
                                              negative_slope=0.2, sync=True),
             ascend_acts.nn.ConvBNLeakyReLU2d(4, 3, 3, 2, 1, negative_slope=0.0, sync=True)).to(dtype)
         with torch.no_grad():
@@ -94,7 +94,8 @@ def counted_collectives():
             setattr(dist, name, function)
 
 
-def train(model: nn.Module, x: torch.Tensor, grad: torch.Tensor, steps: int, reduce_grads, forward=None):
+def train(model: nn.Module, x: torch.Tensor, grad: torch.Tensor, steps: int, reduce_grads, forward=None,
+          count=True):
     """`steps` SGD steps of the loss sum(model(x) * grad); returns the last output and the collectives per step."""
     forward = forward or model
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
@@ -103,7 +104,7 @@ def train(model: nn.Module, x: torch.Tensor, grad: torch.Tensor, steps: int, red
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
         x.grad = None
-        with counted_collectives() as counts:
+        with counted_collectives() if count else contextlib.nullcontext({}) as counts:
             out = forward(x)
             out.backward(grad)
         per_step.append(dict(counts))
@@ -112,9 +113,32 @@ def train(model: nn.Module, x: torch.Tensor, grad: torch.Tensor, steps: int, red
     return out.detach(), x.grad, per_step
 
 
-def all_reduce_grads(model: nn.Module) -> None:
+def ddp_on_cpu(model: nn.Module) -> nn.Module:
+    """DistributedDataParallel(model) on the CPU. torch's DDP refuses any nn.SyncBatchNorm in a CPU module at
+    construction ("SyncBatchNorm layers only work with GPU modules": its own check, made for torch's CUDA-only
+    SyncBatchNorm; an NPU module passes it). That check is skipped here, to run the rest of DDP (gradient
+    buckets, buffer broadcasts) with our synchronised blocks as it runs on the NPU."""
+    ddp = nn.parallel.DistributedDataParallel
+    check = ddp._passing_sync_batchnorm_handle
+    ddp._passing_sync_batchnorm_handle = lambda self, module: None
+    try:
+        return ddp(model)
+    finally:
+        ddp._passing_sync_batchnorm_handle = check
+
+
+def ddp_refuses_cpu(rank, world_size):
+    """torch's own DDP check on a CPU module holding a SyncBatchNorm (what ddp_on_cpu skips)."""
+    try:
+        nn.parallel.DistributedDataParallel(model_variant("convert_first", torch.float64))
+    except ValueError as error:
+        return {"message": str(error)}
+    return {"message": None}
+
+
+def all_reduce_grads(model: nn.Module, group=None) -> None:
     for p in model.parameters():
-        dist.all_reduce(p.grad)
+        dist.all_reduce(p.grad, group=group)
 
 
 def state(model: nn.Module) -> dict:
@@ -125,21 +149,27 @@ def state(model: nn.Module) -> dict:
 
 # --- scenarios (rank, world_size, **kwargs) -> dict ------------------------------------------------
 def steps(rank, world_size, order, sizes, dtype, spatial=5, backend="reference", steps=2, ddp=False,
-          compile_mode=None):
-    """Training steps (optionally under DDP / torch.compile), then an eval forward."""
+          compile_backend=None, first_momentum=None, subgroups=None):
+    """Training steps (optionally under DDP / torch.compile(fullgraph=True) / in the process group of
+    `subgroups` holding this rank), then an eval forward."""
     ascend_acts.use_backend(backend)
-    model = model_variant(order, dtype)
+    group = None
+    if subgroups is not None:  # every rank creates every group, in the same order
+        groups = [dist.new_group(ranks) for ranks in subgroups]
+        group = next(g for g, ranks in zip(groups, subgroups) if rank in ranks)
+    model = model_variant(order, dtype, first_momentum, group)
     x, grad = (rank_slice(t, sizes, rank) for t in data(sizes, dtype, spatial))
     forward = model
     if ddp:
-        forward = nn.parallel.DistributedDataParallel(model)
+        forward = ddp_on_cpu(model)
         grad = grad * world_size  # DDP averages the gradients; the oracle's loss is the sum over all ranks
-    if compile_mode is not None:
-        forward = torch.compile(forward, fullgraph=compile_mode == "fullgraph")
-    out, grad_input, collectives = train(model, x, grad, steps, (lambda m: None) if ddp else all_reduce_grads,
-                                         forward)
+    if compile_backend is not None:
+        forward = torch.compile(forward, fullgraph=True, backend=compile_backend)
+    reduce = (lambda m: None) if ddp else (lambda m: all_reduce_grads(m, group))
+    counting = compile_backend is None  # a compiled graph calls the collectives it traced, not these functions
+    out, grad_input, collectives = train(model, x, grad, steps, reduce, forward, counting)
     model.eval()
-    with counted_collectives() as eval_counts, torch.no_grad():
+    with counted_collectives() if counting else contextlib.nullcontext({}) as eval_counts, torch.no_grad():
         eval_out = forward(x)
     return {"out": out, "grad_input": grad_input, "collectives": collectives, "eval_out": eval_out,
             "eval_collectives": dict(eval_counts), **state(model)}

@@ -113,6 +113,15 @@ def _affine(centred: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, dty
     return (centred * _per_channel(scale) + _per_channel(shift)).to(dtype)
 
 
+def _check_more_than_one_value(total: torch.Tensor) -> None:
+    """torch's BatchNorm2d raises this for the whole batch; every process sees the same total, so all raise
+    (before anything is written). A compiled graph asserts it on the device instead, with a RuntimeError."""
+    if torch.compiler.is_compiling():
+        torch._assert_async(total != 1, "Expected more than 1 value per channel when training")
+    elif int(total) == 1:
+        raise ValueError("Expected more than 1 value per channel when training, got input size 1 over all processes")
+
+
 class _SyncBatchNormLeakyReLU(torch.autograd.Function):
     """leaky_relu(batch_norm(conv_out)) with batch statistics over the process group."""
 
@@ -128,22 +137,22 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
         else:  # an empty batch still takes part in the collective, weighing nothing
             local = y.new_zeros(2 * conv_out.shape[1] + 1)
         total, mean, m2 = merge_moments(_gather_moments(local, group))
-        total = int(total)
-        if total == 1:  # torch's BatchNorm2d on the whole batch raises this; every process sees the same total
-            raise ValueError("Expected more than 1 value per channel when training, got input size "
-                             f"{total} over all processes")
-        invstd = torch.rsqrt(m2 / max(total, 1) + eps)
-        if running_mean is not None and total > 0:  # torch's update: momentum, unbiased variance, global count
+        _check_more_than_one_value(total)
+        counted = total.clamp(min=1)  # all batches empty: an empty output, the running statistics kept
+        invstd = torch.rsqrt(m2 / counted + eps)
+        if running_mean is not None:  # torch's update: momentum, unbiased variance, global count
+            factor = momentum * (total > 0).to(mean.dtype)
             with torch.no_grad():
-                running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
-                running_var.mul_(1 - momentum).add_((m2 / (total - 1)).to(running_var.dtype), alpha=momentum)
+                running_mean.mul_(1 - factor.to(running_mean.dtype)).add_((mean * factor).to(running_mean.dtype))
+                unbiased = m2 / (counted - 1).clamp(min=1)
+                running_var.mul_(1 - factor.to(running_var.dtype)).add_((unbiased * factor).to(running_var.dtype))
         z = _affine(y - _per_channel(mean), gamma.to(c) * invstd, beta.to(c), conv_out.dtype)
         out = ops.leaky_relu(z, negative_slope)
-        ctx.total, ctx.negative_slope, ctx.group, ctx.save_output = total, negative_slope, group, save_output
+        ctx.negative_slope, ctx.group, ctx.save_output = negative_slope, group, save_output
         if save_output:  # InPlace-ABN: x_hat is rebuilt from the output
-            ctx.save_for_backward(out, gamma, beta, invstd)
+            ctx.save_for_backward(out, gamma, beta, invstd, counted)
         else:
-            ctx.save_for_backward(conv_out, gamma, beta, invstd, mean)
+            ctx.save_for_backward(conv_out, gamma, beta, invstd, counted, mean)
         return out
 
     @staticmethod
@@ -151,14 +160,14 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
     def backward(ctx, grad_out):
         slope = ctx.negative_slope
         if ctx.save_output:
-            out, gamma, beta, invstd = ctx.saved_tensors
+            out, gamma, beta, invstd, counted = ctx.saved_tensors
             c = _compute_dtype(out.dtype)
             grad_z = ops.leaky_relu_backward(grad_out.contiguous(), out, slope, True).to(c)
             outc = out.to(c)
             z = torch.where(outc >= 0, outc, outc / slope)
             x_hat = (z - _per_channel(beta.to(c))) / _per_channel(gamma.to(c))
         else:
-            conv_out, gamma, beta, invstd, mean = ctx.saved_tensors
+            conv_out, gamma, beta, invstd, counted, mean = ctx.saved_tensors
             c = _compute_dtype(conv_out.dtype)
             centred = conv_out.to(c) - _per_channel(mean)
             x_hat = centred * _per_channel(invstd)
@@ -171,7 +180,7 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
             # the second collective; like torch's SyncBatchNorm, only when the input gradient is needed
             global_sums = torch.cat([sum_grad, sum_grad_x_hat])
             dist.all_reduce(global_sums, dist.ReduceOp.SUM, ctx.group)
-            mean_grad, mean_grad_x_hat = (global_sums / ctx.total).chunk(2)
+            mean_grad, mean_grad_x_hat = (global_sums / counted).chunk(2)
             grad_conv_out = ((grad_z - _per_channel(mean_grad) - x_hat * _per_channel(mean_grad_x_hat))
                              * _per_channel(gamma.to(c) * invstd)).to(grad_out.dtype)
         # this process's parameter gradients: DistributedDataParallel reduces them
