@@ -293,3 +293,26 @@ def test_the_direct_api_checks_its_arguments():
         ascend_acts.nn.ConvBNLeakyReLU2d(2, 4, 3, process_group=object())
     conv, bn = nn.Conv2d(2, 4, 3), nn.SyncBatchNorm(4)
     assert ascend_acts.nn.ConvBNLeakyReLU2d.from_modules(conv, bn, nn.LeakyReLU()).bn is bn
+
+
+@pytest.mark.slow
+def test_dcgan_example_with_two_processes(tmp_path):
+    """examples/dcgan.py --nproc 2: two gloo workers, the discriminator's block synchronised; rank 0 writes."""
+    pytest.importorskip("sklearn", reason="the DCGAN example needs pip install -e '.[examples]'")
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as probe:  # a free port on 127.0.0.1 for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, str(root / "examples/dcgan.py"), "--quick", "--quiet", "--nproc", "2",
+                             "--port", str(port), "--out", str(tmp_path)], cwd=root, capture_output=True, text=True,
+                            timeout=400)
+    assert result.returncode == 0, result.stderr
+    assert "on 2 process(es)" in result.stdout
+    assert (tmp_path / "checkpoint.pt").is_file()
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["discriminator"]
+    assert int(state["2.1.num_batches_tracked"]) == 3 * 3  # per step: real, fake (D step), fake (G step)
