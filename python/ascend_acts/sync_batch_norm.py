@@ -1,0 +1,189 @@
+"""Synchronised BatchNorm inside the fused Conv2d + BatchNorm2d + LeakyReLU block (InPlace-ABN-Sync).
+
+`sync_conv_bn_leaky_relu` is `conv_bn_leaky_relu` whose training-mode batch statistics are those of the
+batch of every process of a torch.distributed process group, as torch.nn.SyncBatchNorm computes them, and
+whose autograd keeps only the block's output where `conv_bn.output_determines_batch_norm` allows (InPlace-ABN).
+Blocks whose BatchNorm is an nn.SyncBatchNorm (fusion.py) run through it.
+
+Per layer and training step, two collectives of O(C) elements, as torch's SyncBatchNorm:
+- forward: all_gather of each process's (count, mean, M2) per channel (2C + 1 numbers); every process
+  merges them (Chan et al.'s pairwise update: no cancellation, uneven and empty batches weigh by count);
+- backward: all_reduce (sum) of the two per-channel gradient sums, sum(dz) and sum(dz * x_hat).
+An empty batch takes part in both with count 0 (as torch's). The parameter gradients returned are the
+process's own (DistributedDataParallel sums/averages them, as for torch's SyncBatchNorm).
+
+What runs where: the convolution and the BatchNorm statistics and affine are torch ops (our AscendC
+BatchNorm kernels compute statistics and normalisation in one launch, with no place for the collective
+between them); the LeakyReLU and its backward are our ops (ascend_acts::leaky_relu, _backward: NumPy
+reference, AscendC kernels on the emulator or the NPU).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch.autograd.function import once_differentiable
+
+from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
+from ._conv_bn_validation import FN, check_arguments
+from .conv_bn import conv_bn_leaky_relu, output_determines_batch_norm
+
+ops = torch.ops.ascend_acts
+F = torch.nn.functional
+_CHANNEL_DIMS = (0, 2, 3)
+
+
+def synchronising_group(training: bool, process_group=None):
+    """The process group to synchronise over, as torch's SyncBatchNorm.forward decides: only in training,
+    with torch.distributed initialised and more than one process in the group (None: the default group);
+    otherwise None (no collective)."""
+    if not training or not dist.is_available() or not dist.is_initialized():
+        return None
+    group = process_group if process_group else dist.group.WORLD
+    return group if dist.get_world_size(group) > 1 else None
+
+
+def sync_conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None,
+                            bn_bias=None, training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1,
+                            padding=0, dilation=1, groups=1, process_group=None):
+    """conv_bn_leaky_relu with the batch statistics of all processes of `process_group` (None: the default
+    group) in training, as torch.nn.SyncBatchNorm. Eval, an uninitialised torch.distributed or a group of
+    one process: exactly conv_bn_leaky_relu, no collective. Every process of the group must call it (the
+    same layers in the same order), whatever its batch size, including 0.
+
+    Every argument is checked before anything is computed, communicated or written (the batch size check
+    of BatchNorm, "more than 1 value per channel", is made on the count over all processes)."""
+    group = synchronising_group(training, process_group)
+    if group is None:
+        return conv_bn_leaky_relu(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training,
+                                  momentum, eps, negative_slope, stride, padding, dilation, groups)
+    # every check but the local batch size one, which the eval-mode validation leaves out
+    c_out = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() > 0 else 0
+    stand_in = None if running_mean is not None or not isinstance(weight, torch.Tensor) else weight.new_zeros(c_out)
+    args = check_arguments(input, weight, bias, running_mean if stand_in is None else stand_in,
+                           running_var if stand_in is None else stand_in, bn_weight, bn_bias, False, momentum, eps,
+                           negative_slope, stride, padding, dilation, groups)
+    if not args.eps > 0:
+        raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
+    top, bottom, left, right = args.padding
+    if top == bottom and left == right:
+        conv_out = F.conv2d(input, weight, bias, args.stride, (top, left), args.dilation, args.groups)
+    else:  # padding="same" with an even kernel: the extra row/column bottom/right, as torch's conv2d
+        conv_out = F.conv2d(F.pad(input, [left, right, top, bottom]), weight, bias, args.stride, 0, args.dilation,
+                            args.groups)
+    gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
+    beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
+    save_output = output_determines_batch_norm(gamma, beta, args.negative_slope, conv_out.dtype)
+    return _SyncBatchNormLeakyReLU.apply(conv_out, gamma, beta, running_mean, running_var, args.momentum, args.eps,
+                                         args.negative_slope, group, save_output)
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _per_channel(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(1, -1, 1, 1)
+
+
+def _gather_moments(local: torch.Tensor, group) -> torch.Tensor:
+    """(world size, 2C + 1): every process's (count, mean, M2)."""
+    world = dist.get_world_size(group)
+    if dist.get_backend(group) == "gloo":  # gloo has no all_gather_into_tensor
+        parts = [torch.empty_like(local) for _ in range(world)]
+        dist.all_gather(parts, local, group)
+        return torch.stack(parts)
+    gathered = local.new_empty(world * local.numel())
+    dist.all_gather_into_tensor(gathered, local, group)
+    return gathered.reshape(world, -1)
+
+
+def merge_moments(gathered: torch.Tensor):
+    """Global (count, mean, M2) per channel from rows of (count, mean, M2): Chan et al.'s merge,
+    M2 = sum(M2_i + n_i (mean_i - mean)^2), which adds non-negative terms only. Rows of count 0 add nothing."""
+    channels = (gathered.shape[1] - 1) // 2
+    counts, means, m2s = gathered[:, :1], gathered[:, 1:1 + channels], gathered[:, 1 + channels:]
+    total = counts.sum()
+    mean = (counts * means).sum(0) / total.clamp(min=1)
+    m2 = (m2s + counts * (means - mean) ** 2).sum(0)
+    return total, mean, m2
+
+
+def _affine(centred: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return (centred * _per_channel(scale) + _per_channel(shift)).to(dtype)
+
+
+def _check_more_than_one_value(total: torch.Tensor) -> None:
+    """torch's BatchNorm2d raises this for the whole batch; every process sees the same total, so all raise
+    (before anything is written). A compiled graph asserts it on the device instead, with a RuntimeError."""
+    if torch.compiler.is_compiling():
+        torch._assert_async(total != 1, "Expected more than 1 value per channel when training")
+    elif int(total) == 1:
+        raise ValueError("Expected more than 1 value per channel when training, got input size 1 over all processes")
+
+
+class _SyncBatchNormLeakyReLU(torch.autograd.Function):
+    """leaky_relu(batch_norm(conv_out)) with batch statistics over the process group."""
+
+    @staticmethod
+    def forward(ctx, conv_out, gamma, beta, running_mean, running_var, momentum, eps, negative_slope, group,
+                save_output):
+        c = _compute_dtype(conv_out.dtype)
+        y = conv_out.to(c)
+        count = conv_out.numel() // conv_out.shape[1]
+        if count:
+            variance, local_mean = torch.var_mean(y, _CHANNEL_DIMS, correction=0)
+            local = torch.cat([y.new_full((1,), count), local_mean, variance * count])
+        else:  # an empty batch still takes part in the collective, weighing nothing
+            local = y.new_zeros(2 * conv_out.shape[1] + 1)
+        total, mean, m2 = merge_moments(_gather_moments(local, group))
+        _check_more_than_one_value(total)
+        counted = total.clamp(min=1)  # all batches empty: an empty output, the running statistics kept
+        invstd = torch.rsqrt(m2 / counted + eps)
+        if running_mean is not None:  # torch's update: momentum, unbiased variance, global count
+            factor = momentum * (total > 0).to(mean.dtype)
+            with torch.no_grad():
+                running_mean.mul_(1 - factor.to(running_mean.dtype)).add_((mean * factor).to(running_mean.dtype))
+                unbiased = m2 / (counted - 1).clamp(min=1)
+                running_var.mul_(1 - factor.to(running_var.dtype)).add_((unbiased * factor).to(running_var.dtype))
+        z = _affine(y - _per_channel(mean), gamma.to(c) * invstd, beta.to(c), conv_out.dtype)
+        out = ops.leaky_relu(z, negative_slope)
+        ctx.negative_slope, ctx.group, ctx.save_output = negative_slope, group, save_output
+        if save_output:  # InPlace-ABN: x_hat is rebuilt from the output
+            ctx.save_for_backward(out, gamma, beta, invstd, counted)
+        else:
+            ctx.save_for_backward(conv_out, gamma, beta, invstd, counted, mean)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        slope = ctx.negative_slope
+        if ctx.save_output:
+            out, gamma, beta, invstd, counted = ctx.saved_tensors
+            c = _compute_dtype(out.dtype)
+            grad_z = ops.leaky_relu_backward(grad_out.contiguous(), out, slope, True).to(c)
+            outc = out.to(c)
+            z = torch.where(outc >= 0, outc, outc / slope)
+            x_hat = (z - _per_channel(beta.to(c))) / _per_channel(gamma.to(c))
+        else:
+            conv_out, gamma, beta, invstd, counted, mean = ctx.saved_tensors
+            c = _compute_dtype(conv_out.dtype)
+            centred = conv_out.to(c) - _per_channel(mean)
+            x_hat = centred * _per_channel(invstd)
+            z = _affine(centred, gamma.to(c) * invstd, beta.to(c), conv_out.dtype)  # the forward's z, bit for bit
+            grad_z = ops.leaky_relu_backward(grad_out.contiguous(), z, slope, False).to(c)
+        sum_grad = grad_z.sum(_CHANNEL_DIMS)
+        sum_grad_x_hat = (grad_z * x_hat).sum(_CHANNEL_DIMS)
+        grad_conv_out = None
+        if ctx.needs_input_grad[0]:
+            # the second collective; like torch's SyncBatchNorm, only when the input gradient is needed
+            global_sums = torch.cat([sum_grad, sum_grad_x_hat])
+            dist.all_reduce(global_sums, dist.ReduceOp.SUM, ctx.group)
+            mean_grad, mean_grad_x_hat = (global_sums / counted).chunk(2)
+            grad_conv_out = ((grad_z - _per_channel(mean_grad) - x_hat * _per_channel(mean_grad_x_hat))
+                             * _per_channel(gamma.to(c) * invstd)).to(grad_out.dtype)
+        # this process's parameter gradients: DistributedDataParallel reduces them
+        grad_gamma = sum_grad_x_hat.to(gamma.dtype) if ctx.needs_input_grad[1] else None
+        grad_beta = sum_grad.to(beta.dtype) if ctx.needs_input_grad[2] else None
+        return grad_conv_out, grad_gamma, grad_beta, None, None, None, None, None, None, None

@@ -1,0 +1,203 @@
+"""The models, data and per-rank scenarios of test_sync_batch_norm.py (run in gloo workers by distributed_run).
+
+One model, two Conv2d -> BatchNorm2d -> LeakyReLU blocks: the first with momentum=None (cumulative running
+averages) and slope 0.2 (keeps only its output, InPlace-ABN), the second strided without conv bias and with
+slope 0.0 (not invertible: keeps the conv output). Every variant holds the same Parameters and buffers in the
+same order, so results compare by position.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import ascend_acts
+
+IN_CHANNELS = 2
+LEARNING_RATE = 0.5
+COLLECTIVES = ("all_gather", "all_gather_into_tensor", "all_reduce")
+
+
+def plain_model(dtype: torch.dtype, first_momentum: float | None = None, seed: int = 0) -> nn.Sequential:
+    torch.manual_seed(seed)
+    model = nn.Sequential(
+        nn.Conv2d(IN_CHANNELS, 4, 3, padding=1), nn.BatchNorm2d(4, momentum=first_momentum), nn.LeakyReLU(0.2),
+        nn.Conv2d(4, 3, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(3), nn.LeakyReLU(0.0))
+    with torch.no_grad():
+        for bn in (model[1], model[4]):
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    return model.to(dtype)
+
+
+def model_variant(order: str, dtype: torch.dtype, first_momentum: float | None = None, process_group=None) -> nn.Module:
+    """`order`: plain (torch modules), convert_first (ascend_acts.convert, then convert_sync_batchnorm),
+    sync_first (the reverse), direct (ascend_acts.nn.ConvBNLeakyReLU2d(..., sync=True))."""
+    model = plain_model(dtype, first_momentum)
+    if order == "plain":
+        return model
+    if order == "convert_first":
+        return nn.SyncBatchNorm.convert_sync_batchnorm(ascend_acts.convert(model), process_group)
+    if order == "sync_first":
+        return ascend_acts.convert(nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group))
+    if order == "direct":
+        direct = nn.Sequential(
+            ascend_acts.nn.ConvBNLeakyReLU2d(IN_CHANNELS, 4, 3, padding=1, bias=True, momentum=first_momentum,
+                                             negative_slope=0.2, sync=True),
+            ascend_acts.nn.ConvBNLeakyReLU2d(4, 3, 3, 2, 1, negative_slope=0.0, sync=True)).to(dtype)
+        with torch.no_grad():
+            for mine, theirs in zip([*direct.parameters(), *direct.buffers()], [*model.parameters(), *model.buffers()]):
+                mine.copy_(theirs)
+        return direct
+    raise ValueError(f"unknown order {order!r}")
+
+
+def data(sizes: list[int], dtype: torch.dtype, spatial: int, seed: int = 1):
+    """The whole batch and a gradient for the model's output over it."""
+    generator = torch.Generator().manual_seed(seed)
+    total = sum(sizes)
+    out_spatial = (spatial - 1) // 2 + 1
+    x = torch.randn(total, IN_CHANNELS, spatial, spatial, generator=generator, dtype=torch.float64) * 2 + 0.5
+    grad = torch.randn(total, 3, out_spatial, out_spatial, generator=generator, dtype=torch.float64)
+    return x.to(dtype), grad.to(dtype)
+
+
+def rank_slice(t: torch.Tensor, sizes: list[int], rank: int) -> torch.Tensor:
+    start = sum(sizes[:rank])
+    return t[start:start + sizes[rank]]
+
+
+@contextlib.contextmanager
+def counted_collectives():
+    """Counts the torch.distributed collectives called (name -> calls; name + '_numel' -> elements sent)."""
+    counts = Counter()
+    originals = {name: getattr(dist, name) for name in COLLECTIVES}
+
+    def counting(name):
+        def collective(*args, **kwargs):
+            counts[name] += 1
+            sent = args[1] if name.startswith("all_gather") else args[0]
+            counts[name + "_numel"] += sent.numel()
+            return originals[name](*args, **kwargs)
+        return collective
+
+    for name in COLLECTIVES:
+        setattr(dist, name, counting(name))
+    try:
+        yield counts
+    finally:
+        for name, function in originals.items():
+            setattr(dist, name, function)
+
+
+def train(model: nn.Module, x: torch.Tensor, grad: torch.Tensor, steps: int, reduce_grads, forward=None,
+          count=True):
+    """`steps` SGD steps of the loss sum(model(x) * grad); returns the last output and the collectives per step."""
+    forward = forward or model
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    x = x.clone().requires_grad_()
+    per_step = []
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        x.grad = None
+        with counted_collectives() if count else contextlib.nullcontext({}) as counts:
+            out = forward(x)
+            out.backward(grad)
+        per_step.append(dict(counts))
+        reduce_grads(model)
+        optimizer.step()
+    return out.detach(), x.grad, per_step
+
+
+def ddp_on_cpu(model: nn.Module) -> nn.Module:
+    """DistributedDataParallel(model) on the CPU. torch's DDP refuses any nn.SyncBatchNorm in a CPU module at
+    construction ("SyncBatchNorm layers only work with GPU modules": its own check, made for torch's CUDA-only
+    SyncBatchNorm; an NPU module passes it). That check is skipped here, to run the rest of DDP (gradient
+    buckets, buffer broadcasts) with our synchronised blocks as it runs on the NPU."""
+    ddp = nn.parallel.DistributedDataParallel
+    check = ddp._passing_sync_batchnorm_handle
+    ddp._passing_sync_batchnorm_handle = lambda self, module: None
+    try:
+        return ddp(model)
+    finally:
+        ddp._passing_sync_batchnorm_handle = check
+
+
+def ddp_refuses_cpu(rank, world_size):
+    """torch's own DDP check on a CPU module holding a SyncBatchNorm (what ddp_on_cpu skips)."""
+    try:
+        nn.parallel.DistributedDataParallel(model_variant("convert_first", torch.float64))
+    except ValueError as error:
+        return {"message": str(error)}
+    return {"message": None}
+
+
+def all_reduce_grads(model: nn.Module, group=None) -> None:
+    for p in model.parameters():
+        dist.all_reduce(p.grad, group=group)
+
+
+def state(model: nn.Module) -> dict:
+    return {"params": [p.detach().clone() for p in model.parameters()],
+            "grads": [p.grad.clone() for p in model.parameters()],
+            "buffers": [b.clone() for b in model.buffers()]}
+
+
+# --- scenarios (rank, world_size, **kwargs) -> dict ------------------------------------------------
+def steps(rank, world_size, order, sizes, dtype, spatial=5, backend="reference", steps=2, ddp=False,
+          compile_backend=None, first_momentum=None, subgroups=None):
+    """Training steps (optionally under DDP / torch.compile(fullgraph=True) / in the process group of
+    `subgroups` holding this rank), then an eval forward."""
+    ascend_acts.use_backend(backend)
+    group = None
+    if subgroups is not None:  # every rank creates every group, in the same order
+        groups = [dist.new_group(ranks) for ranks in subgroups]
+        group = next(g for g, ranks in zip(groups, subgroups) if rank in ranks)
+    model = model_variant(order, dtype, first_momentum, group)
+    x, grad = (rank_slice(t, sizes, rank) for t in data(sizes, dtype, spatial))
+    forward = model
+    if ddp:
+        forward = ddp_on_cpu(model)
+        grad = grad * world_size  # DDP averages the gradients; the oracle's loss is the sum over all ranks
+    if compile_backend is not None:
+        forward = torch.compile(forward, fullgraph=True, backend=compile_backend)
+    reduce = (lambda m: None) if ddp else (lambda m: all_reduce_grads(m, group))
+    counting = compile_backend is None  # a compiled graph calls the collectives it traced, not these functions
+    out, grad_input, collectives = train(model, x, grad, steps, reduce, forward, counting)
+    model.eval()
+    with counted_collectives() if counting else contextlib.nullcontext({}) as eval_counts, torch.no_grad():
+        eval_out = forward(x)
+    return {"out": out, "grad_input": grad_input, "collectives": collectives, "eval_out": eval_out,
+            "eval_collectives": dict(eval_counts), **state(model)}
+
+
+def global_count_one(rank, world_size, sizes):
+    """One value per channel over all ranks: BatchNorm2d's ValueError on every rank, nothing changed."""
+    model = model_variant("convert_first", torch.float64)
+    before = [b.clone() for b in model.buffers()]
+    x, _ = data(sizes, torch.float64, spatial=1)
+    try:
+        model(rank_slice(x, sizes, rank))
+    except ValueError as error:
+        message = str(error)
+    else:
+        message = None
+    unchanged = all(torch.equal(a, b) for a, b in zip(before, model.buffers()))
+    return {"message": message, "unchanged": unchanged}
+
+
+def saved_tensors(rank, world_size, negative_slope, dtype=torch.float64):
+    """What autograd keeps for one synchronised block: (numel, is the output, is the input) per saved tensor."""
+    block = ascend_acts.nn.ConvBNLeakyReLU2d(IN_CHANNELS, 4, 3, padding=1, negative_slope=negative_slope,
+                                             sync=True).to(dtype)
+    x = torch.randn(3, IN_CHANNELS, 6, 6, dtype=dtype, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        out = block(x)
+    out.sum().backward()  # the backward's collective, so that the ranks stay in step
+    return {"saved": [(t.numel(), t.data_ptr() == out.data_ptr(), t.data_ptr() == x.data_ptr()) for t in saved],
+            "out_numel": out.numel(), "input_numel": x.numel()}

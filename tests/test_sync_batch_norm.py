@@ -1,0 +1,318 @@
+"""Synchronised BatchNorm in the fused Conv+BN+LeakyReLU block (issue 15).
+
+Two and three gloo processes on 127.0.0.1 (distributed_run.py, scenarios in sync_bn_scenarios.py) against one
+process running plain torch (Conv2d, BatchNorm2d, LeakyReLU) on the concatenated batch: the output, input
+gradients, the parameter gradients summed over the ranks, parameters after SGD steps and the running
+statistics. Each world size starts its workers once (module-scoped fixtures) for all its scenarios.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import ascend_acts
+import sync_bn_scenarios as scenarios
+from ascend_acts import backends
+from distributed_run import WorkerError, run
+
+F64, F32 = torch.float64, torch.float32
+MODULE = "sync_bn_scenarios"
+
+
+def _sim_wanted() -> bool:
+    if backends.unavailable_reason("sim") is None:
+        return True
+    if os.environ.get("ASCEND_ACTS_REQUIRE_SIM") == "1":
+        pytest.fail(f"backend 'sim' is required but unavailable: {backends.unavailable_reason('sim')}")
+    return False
+
+
+def steps(order, sizes, dtype, **kwargs):
+    return ("steps", dict(order=order, sizes=sizes, dtype=dtype, **kwargs))
+
+
+TWO = {
+    "convert_first": steps("convert_first", [3, 1], F64),
+    "sync_first": steps("sync_first", [2, 2], F64),
+    "direct": steps("direct", [1, 3], F64),
+    "float32": steps("convert_first", [3, 2], F32),
+    "one_value_on_a_rank": steps("sync_first", [1, 2], F64, spatial=1),
+    "global_count_one": ("global_count_one", dict(sizes=[1, 0])),
+    "saved_output": ("saved_tensors", dict(negative_slope=0.2)),
+    "saved_conv_out": ("saved_tensors", dict(negative_slope=0.0)),
+    "ddp_refuses_cpu": ("ddp_refuses_cpu", {}),
+    "ddp": steps("convert_first", [3, 1], F64, ddp=True),
+    "compile": steps("direct", [2, 1], F64, steps=1, compile_backend="aot_eager", first_momentum=0.1),
+}
+THREE = {
+    "empty_rank": steps("convert_first", [2, 0, 3], F64),
+    "uneven_float32": steps("sync_first", [1, 2, 3], F32),
+    "ddp_empty_rank": steps("direct", [2, 0, 1], F64, ddp=True),
+    "subgroups": steps("convert_first", [2, 1, 3], F64, subgroups=[[0, 1], [2]]),
+}
+
+
+@pytest.fixture(scope="module")
+def two():
+    wanted = dict(TWO)
+    if _sim_wanted():
+        wanted["sim"] = steps("sync_first", [2, 1], F32, backend="sim")
+    return run(2, MODULE, wanted)
+
+
+@pytest.fixture(scope="module")
+def three():
+    return run(3, MODULE, THREE)
+
+
+def results(runs, name):
+    for result in runs[name]:
+        if isinstance(result, Exception):
+            raise result
+    return runs[name]
+
+
+def oracle(sizes, dtype, spatial=5, steps=2, first_momentum=None, samples=slice(None)):
+    """One process, torch's own modules, the concatenated batch (its `samples`)."""
+    model = scenarios.plain_model(dtype, first_momentum)
+    x, grad = (t[samples] for t in scenarios.data(sizes, dtype, spatial))
+    out, grad_input, _ = scenarios.train(model, x, grad, steps, lambda m: None, count=False)
+    model.eval()
+    with torch.no_grad():
+        eval_out = model(x)
+    return {"out": out, "grad_input": grad_input, "eval_out": eval_out, **scenarios.state(model)}
+
+
+def _pairs(result, expected, sizes, rank, world_size, ddp):
+    per_sample = {"out": 1, "grad_input": world_size if ddp else 1, "eval_out": 1}
+    for key, scale in per_sample.items():
+        yield key, result[key], scenarios.rank_slice(expected[key], sizes, rank) * scale
+    for key in ("grads", "params", "buffers"):
+        for i, (mine, theirs) in enumerate(zip(result[key], expected[key], strict=True)):
+            yield f"{key}[{i}]", mine, theirs
+
+
+def _rank_part(whole, sizes, rank, world_size, ddp):
+    """A single-process run's results as rank `rank` would return them."""
+    part = dict(whole)
+    for key, scale in (("out", 1), ("grad_input", world_size if ddp else 1), ("eval_out", 1)):
+        part[key] = scenarios.rank_slice(whole[key], sizes, rank) * scale
+    return part
+
+
+def _relative_error(mine, theirs) -> float:
+    scale = max(float(theirs.double().abs().max()) if theirs.numel() else 0.0, 1.0)
+    return float((mine.double() - theirs.double()).abs().max()) / scale if theirs.numel() else 0.0
+
+
+def check_against_torch(runs, name, sizes, dtype, ranks=None, ddp=False, rank_sizes=None, **oracle_kwargs):
+    """float64: within 1e-10 relative of torch in float64. float32: within 8x (+1e-6) torch's own float32
+    error against float64, quantity by quantity. `rank_sizes`: the batch sizes of the ranks checked, when the
+    oracle runs only some `samples` of the whole batch of `sizes`. `ddp`: the input gradients are `world size` times torch's
+    (the workers scale the loss so that DDP's average is the whole batch's gradient)."""
+    per_rank = results(runs, name)
+    expected = oracle(sizes, F64, **oracle_kwargs)
+    torch_own = oracle(sizes, dtype, **oracle_kwargs) if dtype != F64 else None
+    for rank in ranks if ranks is not None else range(len(per_rank)):
+        result = per_rank[rank]
+        assert result["out"].dtype == dtype
+        sizes = rank_sizes or sizes
+        pairs = _pairs(result, expected, sizes, rank, len(sizes), ddp)
+        torch_pairs = _pairs(_rank_part(torch_own, sizes, rank, len(sizes), ddp), expected, sizes, rank,
+                             len(sizes), ddp) if torch_own else None
+        for key, mine, theirs in pairs:
+            assert mine.shape == theirs.shape, (rank, key)
+            error = _relative_error(mine, theirs)
+            if torch_own is None:
+                assert error <= 1e-10, (rank, key, error)
+            else:
+                _, torch_mine, _ = next(torch_pairs)
+                assert error <= 8 * _relative_error(torch_mine, theirs) + 1e-6, (rank, key, error)
+
+
+def check_collectives(runs, name, layers=((4,), (3,))):
+    """Per training step and layer one all_gather of 2C + 1 numbers and one all_reduce of 2C; none in eval."""
+    gathered = sum(2 * c + 1 for (c,) in layers)
+    reduced = sum(2 * c for (c,) in layers)
+    for result in results(runs, name):
+        for step in result["collectives"]:
+            assert step == {"all_gather": len(layers), "all_gather_numel": gathered, "all_reduce": len(layers),
+                            "all_reduce_numel": reduced}
+        assert result["eval_collectives"] == {}
+
+
+# --- two processes -----------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["convert_first", "sync_first", "direct"])
+def test_two_processes_equal_torch_on_the_whole_batch(two, name):
+    """Both conversion orders and ConvBNLeakyReLU2d(sync=True), uneven batches, two SGD steps, then eval."""
+    check_against_torch(two, name, TWO[name][1]["sizes"], F64)
+    check_collectives(two, name)
+
+
+@pytest.mark.slow
+def test_two_processes_float32_within_torchs_own_error(two):
+    check_against_torch(two, "float32", [3, 2], F32)
+    check_collectives(two, "float32")
+
+
+@pytest.mark.slow
+def test_sim_backend(two):
+    if "sim" not in two:
+        pytest.skip("the emulator library is not built")
+    check_against_torch(two, "sim", [2, 1], F32)
+    check_collectives(two, "sim")
+
+
+@pytest.mark.slow
+def test_one_value_per_channel_on_a_rank_is_fine_when_the_whole_batch_has_more(two):
+    check_against_torch(two, "one_value_on_a_rank", [1, 2], F64, spatial=1)
+
+
+@pytest.mark.slow
+def test_one_value_per_channel_over_all_ranks_raises_everywhere_and_changes_nothing(two):
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel when training"):
+        nn.BatchNorm2d(3).train()(torch.zeros(1, 3, 1, 1))  # what torch says for the whole batch
+    for result in results(two, "global_count_one"):
+        assert result["message"] is not None and "Expected more than 1 value per channel" in result["message"]
+        assert result["unchanged"]
+
+
+def _saved(result):
+    big = [entry for entry in result["saved"] if entry[0] >= result["input_numel"]]
+    return sorted(("output" if is_out else "input" if is_in else "other", numel) for numel, is_out, is_in in big)
+
+
+@pytest.mark.slow
+def test_saves_only_the_output_like_inplace_abn(two):
+    """Slope > 0: the input (the convolution needs it) and the output; torch's Conv2d, SyncBatchNorm and
+    LeakyReLU keep the conv output and the BN output as well (counted on their CPU equivalent BatchNorm2d,
+    which saves what torch's SyncBatchNorm function saves: its input)."""
+    for result in results(two, "saved_output"):
+        assert _saved(result) == [("input", result["input_numel"]), ("output", result["out_numel"])]
+    torch_saved = []
+    block = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4), nn.LeakyReLU(0.2)).double()
+    x = torch.randn(3, 2, 6, 6, dtype=F64, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: torch_saved.append(t) or t, lambda t: t):
+        out = block(x)
+    assert len([t for t in torch_saved if t.numel() >= out.numel()]) == 2  # conv output, BN output
+    # slope 0: the output cannot give x-hat back, the conv output is kept instead (as the unsynchronised op)
+    for result in results(two, "saved_conv_out"):
+        assert _saved(result) == [("input", result["input_numel"]), ("other", result["out_numel"])]
+
+
+@pytest.mark.slow
+def test_ddp_training_steps(two):
+    """torch's DDP refuses SyncBatchNorm in a CPU module at construction (its own check); past that check
+    (sync_bn_scenarios.ddp_on_cpu) DDP steps equal torch on the whole batch."""
+    assert all("SyncBatchNorm layers only work with GPU modules" in r["message"]
+               for r in results(two, "ddp_refuses_cpu"))
+    check_against_torch(two, "ddp", [3, 1], F64, ddp=True)
+
+
+@pytest.mark.slow
+def test_torch_compile_fullgraph(two):
+    """torch.compile(fullgraph=True): the collectives are traced into the graph (forward and backward)."""
+    check_against_torch(two, "compile", [2, 1], F64, steps=1, first_momentum=0.1)
+
+
+# --- three processes ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_three_processes_with_an_empty_rank(three):
+    """The empty rank joins both collectives, returns an empty output and zero gradients, and updates its
+    running statistics with the global ones (as torch's SyncBatchNorm)."""
+    check_against_torch(three, "empty_rank", [2, 0, 3], F64)
+    check_collectives(three, "empty_rank")
+    assert results(three, "empty_rank")[1]["out"].shape[0] == 0
+
+
+@pytest.mark.slow
+def test_three_processes_uneven_float32(three):
+    check_against_torch(three, "uneven_float32", [1, 2, 3], F32)
+
+
+@pytest.mark.slow
+def test_three_processes_ddp_with_an_empty_rank(three):
+    check_against_torch(three, "ddp_empty_rank", [2, 0, 1], F64, ddp=True)
+
+
+@pytest.mark.slow
+def test_the_users_process_group_is_kept(three):
+    """convert_sync_batchnorm(model, group) with groups {0, 1} and {2}: ranks 0 and 1 normalise over their
+    two batches, rank 2 alone (a group of one: no collective)."""
+    sizes = [2, 1, 3]
+    check_against_torch(three, "subgroups", sizes, F64, ranks=[0, 1], samples=slice(0, 3))
+    check_against_torch({"subgroups": results(three, "subgroups")[2:]}, "subgroups", sizes, F64, rank_sizes=[3],
+                        samples=slice(3, 6))
+    assert results(three, "subgroups")[2]["collectives"] == [{}, {}]
+
+
+# --- one process (no workers) ------------------------------------------------------------------------
+def _pair_of_blocks():
+    torch.manual_seed(0)
+    plain = ascend_acts.nn.ConvBNLeakyReLU2d(2, 4, 3, padding=1, negative_slope=0.2).double()
+    synced = ascend_acts.nn.ConvBNLeakyReLU2d(2, 4, 3, padding=1, negative_slope=0.2, sync=True).double()
+    synced.load_state_dict(plain.state_dict())
+    return plain, synced
+
+
+def _same_training_step(plain, synced):
+    x = torch.randn(3, 2, 5, 5, dtype=F64)
+    outs = [block(x) for block in (plain, synced)]
+    torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+    for a, b in zip(plain.state_dict().values(), synced.state_dict().values()):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+
+
+def test_without_torch_distributed_it_is_the_plain_block():
+    assert not dist.is_initialized()
+    _same_training_step(*_pair_of_blocks())
+
+
+def test_a_world_of_one_uses_no_collective(tmp_path, monkeypatch):
+    def no_collective(*args, **kwargs):
+        raise AssertionError("a collective in a world of one")
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for name in scenarios.COLLECTIVES:
+            monkeypatch.setattr(dist, name, no_collective)
+        _same_training_step(*_pair_of_blocks())
+    finally:
+        monkeypatch.undo()
+        dist.destroy_process_group()
+
+
+def test_the_direct_api_checks_its_arguments():
+    with pytest.raises(ValueError, match="'process_group' needs sync=True"):
+        ascend_acts.nn.ConvBNLeakyReLU2d(2, 4, 3, process_group=object())
+    conv, bn = nn.Conv2d(2, 4, 3), nn.SyncBatchNorm(4)
+    assert ascend_acts.nn.ConvBNLeakyReLU2d.from_modules(conv, bn, nn.LeakyReLU()).bn is bn
+
+
+@pytest.mark.slow
+def test_dcgan_example_with_two_processes(tmp_path):
+    """examples/dcgan.py --nproc 2: two gloo workers, the discriminator's block synchronised; rank 0 writes."""
+    pytest.importorskip("sklearn", reason="the DCGAN example needs pip install -e '.[examples]'")
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    with socket.socket() as probe:  # a free port on 127.0.0.1 for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, str(root / "examples/dcgan.py"), "--quick", "--quiet", "--nproc", "2",
+                             "--port", str(port), "--out", str(tmp_path)], cwd=root, capture_output=True, text=True,
+                            timeout=400)
+    assert result.returncode == 0, result.stderr
+    assert "on 2 process(es)" in result.stdout
+    assert (tmp_path / "checkpoint.pt").is_file()
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["discriminator"]
+    assert int(state["2.1.num_batches_tracked"]) == 3 * 3  # per step: real, fake (D step), fake (G step)
