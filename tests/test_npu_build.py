@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ascend_acts import npu
+from ascend_acts.backends import npu
 from test_npu_definitions import OPS
 
 ROOT = Path(__file__).resolve().parents[1]
