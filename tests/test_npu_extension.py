@@ -1,7 +1,7 @@
 """The torch_npu extension (python/ascend_acts/csrc/npu_ops.cpp + acts_aclnn.h): compiled (syntax only) against
 the headers of the torch-npu wheel released for the installed torch, our aclnn declarations compiled together
 with CANN 8.1's (when an extracted toolkit is here), and its text checked against the other definitions: it
-registers PrivateUse1 kernels for exactly the ops ascend_acts.npu has NPU kernels for, with C++ signatures
+registers PrivateUse1 kernels for exactly the ops of the op table (ascend_acts.op_table), with C++ signatures
 matching the torch.library schemas; it declares the aclnn API of each OpDef (op_host/ via the msopgen JSONs) by
 the documented generation rule; and each kernel calls the aclnn op of its OpDef with the inputs, the attributes
 and the outputs in the declared order (for the elementwise ops: the attributes are the schema's float arguments
