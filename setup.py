@@ -19,11 +19,11 @@ from setuptools.command.build_ext import build_ext
 ROOT = Path(__file__).resolve().parent
 LIBRARIES = {"ascend_acts._sim": "ASCEND_ACTS_SIM_FILE", "ascend_acts._sim_tests": "ASCEND_ACTS_SIM_TESTS_FILE"}
 NPU_EXTENSION = "ascend_acts._npu_ops"
-VENDOR = "ascend_acts"  # scripts/build_npu.sh's vendor_name, as in ascend_acts.npu.VENDOR
+VENDOR = "ascend_acts"  # scripts/build_npu.sh's vendor_name, as in ascend_acts.backends.npu.VENDOR
 
 
 def op_package(cann: Path):
-    """The installed op package's vendor directory, found as ascend_acts.npu.find_op_package does."""
+    """The installed op package's vendor directory, found as ascend_acts.backends.npu.find_op_package does."""
     candidates = [Path(entry) for entry in os.environ.get("ASCEND_CUSTOM_OPP_PATH", "").split(":")
                   if entry and Path(entry).name == VENDOR]
     candidates.append(Path(os.environ.get("ASCEND_OPP_PATH") or cann / "opp", "vendors", VENDOR))

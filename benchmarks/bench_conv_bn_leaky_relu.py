@@ -25,8 +25,8 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts import backends
-from common import (CEILINGS, RESULTS_DIR, backend_context, copy_ceiling_gb_per_s, markdown_table, median_ms, report,
-                    saved_bytes)
+from common import (CEILINGS, MEASURED_BACKENDS, RESULTS_DIR, backend_context, copy_ceiling_gb_per_s, markdown_table,
+                    median_ms, report, saved_bytes)
 
 SLOPE, MOMENTUM, EPS = 0.2, 0.1, 1e-5
 KERNEL, STRIDE, PADDING = 4, 2, 1
@@ -321,7 +321,7 @@ def main(argv=None) -> None:
     shapes = SHAPES
     if args.quick:
         shapes, args.repeats = QUICK_SHAPES, 2
-    available = backends.available_backends()
+    available = [name for name in MEASURED_BACKENDS if backends.unavailable_reason(name) is None]
     chosen = args.backends or available
     unknown = [name for name in chosen if name not in available]
     if unknown:
@@ -354,7 +354,7 @@ def main(argv=None) -> None:
              "error of about 1e-2 in dx/dw/dgamma/dbeta (for whichever implementation it happens to)"]
     notes.append(other_processes_note(usage_before, cpu_usage()))
     notes += [f"not measured: {name}: {backends.unavailable_reason(name)}"
-              for name in backends.known_backends() if name not in available]
+              for name in MEASURED_BACKENDS if name not in available]
     title = "Conv2d + BatchNorm2d + LeakyReLU(0.2), float32: fused vs torch composite"
     report("conv_bn_leaky_relu", title, rows, tables(rows, impls), notes, args.out,
            lambda path: plot(rows, impls, path))

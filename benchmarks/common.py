@@ -105,15 +105,20 @@ def copy_ceiling_gb_per_s(size: int, dtype: torch.dtype, repeats: int, allocate:
     return 2 * src.nbytes / milliseconds / 1e6
 
 
+# the ascend_acts backends measured; impl "torch" is torch's own ops, the baseline (the "torch" backend, the NPU
+# fallback in torch ops, is not measured: it would share the baseline's name)
+MEASURED_BACKENDS = [name for name in backends.known_backends() if name != "torch"]
+
+
 def backend_context(impl: str):
     """A `with` context selecting the ascend_acts backend for impl (torch needs none)."""
-    return ascend_acts.use_backend(impl) if impl in backends.known_backends() else nullcontext()
+    return ascend_acts.use_backend(impl) if impl in MEASURED_BACKENDS else nullcontext()
 
 
 def available_impls(size: int, sim_max_size: int) -> tuple[list[str], dict[str, str]]:
     """(impls to measure at this size, {impl: why it is left out})."""
     impls, left_out = ["torch"], {}
-    for name in backends.known_backends():
+    for name in MEASURED_BACKENDS:
         reason = backends.unavailable_reason(name)
         if reason is not None:
             left_out[name] = reason

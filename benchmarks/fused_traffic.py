@@ -40,7 +40,7 @@ class TrafficRow:
 
 def measure_layer(name: str, cin: int, size: int, cout: int, batch: int) -> TrafficRow:
     from ascend_acts.backends import sim
-    from ascend_acts.ops._library import to_array
+    from ascend_acts.backends.reference import to_array
 
     dtype = torch.float16
     element = torch.finfo(dtype).bits // 8

@@ -7,7 +7,7 @@
 #   6 the project was generated but a CANN file the package build needs is not in this toolkit (it says which).
 # Nothing is created before the prerequisites are confirmed.
 # The package's vendor name is ascend_acts: it installs to $ASCEND_OPP_PATH/vendors/ascend_acts, where
-# ascend_acts.npu, setup.py and `python -m ascend_acts info` look for it.
+# ascend_acts.backends.npu, setup.py and `python -m ascend_acts info` look for it.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 soc="${ASCEND_COMPUTE_UNIT:-ascend910b}"

@@ -4,11 +4,7 @@ import pytest
 import torch
 
 import ascend_acts
-from ascend_acts import backends
-
-ALL_DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
-# the AscendC kernels (and so the emulator) have no float64
-SIM_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+from ascend_acts import backends, op_table
 
 
 @pytest.fixture(params=backends.known_backends())
@@ -24,6 +20,11 @@ def backend(request):
         yield request.param
 
 
-def skip_unsupported(backend: str, dtype: torch.dtype) -> None:
-    if backend == "sim" and dtype not in SIM_DTYPES:
-        pytest.skip("the AscendC kernels have no float64")
+def backend_dtypes(op: str, dtypes: list[torch.dtype] | None = None):
+    """Parametrizes a test over the (backend, dtype) pairs that run op `op` (op_table.valid_backend_dtypes: no
+    pair a backend cannot run, e.g. sim and float64, is generated), optionally only those with a dtype of
+    `dtypes`; the `backend` fixture selects the backend."""
+    pairs = [(name, getattr(torch, dtype)) for name, dtype in op_table.valid_backend_dtypes(op_table.torch_op(op))]
+    pairs = [(name, dtype) for name, dtype in pairs if dtypes is None or dtype in dtypes]
+    return pytest.mark.parametrize("backend, dtype", pairs, indirect=["backend"],
+                                   ids=[f"{name}-{str(dtype).removeprefix('torch.')}" for name, dtype in pairs])

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from ascend_acts import __main__ as cli
-from ascend_acts import backends, info, npu, sine_gan
+from ascend_acts import backends, info, sine_gan
+from ascend_acts.backends import npu
 
 
 def run(*args, cwd):
@@ -131,8 +132,8 @@ def test_info_gives_the_next_step_for_each_missing_npu_piece(monkeypatch):
     assert lines["op package"] == ("not installed (no CANN or $ASCEND_OPP_PATH to look under); next: "
                                    "scripts/build_npu.sh, then scripts/install_npu.sh")
     assert lines["extension"].startswith("not built; next: pip install --no-build-isolation -e .")
-    assert lines["kernels"].startswith(f"torch built-ins (ascend_acts.torch_kernels, same results) because "
-                                       f"{npu.STATUS.detail}")
+    assert lines["kernels"].startswith(f"torch built-ins (ascend_acts.backends.torch_ops, same results) because "
+                                       f"{npu.status().detail}")
 
 
 def test_info_reports_an_installed_setup_without_importing_torch_npu(tmp_path, monkeypatch):

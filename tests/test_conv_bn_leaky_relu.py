@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
-from conftest import skip_unsupported
+from conftest import backend_dtypes
 
 ops = torch.ops.ascend_acts
 
@@ -51,11 +51,10 @@ def close(a, b, dtype):
     torch.testing.assert_close(a.double(), b.double(), rtol=TOL[dtype], atol=TOL[dtype])
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("config", GRID, ids=lambda c: "x".join(map(str, c)))
+@backend_dtypes("conv_bn_leaky_relu_train", [torch.float64, torch.float32])
 def test_matches_sequential(config, training, dtype, backend):
-    skip_unsupported(backend, dtype)
     seq, fused, x = pair(0, config, dtype)
     seq.train(training), fused.train(training)
     xs, xf = x.clone().requires_grad_(), x.clone().requires_grad_()
@@ -421,11 +420,10 @@ def test_checkpointed_training_counts_and_updates_statistics_as_torch(checkpoint
     assert_same_statistics(converted[1], seq[1], dtype)
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16], ids=str)
+@backend_dtypes("conv_bn_leaky_relu_train", [torch.float64, torch.float32, torch.bfloat16])
 def test_train_op_updates_running_statistics_as_batch_norm(dtype, backend):
     """The op itself updates running_mean/running_var (torch's formula, unbiased variance), as
     aten::native_batch_norm does; None leaves nothing to update; half input takes float32 statistics."""
-    skip_unsupported(backend, dtype)
     torch.manual_seed(4)
     x, w = torch.randn(3, 2, 5, 6, dtype=torch.float64), torch.randn(4, 2, 3, 3, dtype=torch.float64)
     gamma, beta = torch.rand(4, dtype=torch.float64) + 0.5, torch.randn(4, dtype=torch.float64)

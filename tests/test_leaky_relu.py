@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import ascend_acts
-from conftest import ALL_DTYPES, skip_unsupported
+from conftest import backend_dtypes
 from shapes import CASES, make, special_values
 
 SLOPES = [0.0, 0.01, 0.2, -0.5, 2.0]
@@ -17,11 +17,10 @@ def assert_identical(actual, expected):
     assert torch.equal(torch.signbit(actual[numbers]), torch.signbit(expected[numbers])), "sign of zero differs"
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 @pytest.mark.parametrize("slope", SLOPES)
 @pytest.mark.parametrize("case", CASES)
+@backend_dtypes("leaky_relu")
 def test_forward_backward_match_torch(backend, case, slope, dtype):
-    skip_unsupported(backend, dtype)
     x = make(case, dtype).requires_grad_()
     x_ref = x.detach().clone().requires_grad_()
     y = ascend_acts.leaky_relu(x, slope)
@@ -34,10 +33,9 @@ def test_forward_backward_match_torch(backend, case, slope, dtype):
     assert_identical(x.grad, x_ref.grad)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 @pytest.mark.parametrize("slope", SLOPES)
+@backend_dtypes("leaky_relu")
 def test_special_values(backend, slope, dtype):
-    skip_unsupported(backend, dtype)
     x = special_values(dtype)
     assert_identical(ascend_acts.leaky_relu(x, slope), F.leaky_relu(x, slope))
 

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ascend_acts import npu, op_table
+from ascend_acts import op_table
+from ascend_acts.backends import npu
 
 ROOT = Path(__file__).resolve().parents[1]
 

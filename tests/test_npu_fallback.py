@@ -1,6 +1,6 @@
-"""The NPU fallback kernels (torch ops only) agree bit for bit with the NumPy reference, on the CPU;
-the fallback warns once (saying why), or refuses in strict mode; npu.py registers the extension's kernels
-or the fallback's as documented. Tests that need an NPU are marked `npu`."""
+"""The NPU fallback (the "torch" backend: torch ops only) agrees bit for bit with the NumPy reference, on the CPU;
+the fallback warns once (saying why), or refuses in strict mode; the extension's kernels or the fallback's are
+registered as backends/npu.py finds them. Tests that need an NPU are marked `npu`."""
 
 import json
 import os
@@ -9,21 +9,23 @@ import sys
 import textwrap
 import warnings
 
-import ml_dtypes
 import numpy as np
 import pytest
 import torch
 
 import ascend_acts
-from ascend_acts import npu, torch_kernels
-from ascend_acts.reference import activations as reference
+from ascend_acts.backends import npu
+from ascend_acts.backends import reference as reference_backend
+from ascend_acts.backends import torch_ops
+from ascend_acts.backends.torch_ops import activations as torch_activations
+from ascend_acts.op_table import TORCH_OPS, torch_op
+from ascend_acts.ops._kernels import device_kernel, npu_fallback
+from ascend_acts.ops._semantics import SEMANTICS
 from ascend_acts.reference import rng
 
+ALL_OPS = [op.name for op in TORCH_OPS]
+
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
-
-
-def to_numpy(t):
-    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16) if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def bits(t):
@@ -37,42 +39,60 @@ def test_kernels_bit_identical_to_reference(dtype, n):
     x = torch.randn(n, dtype=torch.float64).to(dtype)
     grad = torch.randn(n, dtype=torch.float64).to(dtype)
     seed = torch.tensor(2**62 + 12345)
-    cases = {
-        "leaky_relu": (torch_kernels.leaky_relu(x, 0.2), lambda out: reference.leaky_relu(to_numpy(x), 0.2, out)),
-        "leaky_relu_backward": (torch_kernels.leaky_relu_backward(grad, x, -0.3),
-                                lambda out: reference.leaky_relu_backward(to_numpy(grad), to_numpy(x), -0.3, out)),
-        "rrelu": (torch_kernels.rrelu(x, 0.1, 0.3, seed),
-                  lambda out: reference.rrelu(to_numpy(x), 0.1, 0.3, int(seed), out)),
-        "rrelu_backward": (torch_kernels.rrelu_backward(grad, x, 0.1, 0.3, seed),
-                           lambda out: reference.rrelu_backward(to_numpy(grad), to_numpy(x), 0.1, 0.3, int(seed), out)),
+    arguments = {
+        "leaky_relu": (x, 0.2),
+        "leaky_relu_backward": (grad, x, -0.3, False),
+        "rrelu_with_seed": (x, seed, 0.1, 0.3),
+        "rrelu_with_seed_backward": (grad, x, seed, 0.1, 0.3, False),
     }
-    for name, (ours, run_reference) in cases.items():
-        expected = torch.empty_like(x)
-        run_reference(to_numpy(expected))
+    for name, args in arguments.items():
+        ours, expected = getattr(torch_ops, name)(*args), getattr(reference_backend, name)(*args)
         assert torch.equal(bits(ours), bits(expected)), name
+    out = torch.empty_like(x)
+    assert torch_ops.rrelu_with_seed(x, seed, 0.1, 0.3, out=out) is out
+    assert torch.equal(bits(out), bits(reference_backend.rrelu_with_seed(x, seed, 0.1, 0.3)))
 
 
 def test_noise_across_the_2_to_32_boundary():
     base = 2**32 - 100
-    ours = torch_kernels.noise(torch.tensor(77), 300, 0.1, 0.3, torch.float32, index_base=base)
+    ours = torch_activations.noise(torch.tensor(77), 300, 0.1, 0.3, torch.float32, index_base=base)
     expected = rng.noise(77, np.arange(base, base + 300, dtype=np.uint64), 0.1, 0.3)
     assert np.array_equal(ours.numpy(), expected)
+
+
+def fallback_kernel(name):
+    """The PrivateUse1 kernel the op layer registers for op `name` without the extension, to run on CPU tensors."""
+    return device_kernel(torch_op(name), SEMANTICS[name], npu_fallback)
 
 
 def test_fallback_warns_once_and_strict_mode_refuses(monkeypatch):
     monkeypatch.setattr(npu, "_warned", False)
     x = torch.randn(5)
     with pytest.warns(RuntimeWarning, match="custom op package is not available"):
-        y = npu.KERNELS["leaky_relu"](x, 0.1)
+        y = fallback_kernel("leaky_relu")(x, 0.1)
     assert torch.equal(y, torch.nn.functional.leaky_relu(x, 0.1))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        npu.KERNELS["leaky_relu"](x, 0.1)  # no second warning
+        fallback_kernel("leaky_relu")(x, 0.1)  # no second warning
     monkeypatch.setenv(npu.STRICT_ENV, "1")
     before = x.clone()
     with pytest.raises(RuntimeError, match="ASCEND_ACTS_NPU_STRICT"):
-        npu.KERNELS["leaky_relu_"](x, 0.1)
+        fallback_kernel("leaky_relu_")(x, 0.1)
     assert torch.equal(x, before)
+
+
+def test_fallback_runs_the_ops_checks_and_in_place_rules(monkeypatch):
+    monkeypatch.setattr(npu, "_warned", True)
+    x = -torch.rand(8, 6)
+    view, expected = x.t(), torch.nn.functional.leaky_relu(x.t(), 0.3)
+    fallback_kernel("leaky_relu_")(view, 0.3)  # a strided view: written through
+    assert torch.equal(view, expected)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        fallback_kernel("leaky_relu_")(torch.zeros(3).expand(2, 3), 0.3)
+    with pytest.raises(RuntimeError, match="please call out-of-place version"):
+        fallback_kernel("leaky_relu_backward")(x, x, -0.3, True)
+    with pytest.raises(ValueError, match="seed must be a one-element int64 tensor"):
+        fallback_kernel("rrelu_with_seed")(x, torch.tensor([1, 2]), 0.1, 0.3)
 
 
 def test_importing_ascend_acts_did_not_import_torch_npu():
@@ -128,17 +148,18 @@ SELECTION = textwrap.dedent('''
 
     sys.meta_path.insert(0, StandIn())
     import ascend_acts
-    from ascend_acts import npu
-    print(json.dumps({"source": npu.STATUS.source, "detail": npu.STATUS.detail, "fallback": npu.FALLBACK_OPS,
+    from ascend_acts.backends import npu
+    status = npu.status()
+    print(json.dumps({"source": status.source, "detail": status.detail, "fallback": list(status.fallback_ops),
                       "imported": os.environ.get("STAND_IN_IMPORTED") == "1", "torch_npu": "torch_npu" in sys.modules,
-                      "kernels": all(npu._has_npu_kernel(op) for op in npu.KERNELS)}))
+                      "kernels": all(npu.has_npu_kernel(op) for op in json.loads(os.environ["OPS"]))}))
 ''')
 
 
 def select(mode, tmp_path, package=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
     opp = tmp_path / "opp"
-    env.update(MODE=mode, OPS=json.dumps(list(npu.KERNELS)), ASCEND_OPP_PATH=str(opp))
+    env.update(MODE=mode, OPS=json.dumps(ALL_OPS), ASCEND_OPP_PATH=str(opp))
     if package:
         (opp / "vendors/ascend_acts/op_api/lib").mkdir(parents=True, exist_ok=True)
         (opp / "vendors/ascend_acts/op_api/lib/libcust_opapi.so").write_bytes(b"")
@@ -150,14 +171,14 @@ def select(mode, tmp_path, package=False):
 def test_fallback_when_the_extension_is_not_built(tmp_path):
     chosen = select("absent", tmp_path, package=True)
     assert chosen["source"] == "fallback" and chosen["detail"] == "the torch_npu extension is not built"
-    assert chosen["fallback"] == list(npu.KERNELS) and chosen["kernels"] and not chosen["torch_npu"]
+    assert chosen["fallback"] == ALL_OPS and chosen["kernels"] and not chosen["torch_npu"]
 
 
 def test_fallback_without_the_op_package_does_not_load_the_extension(tmp_path):
     chosen = select("complete", tmp_path)
     assert chosen["source"] == "fallback" and not chosen["imported"]
     assert chosen["detail"] == f"the op package is not installed (looked in: {tmp_path / 'opp/vendors/ascend_acts'})"
-    assert chosen["fallback"] == list(npu.KERNELS)
+    assert chosen["fallback"] == ALL_OPS
 
 
 def test_the_extension_replaces_the_fallback(tmp_path):
@@ -169,7 +190,7 @@ def test_the_extension_replaces_the_fallback(tmp_path):
 
 def test_an_extension_that_fails_to_load_falls_back(tmp_path):
     chosen = select("broken", tmp_path, package=True)
-    assert chosen["source"] == "fallback" and chosen["imported"] and chosen["fallback"] == list(npu.KERNELS)
+    assert chosen["source"] == "fallback" and chosen["imported"] and chosen["fallback"] == ALL_OPS
     assert chosen["detail"] == ("the extension /stand-in/_npu_ops.so failed to load: "
                                 "libhccl.so: cannot open shared object file")
     assert chosen["kernels"]
@@ -177,7 +198,7 @@ def test_an_extension_that_fails_to_load_falls_back(tmp_path):
 
 def test_ops_a_stale_extension_misses_fall_back(tmp_path):
     chosen = select("partial", tmp_path, package=True)
-    missing = [op for op in npu.KERNELS if op != "leaky_relu"]
+    missing = [op for op in ALL_OPS if op != "leaky_relu"]
     assert chosen["source"] == "fallback" and chosen["fallback"] == missing and chosen["kernels"]
     assert f"registers no NPU kernel for {', '.join(missing)}" in chosen["detail"]
 
@@ -186,7 +207,7 @@ def test_fallback_warning_says_why(monkeypatch):
     monkeypatch.setattr(npu, "_warned", False)
     with pytest.warns(RuntimeWarning) as record:
         npu.check_fallback_allowed()
-    assert f"({npu.STATUS.detail})" in str(record[0].message)
+    assert f"({npu.status().detail})" in str(record[0].message)
 
 
 def test_op_package_lookup(tmp_path):
@@ -212,7 +233,7 @@ def test_op_package_lookup(tmp_path):
 @pytest.mark.npu
 @pytest.mark.skipif(not _npu_available(), reason="needs an Ascend NPU with torch_npu and CANN")
 def test_on_npu_the_extension_runs_the_kernels():
-    assert npu.STATUS.source == "extension", npu.STATUS.detail
+    assert npu.status().source == "extension", npu.status().detail
 
 
 # --- the fused Conv+BN+LeakyReLU ops: torch-op kernels for NPU tensors, checked on the CPU ---------
@@ -227,8 +248,7 @@ def fused_cases():
 
 @pytest.mark.parametrize("save_output", [True, False])
 def test_fused_torch_kernels_match_the_reference(save_output):
-    from ascend_acts import torch_kernels_conv_bn as ours
-    from ascend_acts.backends import reference_conv_bn as oracle
+    ours, oracle = torch_ops, reference_backend
 
     x, w, bias, gamma, beta, geometry = fused_cases()
     running = (torch.rand(6, dtype=torch.float64), torch.rand(6, dtype=torch.float64) + 1)
@@ -253,13 +273,9 @@ def test_fused_torch_kernels_match_the_reference(save_output):
 
 
 def test_fused_ops_have_npu_kernels_behind_the_warning(monkeypatch):
-    from ascend_acts.backends import FUSED_KERNELS
-
-    assert set(FUSED_KERNELS) <= set(npu.KERNELS)
-    assert all(torch._C._dispatch_has_kernel_for_dispatch_key(f"ascend_acts::{name}", "PrivateUse1")
-               for name in FUSED_KERNELS)
+    assert all(npu.has_npu_kernel(name) for name in ALL_OPS)
     x, w, bias, _, _, geometry = fused_cases()
-    kernel = npu.KERNELS["conv_bias_leaky_relu"]
+    kernel = fallback_kernel("conv_bias_leaky_relu")
     monkeypatch.setenv(npu.STRICT_ENV, "1")
     with pytest.raises(RuntimeError, match="custom op package is not available"):
         kernel(x, w, bias, *geometry, 0.2)
@@ -267,6 +283,4 @@ def test_fused_ops_have_npu_kernels_behind_the_warning(monkeypatch):
     monkeypatch.setattr(npu, "_warned", False)
     with pytest.warns(RuntimeWarning, match="torch_npu built-ins"):
         out = kernel(x, w, bias, *geometry, 0.2)
-    from ascend_acts import torch_kernels_conv_bn
-
-    assert torch.equal(out, torch_kernels_conv_bn.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2))
+    assert torch.equal(out, torch_ops.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2))

@@ -104,3 +104,12 @@ def test_compile_inplace_rrelu_negative_lower_matches_eager(compiler):
     (g,) = torch.autograd.grad(compiled(x, 3).sum(), x)
     (g_eager,) = torch.autograd.grad(f(x, 3).sum(), x)
     torch.testing.assert_close(g, g_eager, rtol=0, atol=0)
+
+
+def test_every_table_op_has_an_opcheck_sample():
+    from test_conv_bn_leaky_relu import OPS as FUSED_SAMPLES
+
+    from ascend_acts.op_table import TORCH_OPS
+
+    sampled = {factory()[0].name() for factory in (*OP_SAMPLES.values(), *FUSED_SAMPLES.values())}
+    assert sampled == {op.qualified_name for op in TORCH_OPS}

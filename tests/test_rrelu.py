@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts.reference import rng
-from conftest import ALL_DTYPES, skip_unsupported
+from conftest import backend_dtypes
 from shapes import CASES, make, special_values
 from test_leaky_relu import assert_identical
 
@@ -14,11 +14,10 @@ BOUNDS = [(1 / 8, 1 / 3), (0.0, 0.5), (-0.5, 0.25), (0.3, 0.3), (1.0, 2.0)]
 RTOL = {torch.float64: 1e-12, torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 @pytest.mark.parametrize("bounds", BOUNDS, ids=str)
 @pytest.mark.parametrize("case", CASES)
+@backend_dtypes("leaky_relu")
 def test_eval_matches_torch(backend, case, bounds, dtype):
-    skip_unsupported(backend, dtype)
     x = make(case, dtype).requires_grad_()
     x_ref = x.detach().clone().requires_grad_()
     y = ascend_acts.rrelu(x, *bounds, training=False)
@@ -38,11 +37,10 @@ def slopes_of(x, y):
     return (y[readable].double() / x[readable].double()), readable
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
 @pytest.mark.parametrize("bounds", BOUNDS, ids=str)
 @pytest.mark.parametrize("case", CASES)
+@backend_dtypes("rrelu_with_seed")
 def test_training_properties(backend, case, bounds, dtype):
-    skip_unsupported(backend, dtype)
     lower, upper = bounds
     x = make(case, dtype).requires_grad_()
     y = ascend_acts.rrelu(x, lower, upper, training=True)
@@ -103,9 +101,8 @@ def test_gradient_at_zero_is_the_noise(backend):
     assert bool(((x.grad >= 0.1) & (x.grad <= 0.3)).all()) and x.grad.unique().numel() > 32
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@backend_dtypes("rrelu_with_seed")
 def test_training_special_values(backend, dtype):
-    skip_unsupported(backend, dtype)
     x = special_values(dtype)
     y = ascend_acts.rrelu(x, 0.1, 0.3, training=True)
     assert torch.isnan(y[2]) and y[3] == float("inf") and y[4] == -float("inf")
@@ -139,12 +136,11 @@ def test_inplace_training_matches_out_of_place(backend, bounds):
     assert torch.equal(x.grad, base.grad)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=str)
+@backend_dtypes("rrelu_with_seed_")
 def test_inplace_training_negative_lower_gradients_by_hand(backend, dtype):
     """In-place RReLU training with lower < 0 (torch allows it): the gradient is 1 where x > 0 (x = 0, -0.0
     and NaN take the noise) and the forward's slope elsewhere, checked against a float64 hand computation
     from the slopes the forward used (y / x)."""
-    skip_unsupported(backend, dtype)
     x = torch.cat([torch.randn(203, dtype=torch.float64), torch.tensor([0.0, -0.0, float("nan"), 3.0, -2.0])])
     x = x.to(dtype)
     leaf = x.clone().requires_grad_()

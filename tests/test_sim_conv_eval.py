@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts import backends
-from ascend_acts.ops._library import to_array
+from ascend_acts.backends.reference import to_array
 
 pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")
 

@@ -1,6 +1,6 @@
 """ascend-acts: LeakyReLU, RReLU and fused Conv+BN+LeakyReLU for Ascend NPUs, with CPU backends."""
 
-from . import nn, npu, ops  # noqa: F401  (npu: PrivateUse1 kernels, no torch_npu import)
+from . import nn, ops  # noqa: F401  (ops: registers the torch.library ops, NPU kernels included)
 from .backends import available_backends, use_backend
 from .conv_bn import conv_bn_leaky_relu
 from .convert import convert

@@ -11,7 +11,8 @@ from typing import Mapping
 
 import torch
 
-from . import __version__, backends, npu
+from . import __version__, backends
+from .backends import npu
 
 
 def report() -> str:
@@ -66,10 +67,11 @@ def npu_report(env: Mapping[str, str] | None = None) -> list[str]:
                       "not built; next: pip install --no-build-isolation -e . once CANN, torch_npu and the op "
                       "package are there")
 
-    if npu.STATUS.source == "extension":
+    status = npu.status()
+    if status.source == "extension":
         kernels_line = "AscendC kernels of the op package, through the extension"
     else:
-        kernels_line = (f"torch built-ins (ascend_acts.torch_kernels, same results) because {npu.STATUS.detail}; "
+        kernels_line = (f"torch built-ins (ascend_acts.backends.torch_ops, same results) because {status.detail}; "
                         f"warns once ({npu.STRICT_ENV}=1: error)")
     return [f"CANN        {cann_line}", f"torch_npu   {torch_npu_line}", f"op package  {package_line}",
             f"extension   {extension_line}", f"kernels     {kernels_line}"]

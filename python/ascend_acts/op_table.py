@@ -165,6 +165,11 @@ class TorchOp:
         return self.name.endswith("_")
 
     @property
+    def functional(self) -> str:
+        """The op an in-place op `<name>_` runs as `<name>(self, ..., out=self)`; a functional op's own name."""
+        return self.name[:-1] if self.inplace else self.name
+
+    @property
     def qualified_name(self) -> str:
         return f"ascend_acts::{self.name}"
 
@@ -217,6 +222,11 @@ def kernel(base: str) -> Kernel:
 
 def families() -> tuple[str, ...]:
     return tuple(dict.fromkeys(k.family for k in KERNELS))
+
+
+def functional_ops() -> tuple[TorchOp, ...]:
+    """The ops a backend implements (the in-place ones run as their functional op with `out=self`)."""
+    return tuple(op for op in TORCH_OPS if not op.inplace)
 
 
 def valid_backend_dtypes(op: TorchOp) -> list[tuple[str, str]]:

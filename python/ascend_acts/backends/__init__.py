@@ -1,10 +1,17 @@
-"""CPU kernel backends: which implementation runs the ops for CPU tensors.
+"""CPU backends: which implementation runs the ops for CPU tensors.
 
-A backend is a module that exposes the kernel functions listed in `KERNELS` with the array interface of
-`ascend_acts.reference.activations` (contiguous NumPy arrays of one dtype in, results written into
-`out`) and those in `FUSED_KERNELS` with the tensor interface of the fused ops' schemas
-(`ascend_acts.backends.reference_conv_bn`). "reference" (NumPy, the default) is always there; "sim" runs the AscendC kernels of op_kernel/
-through our emulator when its library is built.
+"reference" (the NumPy float64 oracle, the default) and "torch" (torch ops; also the NPU fallback) are always
+there; "sim" runs the AscendC kernels of op_kernel/ through our emulator when its library is built.
+`ascend_acts.op_table` says which ops each implements and for which dtypes (BACKEND_DTYPES).
+
+The protocol (tensors in, tensors out): a backend module has `unavailable_reason() -> str | None` and, for each
+functional op of the table it implements, a function named as the op taking the schema's arguments in schema
+order -- contiguous, detached CPU tensors (`Tensor?` may be None), Python scalars and lists -- and returning the
+schema's results as new tensors (a tuple when several). The elementwise forward ops also take `out=`: the result
+is written there (it may be the input itself: the op layer runs `X_` as `X(self, ..., out=self)`) and returned.
+Mutable schema arguments (the running statistics) are updated in place. The op layer validates the arguments
+first; a backend raises only for what it cannot run (sim and float64: TypeError). Backends never import the op
+layer (`ascend_acts.ops`).
 
 Selection, first match wins: the innermost `with use_backend(name):` block of the current context (this
 thread, or this asyncio task), then the process-wide default set by the latest plain call
@@ -21,14 +28,11 @@ import importlib
 import os
 from types import ModuleType
 
-KERNELS = ("leaky_relu", "leaky_relu_backward", "rrelu", "rrelu_backward")
-FUSED_KERNELS = ("conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward", "conv_bias_leaky_relu",
-                 "conv_bias_leaky_relu_backward")
-
 # name -> module path; each module has `unavailable_reason() -> str | None`.
 _REGISTRY = {
     "reference": "ascend_acts.backends.reference",
     "sim": "ascend_acts.backends.sim",
+    "torch": "ascend_acts.backends.torch_ops",
 }
 _ENV_VAR = "ASCEND_ACTS_BACKEND"
 _context_selection: contextvars.ContextVar[str | None] = contextvars.ContextVar("ascend_acts_backend", default=None)

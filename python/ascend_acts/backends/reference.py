@@ -1,9 +1,59 @@
-"""The default CPU backend: the NumPy reference kernels."""
+"""The default CPU backend: the NumPy reference (`ascend_acts.reference`, the float64 oracle) behind the
+backend protocol of `ascend_acts.backends` (tensors in, tensors out).
 
-from ..reference.activations import leaky_relu, leaky_relu_backward, rrelu, rrelu_backward  # noqa: F401
+The elementwise ops run on NumPy views of the tensors (shared memory, no copy); the fused ops are
+`reference_conv_bn`'s.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import ml_dtypes
+import numpy as np
+import torch
+
+from ..reference import activations
+from ..reference.rng import MASK64
 from .reference_conv_bn import (  # noqa: F401
     conv_bias_leaky_relu, conv_bias_leaky_relu_backward, conv_bn_leaky_relu_train, conv_bn_leaky_relu_train_backward)
 
 
 def unavailable_reason() -> str | None:
     return None
+
+
+def to_array(tensor: torch.Tensor) -> np.ndarray:
+    """A NumPy view (shared memory) of a contiguous CPU tensor; bfloat16 through ml_dtypes."""
+    tensor = tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return tensor.numpy()
+
+
+def seed_value(seed: torch.Tensor) -> int:
+    """The RReLU seed (a one-element int64 tensor) as the unsigned 64-bit key of docs/rng.md."""
+    return int(seed.item()) & MASK64
+
+
+def _elementwise(kernel: Callable, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], *attributes):
+    """Runs `kernel(*arrays, *attributes, out_array)` of the reference; the result is `out` or a new tensor."""
+    result = torch.empty_like(inputs[0]) if out is None else out
+    kernel(*(to_array(t) for t in inputs), *attributes, to_array(result))
+    return result
+
+
+def leaky_relu(self, negative_slope, *, out=None):
+    return _elementwise(activations.leaky_relu, out, (self,), negative_slope)
+
+
+def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+    return _elementwise(activations.leaky_relu_backward, None, (grad_output, self), negative_slope)
+
+
+def rrelu_with_seed(self, seed, lower, upper, *, out=None):
+    return _elementwise(activations.rrelu, out, (self,), lower, upper, seed_value(seed))
+
+
+def rrelu_with_seed_backward(grad_output, self, seed, lower, upper, self_is_result):
+    return _elementwise(activations.rrelu_backward, None, (grad_output, self), lower, upper, seed_value(seed))

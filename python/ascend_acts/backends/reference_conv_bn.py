@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..reference import conv_bn as reference
-from ..torch_kernels_conv_bn import update_running_statistics
+from .torch_ops.conv_bn import update_running_statistics
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

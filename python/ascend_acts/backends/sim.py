@@ -458,3 +458,39 @@ def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative
 # the fused Conv+BN+LeakyReLU ops (backends.FUSED_KERNELS)
 from .sim_conv_bn import (  # noqa: E402,F401
     conv_bias_leaky_relu, conv_bias_leaky_relu_backward, conv_bn_leaky_relu_train, conv_bn_leaky_relu_train_backward)
+
+
+# --- protocol bridge (replaced by the sim package) --------------------------------------------------------------
+# The elementwise ops under the backend protocol of ascend_acts.backends (tensors in, tensors out, `out=`) over
+# the array functions above; leaky_relu and leaky_relu_backward still answer NumPy callers with the array API.
+import torch  # noqa: E402
+
+from .reference import seed_value, to_array  # noqa: E402
+
+_array_leaky_relu, _array_leaky_relu_backward = leaky_relu, leaky_relu_backward
+
+
+def _on_tensors(run, out, inputs, *attributes):
+    result = torch.empty_like(inputs[0]) if out is None else out
+    run(*(to_array(t) for t in inputs), *attributes, to_array(result))
+    return result
+
+
+def leaky_relu(self, negative_slope, array_out=None, *, out=None):  # noqa: F811
+    if isinstance(self, np.ndarray):
+        return _array_leaky_relu(self, negative_slope, array_out)
+    return _on_tensors(_array_leaky_relu, out, (self,), negative_slope)
+
+
+def leaky_relu_backward(grad_output, self, negative_slope, self_is_result_or_array_out):  # noqa: F811
+    if isinstance(grad_output, np.ndarray):
+        return _array_leaky_relu_backward(grad_output, self, negative_slope, self_is_result_or_array_out)
+    return _on_tensors(_array_leaky_relu_backward, None, (grad_output, self), negative_slope)
+
+
+def rrelu_with_seed(self, seed, lower, upper, *, out=None):
+    return _on_tensors(rrelu, out, (self,), lower, upper, seed_value(seed))
+
+
+def rrelu_with_seed_backward(grad_output, self, seed, lower, upper, self_is_result):
+    return _on_tensors(rrelu_backward, None, (grad_output, self), lower, upper, seed_value(seed))

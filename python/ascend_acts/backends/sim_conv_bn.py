@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from ..ops._library import to_array
+from .reference import to_array
 from ..reference import conv_bn as reference
-from . import sim
 from . import reference_conv_bn
 from .reference_conv_bn import array, conv_bias_leaky_relu_backward, tensor  # noqa: F401
 
@@ -102,3 +101,6 @@ def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups,
                                 to_array(_channel_floats(bias)), stride, padding, dilation, negative_slope,
                                 to_array(out))
     return out
+
+
+from . import sim  # noqa: E402  (last: sim imports this module's ops at its end, so either can be imported first)

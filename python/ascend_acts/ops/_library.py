@@ -1,44 +1,23 @@
-"""The `ascend_acts` torch.library namespace and the pieces every op module shares.
+"""The `ascend_acts` torch.library namespace, its schemas (one per op of `op_table.TORCH_OPS`) and the pieces
+the op modules share: torch's checks of in-place targets and result-based backwards, and the autograd rules.
 
-Each op is defined once here (schema, fake kernel, autograd); device kernels plug in per dispatch key:
-"CPU" runs the selected CPU backend (NumPy reference or the AscendC emulator) on NumPy views of the
-tensors; "PrivateUse1" (NPU) is registered by `ascend_acts.npu` when the custom op package is there.
+What registers the ops' kernels is `ops._register` (a loop over the table); the op modules declare each op's
+semantics (validation, fake kernel, autograd, vmap, autocast) with `ops._semantics.declare`.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-import ml_dtypes
-import numpy as np
 import torch
 from torch._functorch.utils import enable_single_level_autograd_function
 from torch.autograd import forward_ad
 
-from .. import backends
+from ..op_table import TORCH_OPS, TorchOp
 
 lib = torch.library.Library("ascend_acts", "DEF")
-
-
-def to_array(tensor: torch.Tensor) -> np.ndarray:
-    """A NumPy view (shared memory) of a contiguous CPU tensor; bfloat16 through ml_dtypes."""
-    tensor = tensor.detach()
-    if tensor.dtype == torch.bfloat16:
-        return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    return tensor.numpy()
-
-
-def run_cpu_kernel(kernel: str, out: torch.Tensor, tensors: tuple[torch.Tensor, ...], *attrs) -> None:
-    """Runs backend kernel `kernel(*arrays, *attrs, out_array)` and leaves the result in `out`.
-
-    Inputs are made contiguous (the flat index the RReLU noise is keyed on is the row-major one);
-    a non-contiguous `out` is written through a contiguous temporary.
-    """
-    arrays = [to_array(t.contiguous()) for t in tensors]
-    target = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype)
-    getattr(backends.current_backend(), kernel)(*arrays, *attrs, to_array(target))
-    if target is not out:
-        out.copy_(target)
+for _op in TORCH_OPS:
+    lib.define(_op.name + _op.schema)
 
 
 def check_inplace_target(tensor: torch.Tensor) -> None:
@@ -113,42 +92,49 @@ def _redispatch_below_autograd(op_name: str, keyset, args):
     return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
 
-def register_autograd_function(op_name: str, function: type[OpFunction],
-                               extra_arguments: Callable[..., tuple] | None = None) -> None:
-    """Autograd (reverse and forward mode) of op `op_name` through `function`.
+AutogradRule = Callable[[TorchOp], Callable]  # op -> its Autograd kernel `kernel(keyset, *args)`
+
+
+def autograd_function(function: type[OpFunction], extra_arguments: Callable[..., tuple] | None = None) -> AutogradRule:
+    """Autograd (reverse and forward mode) of an op through `function`.
 
     Functional ops return `function`'s output; in-place ops `op(Tensor(a!) self, ...) -> ()` get torch's
     leaf checks first and always go through `function` (it marks `self` dirty, which bumps its version).
     `extra_arguments(recording, *args)`, when given, is appended to `function`'s arguments: what the
     backward needs that must be taken before an in-place write (`recording`: whether it will be needed)."""
-    inplace = op_name.endswith("_")
 
-    def autograd_kernel(keyset, *args):
-        if inplace:
-            check_inplace_autograd(args[0])
-        recording = differentiating(args)
-        if not recording and not inplace:
-            return _redispatch_below_autograd(op_name, keyset, args)
-        if extra_arguments is not None:
-            args = (*args, *extra_arguments(recording, *args))
-        with enable_single_level_autograd_function():
-            result = function.apply(*args)
-        return None if inplace else result
+    def kernel_of(op: TorchOp):
+        def autograd_kernel(keyset, *args):
+            if op.inplace:
+                check_inplace_autograd(args[0])
+            recording = differentiating(args)
+            if not recording and not op.inplace:
+                return _redispatch_below_autograd(op.name, keyset, args)
+            if extra_arguments is not None:
+                args = (*args, *extra_arguments(recording, *args))
+            with enable_single_level_autograd_function():
+                result = function.apply(*args)
+            return None if op.inplace else result
 
-    lib.impl(op_name, autograd_kernel, "Autograd", with_keyset=True)
+        return autograd_kernel
+
+    return kernel_of
 
 
-def register_composite_autograd(op_name: str, composite: Callable) -> None:
+def composite_autograd(composite: Callable) -> AutogradRule:
     """Autograd of a backward op by its formula in differentiable torch ops: when it is differentiated
     (double backward, forward-over-reverse, torch.func), `composite` computes it and torch differentiates
     that; otherwise the device kernel runs."""
 
-    def autograd_kernel(keyset, *args):
-        if differentiating(args):
-            return composite(*args)
-        return _redispatch_below_autograd(op_name, keyset, args)
+    def kernel_of(op: TorchOp):
+        def autograd_kernel(keyset, *args):
+            if differentiating(args):
+                return composite(*args)
+            return _redispatch_below_autograd(op.name, keyset, args)
 
-    lib.impl(op_name, autograd_kernel, "Autograd", with_keyset=True)
+        return autograd_kernel
+
+    return kernel_of
 
 
 def run_below_autograd(op: Callable, *args):

@@ -5,37 +5,17 @@ inverted (negative_slope > 0, no zero bn_weight, |bn_bias| / |bn_weight| small e
 decides with `save_output`, see conv_bn.output_determines_batch_norm); otherwise it
 keeps the conv output. Eval runs the conv with BN folded into weight and bias; its backward recomputes
 the pre-activation, so nothing but the input and the folded weight is kept.
-CPU kernels: the selected backend's (NumPy reference, or on "sim" the platform conv + the AscendC
-BatchNorm+LeakyReLU kernels on the emulator).
+Device kernels: the backends' (`ops._kernels`); results follow torch's convolution into channels_last.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .. import backends, torch_kernels_conv_bn
 from ..reference import conv_bn as reference
-from ._library import OpFunction, lib, register_autograd_function, register_composite_autograd, run_below_autograd
-
-_GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
-# Like aten::native_batch_norm, training updates the running statistics itself (in place, torch's formula:
-# momentum, unbiased variance) before autograd saves anything: a torch.utils.checkpoint recomputation that
-# stops once the last needed tensor is saved has then updated them exactly as torch's BatchNorm does.
-lib.define(
-    f"conv_bn_leaky_relu_train(Tensor input, Tensor weight, Tensor? bias, Tensor bn_weight, Tensor bn_bias, "
-    f"Tensor(a!)? running_mean, Tensor(b!)? running_var, {_GEOMETRY}, float momentum, float eps, "
-    "float negative_slope, bool save_output) -> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)"
-)
-lib.define(
-    f"conv_bn_leaky_relu_train_backward(Tensor grad_out, Tensor saved, bool saved_is_output, Tensor input, "
-    f"Tensor weight, Tensor bn_weight, Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, "
-    "float negative_slope) -> (Tensor, Tensor, Tensor, Tensor, Tensor)"
-)
-lib.define(f"conv_bias_leaky_relu(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope) -> Tensor")
-lib.define(
-    f"conv_bias_leaky_relu_backward(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, "
-    "float negative_slope) -> (Tensor, Tensor, Tensor)"
-)
+from . import conv_bn_derivatives as derivatives
+from ._library import OpFunction, autograd_function, composite_autograd, run_below_autograd
+from ._semantics import declare
 
 ops = torch.ops.ascend_acts
 TRAIN, TRAIN_BACKWARD = "conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward"
@@ -85,42 +65,18 @@ def _check_eval_backward(grad_out, input, weight, bias, *_):
     check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias})
 
 
-CHECKS = {TRAIN: _check_train, TRAIN_BACKWARD: _check_train_backward, EVAL: _check_eval,
-          EVAL_BACKWARD: _check_eval_backward}
-# where each op has its input and conv weight, and which of its results are laid out like them
-_INPUT_AND_WEIGHT = {TRAIN: (0, 1), TRAIN_BACKWARD: (3, 4), EVAL: (0, 1), EVAL_BACKWARD: (1, 2)}
-_LAID_OUT = {TRAIN: (0, 1), TRAIN_BACKWARD: (0, 1), EVAL: (0,), EVAL_BACKWARD: (0, 1)}
-# arguments written in place (the running statistics): handed to the backend as they are, never as a copy
-_MUTATED = {TRAIN: (5, 6)}
+def _conv_layout(input_index: int, laid_out: tuple[int, ...]):
+    """Results at `laid_out` (the 4-D ones) in the layout torch's convolution gives them: channels_last when the
+    op's input (at `input_index`) or conv weight (the next argument) is."""
 
+    def layout(args, results):
+        memory_format = derivatives.memory_format(args[input_index], args[input_index + 1])
+        if memory_format == torch.contiguous_format:
+            return results
+        return tuple(t.contiguous(memory_format=memory_format) if i in laid_out and t.dim() == 4 else t
+                     for i, t in enumerate(results))
 
-def layout_of(op: str, args) -> torch.memory_format:
-    input, weight = (args[i] for i in _INPUT_AND_WEIGHT[op])
-    return torch_kernels_conv_bn.memory_format(input, weight)
-
-
-# --- CPU kernels: the selected backend's (backends.FUSED_KERNELS) -------------------------------
-def _register_cpu(op: str) -> None:
-    def kernel(*args):
-        CHECKS[op](*args)
-        layout = layout_of(op, args)
-        mutated = _MUTATED.get(op, ())
-        contiguous = [a.contiguous() if isinstance(a, torch.Tensor) and i not in mutated else a
-                      for i, a in enumerate(args)]
-        result = getattr(backends.current_backend(), op)(*contiguous)
-        if layout == torch.contiguous_format:
-            return result
-        if isinstance(result, torch.Tensor):
-            return result.contiguous(memory_format=layout)
-        return tuple(t.contiguous(memory_format=layout) if i in _LAID_OUT[op] and t.dim() == 4 else t
-                     for i, t in enumerate(result))
-
-    kernel.__name__ = f"{op}_cpu"
-    torch.library.impl(lib, op, "CPU")(kernel)
-
-
-for _op in backends.FUSED_KERNELS:
-    _register_cpu(_op)
+    return layout
 
 
 # --- fake kernels ------------------------------------------------------------------------------
@@ -128,37 +84,33 @@ def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
     return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=layout)
 
 
-@torch.library.register_fake("ascend_acts::conv_bn_leaky_relu_train", lib=lib)
 def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
                 momentum, eps, negative_slope, save_output):
     _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
-    c, layout = compute_dtype(input.dtype), torch_kernels_conv_bn.memory_format(input, weight)
+    c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
     out = _empty(shape, input, layout)
     kept = input.new_empty(0) if save_output else _empty(shape, input, layout)
     return out, kept, input.new_empty(shape[1], dtype=c), input.new_empty(shape[1], dtype=c)
 
 
-@torch.library.register_fake("ascend_acts::conv_bn_leaky_relu_train_backward", lib=lib)
 def _train_backward_fake(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                          padding, dilation, groups, negative_slope):
     _check_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd)
-    layout = torch_kernels_conv_bn.memory_format(input, weight)
+    layout = derivatives.memory_format(input, weight)
     return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout), weight.new_empty(weight.shape[0]),
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
 
 
-@torch.library.register_fake("ascend_acts::conv_bias_leaky_relu", lib=lib)
 def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope):
     _check_eval(input, weight, bias)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
-    return _empty(shape, input, torch_kernels_conv_bn.memory_format(input, weight))
+    return _empty(shape, input, derivatives.memory_format(input, weight))
 
 
-@torch.library.register_fake("ascend_acts::conv_bias_leaky_relu_backward", lib=lib)
 def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
     _check_eval_backward(grad_out, input, weight, bias)
-    layout = torch_kernels_conv_bn.memory_format(input, weight)
+    layout = derivatives.memory_format(input, weight)
     return _empty(input.shape, input, layout), _empty(weight.shape, weight, layout), torch.empty_like(bias)
 
 
@@ -190,7 +142,7 @@ class _Train(OpFunction):
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bn_weight, bn_bias, invstd = ctx.saved_tensors
-        out_tangent = torch_kernels_conv_bn.conv_bn_leaky_relu_train_jvp(
+        out_tangent = derivatives.conv_bn_leaky_relu_train_jvp(
             input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out)
         return out_tangent, None, None, None
 
@@ -215,14 +167,10 @@ class _Eval(OpFunction):
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bias = ctx.saved_tensors
-        return torch_kernels_conv_bn.conv_bias_leaky_relu_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
-                                                              ctx.negative_slope, out)
+        return derivatives.conv_bias_leaky_relu_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
+                                                    ctx.negative_slope, out)
 
 
-register_autograd_function(TRAIN, _Train)
-
-
-@torch.library.register_vmap(f"ascend_acts::{TRAIN}", lib=lib)
 def _train_vmap(info, in_dims, input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):
     """vmap: the op once per sample (what torch's fallback does for an op without mutable arguments). Running
     statistics must then be batched too, so that each sample updates its own, as torch's batch_norm requires."""
@@ -234,40 +182,35 @@ def _train_vmap(info, in_dims, input, weight, bias, bn_weight, bn_bias, running_
     results = [ops.conv_bn_leaky_relu_train(*(t if d is None else t.select(d, i) for t, d in zip(tensors, dims)),
                                             *attributes) for i in range(info.batch_size)]
     return tuple(torch.stack(outputs) for outputs in zip(*results)), (0, 0, 0, 0)
-register_autograd_function(EVAL, _Eval)
-# The backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.
-# It differentiates through input, weight and the BN parameters only: `saved`, `mean` and `invstd` must be
-# what the forward returned for them (they are recomputed from those, so their dependence is included).
-register_composite_autograd(TRAIN_BACKWARD, torch_kernels_conv_bn.conv_bn_leaky_relu_train_backward_differentiable)
-register_composite_autograd(EVAL_BACKWARD, torch_kernels_conv_bn.conv_bias_leaky_relu_backward_differentiable)
 
 
 # --- autocast: like torch's conv2d, input, weight and conv bias run in the autocast dtype; BatchNorm's
 # parameters stay as they are (float32), as torch's batch_norm takes them under autocast ----------------
-def _autocast_kernel(op: str, device_type: str, key: torch._C.DispatchKey):
-    overload = getattr(ops, op).default
+def _cast_conv_arguments(args, dtype, device_type):
+    def cast(t):  # torch's eligibility: a floating tensor on the autocast device, float64 excluded
+        eligible = t is not None and t.is_floating_point() and t.device.type == device_type and \
+            t.dtype != torch.float64
+        return t.to(dtype) if eligible else t
 
-    def kernel(*args):
-        dtype = torch.get_autocast_dtype(device_type)
-
-        def cast(t):  # torch's eligibility: a floating tensor on the autocast device, float64 excluded
-            eligible = t is not None and t.is_floating_point() and t.device.type == device_type and \
-                t.dtype != torch.float64
-            return t.to(dtype) if eligible else t
-
-        args = (*map(cast, args[:3]), *args[3:])
-        if op == TRAIN and args[-1]:
-            # keep only the output if x-hat can be rebuilt from it in the dtype it now has
-            from ..conv_bn import output_determines_batch_norm
-            args = (*args[:-1], output_determines_batch_norm(args[3], args[4], args[-2], args[0].dtype))
-        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
-            return overload(*args)
-
-    kernel.__name__ = f"{op}_{key.name}"
-    return kernel
+    return (*map(cast, args[:3]), *args[3:])
 
 
-for _device_type, _key in (("cpu", torch._C.DispatchKey.AutocastCPU),
-                           ("privateuseone", torch._C.DispatchKey.AutocastPrivateUse1)):
-    for _op in (TRAIN, EVAL):
-        lib.impl(_op, _autocast_kernel(_op, _device_type, _key), _key.name)
+def _cast_train_arguments(args, dtype, device_type):
+    args = _cast_conv_arguments(args, dtype, device_type)
+    if args[-1]:  # keep only the output if x-hat can be rebuilt from it in the dtype it now has
+        from ..conv_bn import output_determines_batch_norm
+        args = (*args[:-1], output_determines_batch_norm(args[3], args[4], args[-2], args[0].dtype))
+    return args
+
+
+declare(TRAIN, fake=_train_fake, check=_check_train, autograd=autograd_function(_Train),
+        layout=_conv_layout(0, (0, 1)), vmap=_train_vmap, autocast=_cast_train_arguments)
+declare(TRAIN_BACKWARD, fake=_train_backward_fake, check=_check_train_backward, layout=_conv_layout(3, (0, 1)),
+        # the backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.
+        # It differentiates through input, weight and the BN parameters only: `saved`, `mean` and `invstd` must
+        # be what the forward returned for them (they are recomputed from those, so their dependence is included).
+        autograd=composite_autograd(derivatives.conv_bn_leaky_relu_train_backward_differentiable))
+declare(EVAL, fake=_eval_fake, check=_check_eval, autograd=autograd_function(_Eval), layout=_conv_layout(0, (0,)),
+        autocast=_cast_conv_arguments)
+declare(EVAL_BACKWARD, fake=_eval_backward_fake, check=_check_eval_backward, layout=_conv_layout(1, (0, 1)),
+        autograd=composite_autograd(derivatives.conv_bias_leaky_relu_backward_differentiable))

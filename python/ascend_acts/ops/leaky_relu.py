@@ -9,20 +9,11 @@ import torch
 
 from ._library import (
     OpFunction,
-    check_inplace_target,
+    autograd_function,
     check_result_based_backward,
-    lib,
-    register_autograd_function,
     run_below_autograd,
-    run_cpu_kernel,
 )
-
-lib.define("leaky_relu(Tensor self, float negative_slope) -> Tensor")
-lib.define("leaky_relu_(Tensor(a!) self, float negative_slope) -> ()")
-lib.define(
-    "leaky_relu_backward(Tensor grad_output, Tensor self, float negative_slope, bool self_is_result)"
-    " -> Tensor"
-)
+from ._semantics import declare, like_argument
 
 ops = torch.ops.ascend_acts
 
@@ -31,40 +22,15 @@ def saves_result(negative_slope: float) -> bool:
     return negative_slope >= 0
 
 
-# --- CPU kernels -------------------------------------------------------------------------------
-@torch.library.impl(lib, "leaky_relu", "CPU")
-def _leaky_relu_cpu(x, negative_slope):
-    out = torch.empty_like(x)
-    run_cpu_kernel("leaky_relu", out, (x,), negative_slope)
-    return out
-
-
-@torch.library.impl(lib, "leaky_relu_", "CPU")
-def _leaky_relu_inplace_cpu(x, negative_slope):
-    check_inplace_target(x)
-    run_cpu_kernel("leaky_relu", x, (x,), negative_slope)
-
-
-@torch.library.impl(lib, "leaky_relu_backward", "CPU")
-def _leaky_relu_backward_cpu(grad_output, saved, negative_slope, self_is_result):
+def _check_backward(grad_output, saved, negative_slope, self_is_result):
     check_result_based_backward("leakyReLu", negative_slope < 0, self_is_result)
-    grad_input = torch.empty_like(saved)
-    run_cpu_kernel("leaky_relu_backward", grad_input, (grad_output, saved), negative_slope)
-    return grad_input
 
 
 # --- fake kernels (torch.compile, meta) --------------------------------------------------------
-@torch.library.register_fake("ascend_acts::leaky_relu", lib=lib)
 def _leaky_relu_fake(x, negative_slope):
     return torch.empty_like(x)
 
 
-@torch.library.register_fake("ascend_acts::leaky_relu_", lib=lib)
-def _leaky_relu_inplace_fake(x, negative_slope):
-    return None
-
-
-@torch.library.register_fake("ascend_acts::leaky_relu_backward", lib=lib)
 def _leaky_relu_backward_fake(grad_output, saved, negative_slope, self_is_result):
     return torch.empty_like(saved)
 
@@ -143,6 +109,7 @@ class _LeakyReluBackward(OpFunction):
         return ops.leaky_relu_backward(grad_output_tangent, saved, ctx.negative_slope, ctx.self_is_result)
 
 
-register_autograd_function("leaky_relu", _LeakyRelu)
-register_autograd_function("leaky_relu_", _LeakyReluInplace)
-register_autograd_function("leaky_relu_backward", _LeakyReluBackward)
+declare("leaky_relu", fake=_leaky_relu_fake, autograd=autograd_function(_LeakyRelu), layout=like_argument(0))
+declare("leaky_relu_", autograd=autograd_function(_LeakyReluInplace))
+declare("leaky_relu_backward", fake=_leaky_relu_backward_fake, check=_check_backward,
+        autograd=autograd_function(_LeakyReluBackward), layout=like_argument(1))

@@ -10,23 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from ..reference.rng import MASK64
 from ._library import (
     OpFunction,
-    check_inplace_target,
+    autograd_function,
     check_result_based_backward,
-    lib,
-    register_autograd_function,
     run_below_autograd,
-    run_cpu_kernel,
 )
-
-lib.define("rrelu_with_seed(Tensor self, Tensor seed, float lower, float upper) -> Tensor")
-lib.define("rrelu_with_seed_(Tensor(a!) self, Tensor seed, float lower, float upper) -> ()")
-lib.define(
-    "rrelu_with_seed_backward(Tensor grad_output, Tensor self, Tensor seed, float lower, float upper,"
-    " bool self_is_result) -> Tensor"
-)
+from ._semantics import declare, like_argument
 
 ops = torch.ops.ascend_acts
 
@@ -35,46 +25,25 @@ def saves_result(lower: float) -> bool:
     return lower >= 0
 
 
-def _seed_value(seed: torch.Tensor) -> int:
+def _check_seed(seed: torch.Tensor) -> None:
     if seed.numel() != 1 or seed.dtype != torch.int64:
         raise ValueError(f"rrelu: seed must be a one-element int64 tensor, got {seed.dtype} {tuple(seed.shape)}")
-    return int(seed.item()) & MASK64
 
 
-# --- CPU kernels -------------------------------------------------------------------------------
-@torch.library.impl(lib, "rrelu_with_seed", "CPU")
-def _rrelu_cpu(x, seed, lower, upper):
-    out = torch.empty_like(x)
-    run_cpu_kernel("rrelu", out, (x,), lower, upper, _seed_value(seed))
-    return out
+def _check(x, seed, lower, upper):
+    _check_seed(seed)
 
 
-@torch.library.impl(lib, "rrelu_with_seed_", "CPU")
-def _rrelu_inplace_cpu(x, seed, lower, upper):
-    check_inplace_target(x)
-    run_cpu_kernel("rrelu", x, (x,), lower, upper, _seed_value(seed))
-
-
-@torch.library.impl(lib, "rrelu_with_seed_backward", "CPU")
-def _rrelu_backward_cpu(grad_output, saved, seed, lower, upper, self_is_result):
+def _check_backward(grad_output, saved, seed, lower, upper, self_is_result):
     check_result_based_backward("RReLU", lower < 0, self_is_result)
-    grad_input = torch.empty_like(saved)
-    run_cpu_kernel("rrelu_backward", grad_input, (grad_output, saved), lower, upper, _seed_value(seed))
-    return grad_input
+    _check_seed(seed)
 
 
 # --- fake kernels ------------------------------------------------------------------------------
-@torch.library.register_fake("ascend_acts::rrelu_with_seed", lib=lib)
 def _rrelu_fake(x, seed, lower, upper):
     return torch.empty_like(x)
 
 
-@torch.library.register_fake("ascend_acts::rrelu_with_seed_", lib=lib)
-def _rrelu_inplace_fake(x, seed, lower, upper):
-    return None
-
-
-@torch.library.register_fake("ascend_acts::rrelu_with_seed_backward", lib=lib)
 def _rrelu_backward_fake(grad_output, saved, seed, lower, upper, self_is_result):
     return torch.empty_like(saved)
 
@@ -190,6 +159,8 @@ class _RReluBackward(OpFunction):
         return _grad_of(grad_output_tangent, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
 
 
-register_autograd_function("rrelu_with_seed", _RRelu)
-register_autograd_function("rrelu_with_seed_", _RReluInplace, extra_arguments=_inplace_bits)
-register_autograd_function("rrelu_with_seed_backward", _RReluBackward)
+declare("rrelu_with_seed", fake=_rrelu_fake, check=_check, autograd=autograd_function(_RRelu),
+        layout=like_argument(0))
+declare("rrelu_with_seed_", check=_check, autograd=autograd_function(_RReluInplace, extra_arguments=_inplace_bits))
+declare("rrelu_with_seed_backward", fake=_rrelu_backward_fake, check=_check_backward,
+        autograd=autograd_function(_RReluBackward), layout=like_argument(1))

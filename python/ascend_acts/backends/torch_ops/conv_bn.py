@@ -1,0 +1,94 @@
+"""The fused Conv2d + BatchNorm2d + LeakyReLU ops written with torch tensor ops only, so they run on any device
+(the backend protocol of `ascend_acts.backends`): the mathematics of the NumPy reference
+(ascend_acts.reference.conv_bn), statistics and the BN + LeakyReLU part in float32 (float64 stays float64), the
+convolution in the input dtype as the device runs it (torch's oneDNN on the CPU, torch_npu's on the NPU).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def channel(v: torch.Tensor) -> torch.Tensor:
+    return v[None, :, None, None]
+
+
+def conv2d(input, weight, bias, stride, padding, dilation, groups):
+    top, bottom, left, right = padding
+    return F.conv2d(F.pad(input, (left, right, top, bottom)), weight, bias, stride, 0, dilation, groups)
+
+
+def conv2d_backward(grad, input, weight, stride, padding, dilation, groups):
+    """(grad_input, grad_weight, grad_bias) of conv2d, with grad in the input's dtype."""
+    top, bottom, left, right = padding
+    padded = F.pad(input, (left, right, top, bottom))
+    grad_padded = torch.nn.grad.conv2d_input(padded.shape, weight, grad, stride, 0, dilation, groups)
+    grad_input = grad_padded[:, :, top: padded.shape[2] - bottom, left: padded.shape[3] - right]
+    grad_weight = torch.nn.grad.conv2d_weight(padded, weight.shape, grad, stride, 0, dilation, groups)
+    return grad_input.contiguous(), grad_weight, grad.sum((0, 2, 3))
+
+
+def update_running_statistics(running_mean, running_var, mean, variance, count: int, momentum: float) -> None:
+    """torch's update of the running statistics, in place (when given): running = (1 - momentum) * running
+    + momentum * batch value, the variance unbiased; `variance` is the biased batch variance of `count`
+    values per channel. Computed in mean's dtype (float32, or float64), rounded once to the buffers' dtype.
+    An empty batch leaves them, as torch's batch_norm does; one value per channel gives NaN variance, as torch."""
+    if running_mean is None or count == 0:
+        return
+    unbiased = variance * (count / (count - 1) if count > 1 else float("inf"))
+    with torch.no_grad():
+        for running, batch in ((running_mean, mean), (running_var, unbiased)):
+            running.copy_(running.to(batch.dtype) * (1 - momentum) + batch * momentum)
+
+
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
+                             dilation, groups, momentum, eps, negative_slope, save_output):
+    c = compute_dtype(input.dtype)
+    y = conv2d(input, weight, bias, stride, padding, dilation, groups)
+    yc = y.to(c)
+    mean = yc.mean((0, 2, 3))
+    variance = yc.var((0, 2, 3), unbiased=False)
+    invstd = torch.rsqrt(variance + eps)
+    z = (yc - channel(mean)) * channel(invstd) * channel(bn_weight.to(c)) + channel(bn_bias.to(c))
+    out = F.leaky_relu(z, negative_slope).to(input.dtype)
+    kept = input.new_empty(0) if save_output else y
+    update_running_statistics(running_mean, running_var, mean, variance, y.numel() // max(y.shape[1], 1), momentum)
+    return out, kept, mean, invstd
+
+
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean,
+                                      invstd, stride, padding, dilation, groups, negative_slope):
+    c = compute_dtype(input.dtype)
+    gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
+    saved, grad = saved.to(c), grad_out.to(c)
+    if saved_is_output:  # InPlace-ABN: invert LeakyReLU and the affine
+        z = torch.where(saved > 0, saved, saved / negative_slope)
+        xhat = (z - beta) / gamma
+    else:
+        xhat = (saved - channel(mean.to(c))) * channel(invstd.to(c))
+        z = xhat * gamma + beta
+    dz = torch.where(z > 0, grad, grad * negative_slope)
+    grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
+    dxhat = dz * gamma
+    dy = channel(invstd.to(c)) * (dxhat - dxhat.mean((0, 2, 3), keepdim=True)
+                                  - xhat * (dxhat * xhat).mean((0, 2, 3), keepdim=True))
+    grad_input, grad_weight, grad_bias = conv2d_backward(dy.to(input.dtype), input, weight, stride, padding,
+                                                         dilation, groups)
+    return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
+
+
+def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    return F.leaky_relu(conv2d(input, weight, bias, stride, padding, dilation, groups), negative_slope)
+
+
+def conv_bias_leaky_relu_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    pre = conv2d(input, weight, bias, stride, padding, dilation, groups)
+    dz = torch.where(pre > 0, grad_out, grad_out * negative_slope)
+    return conv2d_backward(dz, input, weight, stride, padding, dilation, groups)
+
+

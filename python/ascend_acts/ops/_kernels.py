@@ -1,0 +1,75 @@
+"""The device kernels of every op, one generic function: validate, then run the backend's function of the op's
+name under the backend protocol (`ascend_acts.backends`).
+
+The CPU kernel runs the selected CPU backend; the NPU fallback runs the "torch" backend on the device, behind the
+warning (or strict-mode error) of `backends.npu.check_fallback_allowed`. In-place ops `X_` run `X(..., out=self)`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Callable
+
+import torch
+
+from .. import backends
+from ..backends import npu, torch_ops
+from ..op_table import TorchOp
+from ._library import check_inplace_target
+from ._semantics import Semantics
+
+
+def mutable_arguments(op: TorchOp) -> frozenset[int]:
+    """Positions of the schema's arguments written in place (`Tensor(a!)`)."""
+    schema = getattr(torch.ops.ascend_acts, op.name).default._schema
+    return frozenset(i for i, argument in enumerate(schema.arguments)
+                     if argument.alias_info is not None and argument.alias_info.is_write)
+
+
+def _prepared(argument):
+    """What a backend gets for a tensor argument: detached and contiguous (row-major: the flat index the RReLU
+    noise is keyed on)."""
+    return argument.detach().contiguous() if isinstance(argument, torch.Tensor) else argument
+
+
+def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], ModuleType]) -> Callable:
+    """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name."""
+    mutated = mutable_arguments(op)
+
+    def run_in_place(function, target: torch.Tensor, args) -> None:
+        work = target if target.is_contiguous() else target.contiguous()  # a strided view: written back below
+        out = work.detach()
+        function(out, *map(_prepared, args), out=out)
+        if work is not target:
+            target.copy_(work)
+
+    def kernel(*args):
+        backend = implementation()
+        function = getattr(backend, op.functional, None)
+        if function is None:
+            raise NotImplementedError(f"ascend_acts::{op.name}: backend {backend.__name__} does not implement it")
+        if op.inplace:
+            check_inplace_target(args[0])
+        if semantics.check is not None:
+            semantics.check(*args)
+        if op.inplace:
+            return run_in_place(function, args[0], args[1:])
+        result = function(*(a if i in mutated else _prepared(a) for i, a in enumerate(args)))
+        if semantics.layout is None:
+            return result
+        if isinstance(result, torch.Tensor):
+            return semantics.layout(args, (result,))[0]
+        return tuple(semantics.layout(args, result))
+
+    kernel.__name__ = f"{op.name}_kernel"
+    return kernel
+
+
+def npu_fallback() -> ModuleType:
+    """The "torch" backend for NPU tensors, once the fallback is allowed (warns once; strict mode raises)."""
+    npu.check_fallback_allowed()
+    return torch_ops
+
+
+def cpu_backend() -> ModuleType:
+    return backends.current_backend()

@@ -1,0 +1,52 @@
+"""Registers every op of `op_table.TORCH_OPS` with torch.library, one loop: the CPU kernel, the NPU fallback
+(for the ops the torch_npu extension left without a kernel), the fake kernel, autograd, vmap and autocast."""
+
+from __future__ import annotations
+
+import torch
+
+from ..backends import npu
+from ..op_table import TORCH_OPS, TorchOp
+from ._kernels import cpu_backend, device_kernel, npu_fallback
+from ._library import lib
+from ._semantics import SEMANTICS
+
+AUTOCAST_KEYS = (("cpu", torch._C.DispatchKey.AutocastCPU),
+                 ("privateuseone", torch._C.DispatchKey.AutocastPrivateUse1))
+
+
+def _returns_nothing(*args):
+    return None
+
+
+def _autocast_kernel(op: TorchOp, cast_arguments, device_type: str, key: torch._C.DispatchKey):
+    overload = getattr(torch.ops.ascend_acts, op.name).default
+
+    def kernel(*args):
+        args = cast_arguments(args, torch.get_autocast_dtype(device_type), device_type)
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+            return overload(*args)
+
+    kernel.__name__ = f"{op.name}_{key.name}"
+    return kernel
+
+
+def register_all() -> None:
+    names = {op.name for op in TORCH_OPS}
+    if set(SEMANTICS) != names:
+        raise RuntimeError(f"ops without declared semantics: {sorted(names - set(SEMANTICS))}; "
+                           f"declared but not in the op table: {sorted(set(SEMANTICS) - names)}")
+    fallback = set(npu.status().fallback_ops)  # loads the extension: its kernels are registered from here on
+    for op in TORCH_OPS:
+        semantics = SEMANTICS[op.name]
+        lib.impl(op.name, device_kernel(op, semantics, cpu_backend), "CPU")
+        if op.name in fallback:
+            lib.impl(op.name, device_kernel(op, semantics, npu_fallback), "PrivateUse1")
+        fake = semantics.fake if semantics.fake is not None else _returns_nothing
+        torch.library.register_fake(op.qualified_name, lib=lib)(fake)
+        lib.impl(op.name, semantics.autograd(op), "Autograd", with_keyset=True)
+        if semantics.vmap is not None:
+            torch.library.register_vmap(op.qualified_name, lib=lib)(semantics.vmap)
+        if semantics.autocast is not None:
+            for device_type, key in AUTOCAST_KEYS:
+                lib.impl(op.name, _autocast_kernel(op, semantics.autocast, device_type, key), key.name)

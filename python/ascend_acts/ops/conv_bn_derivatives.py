@@ -1,0 +1,123 @@
+"""The fused Conv+BN+LeakyReLU ops' layout and derivatives in differentiable torch ops (any device, any backend).
+
+- the layout of the ops' 4-D results (channels_last as torch's convolution chooses it);
+- the backward ops as differentiable functions of the forward's inputs (double backward, forward-over-reverse);
+- the forward ops' forward-mode derivatives (jvp).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch._prims_common import suggest_memory_format
+
+from ..backends.torch_ops.conv_bn import channel, compute_dtype, conv2d, conv2d_backward
+
+
+def memory_format(input: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
+    """The layout of the ops' 4-D results: channels_last when the input or the weight is, as torch's CPU
+    convolution chooses (its output and both gradients follow; BatchNorm and LeakyReLU keep it)."""
+    if channels_last(input) or channels_last(weight):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def channels_last(t: torch.Tensor) -> bool:
+    return t.dim() == 4 and suggest_memory_format(t) == torch.channels_last
+
+
+def in_format(t: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
+    return t.contiguous(memory_format=layout)
+
+
+# --- the backward ops as differentiable functions of the forward's inputs -----------------------
+# What the ops' autograd runs when a backward op is itself differentiated (double backward, forward-over-
+# reverse, torch.func): everything is recomputed from input, weight and the BN parameters, so the
+# gradients through the batch statistics and through the kept output (both functions of the input) are
+# included, and torch differentiates it to any order. Computed in float32 (float64 stays float64).
+def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_output, input, weight, bn_weight,
+                                                     bn_bias, mean, invstd, stride, padding, dilation, groups,
+                                                     negative_slope):
+    c, layout = compute_dtype(input.dtype), memory_format(input, weight)
+    x, w = input.to(c), weight.to(c)
+    y = conv2d(x, w, None, stride, padding, dilation, groups)  # the conv bias cancels in the batch statistics
+    batch_mean = y.mean((0, 2, 3))
+    variance = y.var((0, 2, 3), unbiased=False)
+    # eps is no argument of the backward; the saved invstd carries it (variance + eps = invstd^-2): this has the
+    # saved value and the derivatives of (variance + eps)^(-1/2)
+    invstd = torch.rsqrt(variance - variance.detach() + invstd.detach().to(c).pow(-2))
+    xhat = (y - channel(batch_mean)) * channel(invstd)
+    gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
+    grad = grad_out.to(c)
+    dz = torch.where(xhat * gamma + beta > 0, grad, grad * negative_slope)
+    grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
+    dxhat = dz * gamma
+    dy = channel(invstd) * (dxhat - dxhat.mean((0, 2, 3), keepdim=True)
+                            - xhat * (dxhat * xhat).mean((0, 2, 3), keepdim=True))
+    grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, w, stride, padding, dilation, groups)
+    return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
+            grad_bias.to(weight.dtype), grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype))
+
+
+def conv_bias_leaky_relu_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
+                                                 negative_slope):
+    c, layout = compute_dtype(input.dtype), memory_format(input, weight)
+    x, w = input.to(c), weight.to(c)
+    pre = conv2d(x, w, bias.to(c), stride, padding, dilation, groups)
+    grad = grad_out.to(c)
+    dz = torch.where(pre > 0, grad, grad * negative_slope)
+    grad_input, grad_weight, grad_bias = conv2d_backward(dz, x, w, stride, padding, dilation, groups)
+    return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
+            grad_bias.to(bias.dtype))
+
+
+# --- forward-mode derivatives (jvp) of the forward ops ----------------------------------------
+def _tangent_conv(input, weight, input_tangent, weight_tangent, stride, padding, dilation, groups):
+    """d conv(input, weight) along the tangents (None = 0), or None when both are None."""
+    parts = []
+    if input_tangent is not None:
+        parts.append(conv2d(input_tangent, weight, None, stride, padding, dilation, groups))
+    if weight_tangent is not None:
+        parts.append(conv2d(input, weight_tangent, None, stride, padding, dilation, groups))
+    return sum(parts[1:], parts[0]) if parts else None
+
+
+def _as(t, dtype):
+    return None if t is None else t.to(dtype)
+
+
+def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tangents, stride, padding,
+                                 dilation, groups, negative_slope, like):
+    """Tangent of the training output along tangents (input, weight, bias, bn_weight, bn_bias); a conv bias
+    tangent cancels in the batch statistics."""
+    c = compute_dtype(input.dtype)
+    input_t, weight_t, _, gamma_t, beta_t = (_as(t, c) for t in tangents)
+    x, w = input.to(c), weight.to(c)
+    y = conv2d(x, w, None, stride, padding, dilation, groups)  # without the conv bias, so not `mean` but y's own
+    xhat = (y - y.mean((0, 2, 3), keepdim=True)) * channel(invstd.to(c))
+    gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
+    z_t = torch.zeros_like(xhat)
+    y_t = _tangent_conv(x, w, input_t, weight_t, stride, padding, dilation, groups)
+    if y_t is not None:
+        xhat_t = channel(invstd.to(c)) * (y_t - y_t.mean((0, 2, 3), keepdim=True)
+                                          - xhat * (xhat * y_t).mean((0, 2, 3), keepdim=True))
+        z_t = z_t + xhat_t * gamma
+    if gamma_t is not None:
+        z_t = z_t + xhat * channel(gamma_t)
+    if beta_t is not None:
+        z_t = z_t + channel(beta_t)
+    out_t = torch.where(xhat * gamma + beta > 0, z_t, z_t * negative_slope)
+    return in_format(out_t.to(like.dtype), memory_format(input, weight))
+
+
+def conv_bias_leaky_relu_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like):
+    """Tangent of the eval output along tangents (input, weight, bias)."""
+    c = compute_dtype(input.dtype)
+    input_t, weight_t, bias_t = (_as(t, c) for t in tangents)
+    x, w = input.to(c), weight.to(c)
+    pre = conv2d(x, w, bias.to(c), stride, padding, dilation, groups)
+    pre_t = _tangent_conv(x, w, input_t, weight_t, stride, padding, dilation, groups)
+    pre_t = torch.zeros_like(pre) if pre_t is None else pre_t
+    if bias_t is not None:
+        pre_t = pre_t + channel(bias_t)
+    out_t = torch.where(pre > 0, pre_t, pre_t * negative_slope)
+    return in_format(out_t.to(like.dtype), memory_format(input, weight))
