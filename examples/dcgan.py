@@ -67,7 +67,7 @@ def pick_device(name: str, backend: str) -> torch.device:
         try:
             import torch_npu  # noqa: F401  (registers the "npu" device)
         except ImportError as exc:
-            raise SystemExit(f"--device npu needs torch_npu and CANN (see docs/npu.md): {exc}")
+            raise SystemExit(f"--device npu needs torch_npu and CANN (see docs/npu.md): {exc}") from exc
         return torch.device("npu")
     ascend_acts.use_backend(backend)
     return torch.device("cpu")

@@ -80,7 +80,8 @@ def check(spec: list) -> None:
         assert len(schema.returns) == len(entry["output_desc"])
         assert re.search(rf"void {kernel}\(", (ROOT / f"op_kernel/{file}.cpp").read_text())
         entry_args = re.search(rf"void {kernel}\(([^)]*)\)", (ROOT / f"op_kernel/{file}.cpp").read_text()).group(1)
-        assert entry_args.count("GM_ADDR") == len(entry["input_desc"]) + len(entry["output_desc"]) + 2  # + workspace, tiling
+        # the inputs, the outputs, workspace and tiling
+        assert entry_args.count("GM_ADDR") == len(entry["input_desc"]) + len(entry["output_desc"]) + 2
 
 
 def test_json_opdefs_schemas_and_kernels_agree():

@@ -188,6 +188,7 @@ def test_the_file_says_it_was_never_linked_or_run():
     assert "COMPILED, NEVER LINKED OR RUN" in (CSRC / "npu_ops.cpp").read_text().split("#include")[0]
 
 
+@pytest.mark.slow
 def test_extension_compiles_against_the_torch_npu_wheel_headers():
     """The whole extension against torch's headers and the wheel's (torch_npu/include and its bundled acl/), as
     setup.py would build it (C++20, torch's ABI flag) minus CANN: the aclnn declarations come from acts_aclnn.h."""
@@ -214,6 +215,7 @@ def compile_with_cann_declarations(toolkit: Path, header: str) -> subprocess.Com
     return next((r for r in results if r.returncode != 0), results[0])
 
 
+@pytest.mark.slow
 def test_our_aclnn_declarations_agree_with_cann_8_1(tmp_path):
     toolkit = cann_toolkit()
     result = compile_with_cann_declarations(toolkit, CSRC / "acts_aclnn.h")

@@ -31,7 +31,7 @@ def bits(t):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [1, 7, 1000, 65537])
+@pytest.mark.parametrize("n", [1, 7, 1000, pytest.param(65537, marks=pytest.mark.slow)])
 def test_kernels_bit_identical_to_reference(dtype, n):
     torch.manual_seed(n)
     x = torch.randn(n, dtype=torch.float64).to(dtype)
@@ -147,12 +147,14 @@ def select(mode, tmp_path, package=False):
     return json.loads(result.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_fallback_when_the_extension_is_not_built(tmp_path):
     chosen = select("absent", tmp_path, package=True)
     assert chosen["source"] == "fallback" and chosen["detail"] == "the torch_npu extension is not built"
     assert chosen["fallback"] == list(npu.KERNELS) and chosen["kernels"] and not chosen["torch_npu"]
 
 
+@pytest.mark.slow
 def test_fallback_without_the_op_package_does_not_load_the_extension(tmp_path):
     chosen = select("complete", tmp_path)
     assert chosen["source"] == "fallback" and not chosen["imported"]
@@ -160,6 +162,7 @@ def test_fallback_without_the_op_package_does_not_load_the_extension(tmp_path):
     assert chosen["fallback"] == list(npu.KERNELS)
 
 
+@pytest.mark.slow
 def test_the_extension_replaces_the_fallback(tmp_path):
     chosen = select("complete", tmp_path, package=True)
     assert chosen["source"] == "extension" and chosen["imported"] and chosen["fallback"] == []
@@ -167,6 +170,7 @@ def test_the_extension_replaces_the_fallback(tmp_path):
     assert chosen["kernels"]
 
 
+@pytest.mark.slow
 def test_an_extension_that_fails_to_load_falls_back(tmp_path):
     chosen = select("broken", tmp_path, package=True)
     assert chosen["source"] == "fallback" and chosen["imported"] and chosen["fallback"] == list(npu.KERNELS)
@@ -175,6 +179,7 @@ def test_an_extension_that_fails_to_load_falls_back(tmp_path):
     assert chosen["kernels"]
 
 
+@pytest.mark.slow
 def test_ops_a_stale_extension_misses_fall_back(tmp_path):
     chosen = select("partial", tmp_path, package=True)
     missing = [op for op in npu.KERNELS if op != "leaky_relu"]
@@ -225,7 +230,7 @@ def fused_cases():
     return x, w, bias, gamma, beta, geometry
 
 
-@pytest.mark.parametrize("save_output", [True, False])
+@pytest.mark.parametrize("save_output", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_fused_torch_kernels_match_the_reference(save_output):
     from ascend_acts import torch_kernels_conv_bn as ours
     from ascend_acts.backends import reference_conv_bn as oracle

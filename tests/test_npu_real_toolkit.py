@@ -13,6 +13,7 @@ import pytest
 from real_toolchain import ROOT, cann_toolkit
 from test_npu_definitions import msopgen_name
 
+pytestmark = pytest.mark.slow  # the real msopgen over every op
 SPECS = [ROOT / "op_host/json/acts_elementwise.json", ROOT / "op_host/json/acts_conv_bn.json"]
 
 

@@ -57,6 +57,7 @@ def peak_over_tensor_bytes(backend: str, inplace: bool) -> float:
     return float(ratio)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 @pytest.mark.parametrize("backend, inplace", [("sim", False), ("sim", True), ("reference", False)])
 def test_peak_memory_of_a_large_elementwise_op(backend, inplace):
