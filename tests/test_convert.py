@@ -82,7 +82,7 @@ def test_checkpoints_load_both_ways_strict():
     torch.testing.assert_close(ours(images()), theirs(images()))
 
 
-@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("training", fast_only([True, False], [True]))
 def test_forward_hooks_on_conv_bn_and_act_fire_with_torchs_values(training):
     """Feature matching: hooks on the modules of a block see torch's intermediate values."""
     theirs, ours = discriminators(seed=4)
@@ -156,6 +156,7 @@ class CustomDiscriminator(nn.Module):
         return self.head(self.features(x))
 
 
+@pytest.mark.slow
 def test_custom_discriminator_keeps_its_class_and_training_branch():
     torch.manual_seed(10)
     theirs = CustomDiscriminator().double()
@@ -170,7 +171,8 @@ def test_custom_discriminator_keeps_its_class_and_training_branch():
     assert_same_state(ours, theirs)
 
 
-@pytest.mark.parametrize("trick", fast_only(["WGAN clipping", "EMA", "rebinding .data"], ["rebinding .data"]))
+@pytest.mark.slow
+@pytest.mark.parametrize("trick", ["WGAN clipping", "EMA", "rebinding .data"])
 def test_eval_after_weight_tricks_through_data_matches_torch(trick):
     """WGAN's `p.data.clamp_(-c, c)` and an EMA's `p.data.mul_(d).add_(q.data, alpha=1 - d)` bump no version
     counter; the eval output must still follow them."""
@@ -191,6 +193,7 @@ def test_eval_after_weight_tricks_through_data_matches_torch(trick):
         torch.testing.assert_close(ours(images()), theirs(images()))
 
 
+@pytest.mark.slow
 def test_failed_calls_leave_the_state_bit_identical_with_momentum_none():
     theirs, ours = discriminators(seed=14)
     for model in (theirs, ours):
@@ -213,7 +216,7 @@ def test_failed_calls_leave_the_state_bit_identical_with_momentum_none():
     assert_same_state(ours, theirs)
 
 
-@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("training", fast_only([True, False], [False]))
 def test_empty_and_single_image_batches_behave_like_torch(training):
     theirs, ours = discriminators(seed=15)
     ours.train(training), theirs.train(training)

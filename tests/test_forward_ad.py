@@ -80,7 +80,7 @@ def close(a, b):
     torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", fast_only(CASES, ["leaky_relu_inplace", "rrelu_inplace_negative_lower"]))
 def test_forward_ad_tangent_equals_torch(case):
     ours, theirs, shape = CASES[case]
     x, t = _input(shape), _input(shape, seed=2)

@@ -150,6 +150,7 @@ def feature_extractor(trunk):
 
 # --- checkpoints, weights_init, hooks ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_both_ways(tmp_path):
     netD, converted = torch_and_converted(discriminator())
     real, fake = images(4), images(4, seed=2)
@@ -392,6 +393,7 @@ def test_custom_discriminator_keeps_class_method_attribute_and_training_branch()
 
 # --- autocast, memory format ----------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_autocast_bfloat16_dtype_and_error_as_torch(training, backend):
     """Under torch.autocast("cpu", bfloat16): a discriminator whose first layer is Conv-BN-LeakyReLU (so a
@@ -416,7 +418,7 @@ def test_autocast_bfloat16_dtype_and_error_as_torch(training, backend):
         assert our_error <= 2 * torch_error
 
 
-@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("training", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["train", "eval"])
 def test_channels_last_features_keep_memory_format(training, backend):
     """netD's feature encoder (its trunk up to the last block, converted on its own) in channels_last."""
     dtype = dtype_for(backend)
@@ -500,6 +502,7 @@ def test_single_sample_batch_behaves_as_torch(backend):
     assert_models_equal(head_converted, head_ref, dtype)
 
 
+@pytest.mark.slow
 def test_failed_calls_change_nothing_with_cumulative_momentum(backend):
     """BN momentum=None (cumulative average: the factor is 1/num_batches_tracked): bad inputs that torch
     refuses must leave every buffer bit-identical, so the later steps stay equal to torch's."""
@@ -794,6 +797,7 @@ def test_inplace_rrelu_training_with_negative_lower_backward_as_torch(backend):
 
 # --- further findings (beyond the issue's list), each against torch ---------------------------------
 
+@pytest.mark.slow
 def test_half_precision_training_gradients_within_2x_torch_error(backend):
     """`netD.half()` in training: at every fused Conv-BN-LeakyReLU run of the discriminator, fed torch's own
     float16 activations there and one float16 output gradient, the input and parameter gradients' error
