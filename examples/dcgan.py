@@ -77,7 +77,7 @@ def pick_device(name: str, backend: str, rank: int = 0) -> torch.device:
         try:
             import torch_npu  # noqa: F401  (registers the "npu" device)
         except ImportError as exc:
-            raise SystemExit(f"--device npu needs torch_npu and CANN (see docs/npu.md): {exc}")
+            raise SystemExit(f"--device npu needs torch_npu and CANN (see docs/npu.md): {exc}") from exc
         torch.npu.set_device(rank)
         return torch.device("npu", rank)
     ascend_acts.use_backend(backend)

@@ -10,10 +10,8 @@ import argparse
 import time
 from pathlib import Path
 
-
 import ascend_acts
 from ascend_acts import sine_gan
-
 
 
 def main(argv=None) -> None:

@@ -18,6 +18,7 @@ def run(*args, cwd):
                           text=True, timeout=300, check=True)
 
 
+@pytest.mark.slow
 def test_demo_trains_and_writes_png(tmp_path):
     out = tmp_path / "figure.png"
     result = run("demo", "--steps", "60", "--out", str(out), cwd=tmp_path)
@@ -96,6 +97,7 @@ def test_demo_refuses_a_read_only_directory_before_training(no_training, capsys,
     assert f"cannot create {locked / 'new' / 'figure.png'}: {locked} is not writable" in err
 
 
+@pytest.mark.slow
 def test_demo_prints_the_path_it_wrote(tmp_path):
     """matplotlib writes a name without an extension as name.png: that is the path printed."""
     stdout = run("demo", "--steps", "2", "--out", "plots/figure", cwd=tmp_path).stdout
@@ -103,11 +105,13 @@ def test_demo_prints_the_path_it_wrote(tmp_path):
     assert f"figure: {(tmp_path / 'plots' / 'figure.png').resolve()}\n" in stdout
 
 
+@pytest.mark.slow
 def test_info_lists_backends(tmp_path):
     stdout = run("info", cwd=tmp_path).stdout
     assert "reference  available" in stdout and "sim" in stdout and "torch 2." in stdout
 
 
+@pytest.mark.slow
 def test_info_cli_has_the_npu_section(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
     result = subprocess.run([sys.executable, "-m", "ascend_acts", "info"], cwd=tmp_path, capture_output=True,

@@ -105,6 +105,7 @@ def require(backend: str) -> None:
         pytest.skip(f"backend {backend!r} unavailable: {reason}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", backends.known_backends())
 def test_ops_from_several_threads_match_one_thread(backend):
     """4 threads x 3 rounds of LeakyReLU/RReLU (float32, float16, bfloat16) and the fused op (training and
@@ -226,6 +227,7 @@ FORK_SCRIPT = OPS + textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="fork start method")
 @pytest.mark.parametrize("backend", backends.known_backends())
 def test_ops_in_fork_started_workers_after_the_parent_used_the_pool(backend):

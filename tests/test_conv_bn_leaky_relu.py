@@ -9,6 +9,7 @@ from torch import nn
 
 import ascend_acts
 from conftest import backend_dtypes
+from markers import fast_only, slow
 
 ops = torch.ops.ascend_acts
 
@@ -52,7 +53,7 @@ def close(a, b, dtype):
 
 
 @pytest.mark.parametrize("training", [True, False])
-@pytest.mark.parametrize("config", GRID, ids=lambda c: "x".join(map(str, c)))
+@pytest.mark.parametrize("config", fast_only(GRID, [GRID[4]]), ids=lambda c: "x".join(map(str, c)))
 @backend_dtypes("conv_bn_leaky_relu_train", [torch.float64, torch.float32])
 def test_matches_sequential(config, training, dtype, backend):
     seq, fused, x = pair(0, config, dtype)
@@ -98,6 +99,7 @@ def test_no_running_stats_and_momentum_none():
     close(mine(y), plain(y), torch.float64)
 
 
+@slow
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("slope", [0.2, 0.0, -0.3])
 def test_gradcheck_float64(training, slope):
@@ -117,7 +119,7 @@ def test_gradcheck_float64(training, slope):
     assert torch.autograd.gradcheck(fn, (x, w, b, gamma, beta))
 
 
-@pytest.mark.parametrize("slope", [0.0, -0.3])
+@pytest.mark.parametrize("slope", fast_only([0.0, -0.3], [0.0]))
 def test_non_invertible_slope_keeps_conv_output(slope, backend):
     """slope <= 0: the output does not determine the BN output, so the conv output is kept."""
     seq, fused, x = pair(8, GRID[1], torch.float32, slope=slope)
@@ -173,7 +175,7 @@ DATA_CHANGES = {
 }
 
 
-@pytest.mark.parametrize("change", DATA_CHANGES)
+@pytest.mark.parametrize("change", fast_only(DATA_CHANGES, ["rebinding p.data"]))
 def test_eval_output_follows_every_kind_of_weight_change(change):
     """The BN fold is recomputed on every eval call; version counters (which .data writes do not bump)
     play no part."""
@@ -245,7 +247,7 @@ def state(model):
     return {key: value.clone() for key, value in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("momentum", fast_only([0.1, None], [None]))
 @pytest.mark.parametrize("case", BAD_CALLS)
 def test_bad_call_raises_torchs_error_type_and_changes_nothing(case, momentum):
     """The same mistake in torch's Sequential(Conv2d, BatchNorm2d, LeakyReLU) and in the fused block (standalone
@@ -365,11 +367,13 @@ OPS = {
 }
 
 
+@slow
 @pytest.mark.parametrize("op", OPS)
 def test_opcheck(op, backend):
     torch.library.opcheck(*OPS[op]())
 
 
+@slow
 @pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph(compiler, training, backend):
@@ -394,6 +398,7 @@ def assert_same_statistics(ours: nn.BatchNorm2d, theirs: nn.BatchNorm2d, dtype) 
     close(ours.running_var, theirs.running_var, dtype)
 
 
+@slow
 @pytest.mark.parametrize("momentum", [0.1, None])
 @pytest.mark.parametrize("checkpointing", ["early stop", "no early stop", "reentrant"])
 def test_checkpointed_training_counts_and_updates_statistics_as_torch(checkpointing, momentum, backend):
@@ -488,6 +493,7 @@ def test_inplace_abn_only_where_the_output_determines_x_hat():
     assert not output_determines_batch_norm(torch.tensor([1.0, 0.0]), beta, 0.2, torch.float32)
 
 
+@slow
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_small_bn_weight_large_bias_gradients_stay_accurate(dtype, backend):
     """gamma = 0.01, beta = 1: rebuilding x-hat from a half-precision output would amplify its rounding 100x;

@@ -13,6 +13,7 @@ import pytest
 SOURCE = Path(__file__).parent / "tiling" / "conv_bn_tiling_check.cpp"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 def test_tiling_invariants(tmp_path):
     binary = tmp_path / "conv_bn_tiling_check"

@@ -13,6 +13,7 @@ from torch import nn
 
 import ascend_acts
 from gan_models import NC, Discriminator, weights_init
+from markers import fast_only
 from op_counter import OpCounter
 
 NDF = 8
@@ -81,7 +82,7 @@ def test_checkpoints_load_both_ways_strict():
     torch.testing.assert_close(ours(images()), theirs(images()))
 
 
-@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("training", fast_only([True, False], [True]))
 def test_forward_hooks_on_conv_bn_and_act_fire_with_torchs_values(training):
     """Feature matching: hooks on the modules of a block see torch's intermediate values."""
     theirs, ours = discriminators(seed=4)
@@ -112,6 +113,7 @@ def adam_steps(model, steps=3, seed=7):
     return outputs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spectral_norm", [nn.utils.spectral_norm, nn.utils.parametrizations.spectral_norm],
                          ids=["hook", "parametrization"])
 @pytest.mark.parametrize("when", ["before convert", "after convert"])
@@ -154,6 +156,7 @@ class CustomDiscriminator(nn.Module):
         return self.head(self.features(x))
 
 
+@pytest.mark.slow
 def test_custom_discriminator_keeps_its_class_and_training_branch():
     torch.manual_seed(10)
     theirs = CustomDiscriminator().double()
@@ -168,6 +171,7 @@ def test_custom_discriminator_keeps_its_class_and_training_branch():
     assert_same_state(ours, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trick", ["WGAN clipping", "EMA", "rebinding .data"])
 def test_eval_after_weight_tricks_through_data_matches_torch(trick):
     """WGAN's `p.data.clamp_(-c, c)` and an EMA's `p.data.mul_(d).add_(q.data, alpha=1 - d)` bump no version
@@ -189,6 +193,7 @@ def test_eval_after_weight_tricks_through_data_matches_torch(trick):
         torch.testing.assert_close(ours(images()), theirs(images()))
 
 
+@pytest.mark.slow
 def test_failed_calls_leave_the_state_bit_identical_with_momentum_none():
     theirs, ours = discriminators(seed=14)
     for model in (theirs, ours):
@@ -211,7 +216,7 @@ def test_failed_calls_leave_the_state_bit_identical_with_momentum_none():
     assert_same_state(ours, theirs)
 
 
-@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("training", fast_only([True, False], [False]))
 def test_empty_and_single_image_batches_behave_like_torch(training):
     theirs, ours = discriminators(seed=15)
     ours.train(training), theirs.train(training)
@@ -222,6 +227,7 @@ def test_empty_and_single_image_batches_behave_like_torch(training):
         assert_same_state(ours, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("training", [True, False])
 def test_jit_trace_passes_its_own_check(training):
     theirs, ours = discriminators(seed=16)
@@ -236,6 +242,7 @@ def test_jit_trace_passes_its_own_check(training):
         assert_same_state(traced, theirs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph_of_a_converted_model(training):
     theirs, ours = discriminators(seed=17)
@@ -250,7 +257,7 @@ def test_compile_fullgraph_of_a_converted_model(training):
     assert_same_state(ours, theirs, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("copier", ["deepcopy", "pickle", "torch.save"])
+@pytest.mark.parametrize("copier", fast_only(["deepcopy", "pickle", "torch.save"], ["torch.save"]))
 def test_copies_of_a_converted_model_stay_converted_and_correct(copier):
     theirs, ours = discriminators(seed=18)
     if copier == "deepcopy":

@@ -9,6 +9,7 @@ import pytest
 
 import ascend_acts
 
+pytestmark = pytest.mark.slow  # each runs a script in a fresh interpreter
 ROOT = Path(__file__).resolve().parents[1]
 
 # script -> files it must write into its output directory

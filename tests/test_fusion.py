@@ -9,6 +9,7 @@ from torch import nn
 
 import ascend_acts
 from ascend_acts.nn import ConvBNLeakyReLU2d
+from markers import fast_only
 from op_counter import OpCounter
 
 
@@ -105,8 +106,9 @@ UNFUSABLE = {
 }
 
 
-@pytest.mark.parametrize("training", [True, False])
-@pytest.mark.parametrize("change", UNFUSABLE)
+@pytest.mark.parametrize("training", fast_only([True, False], [True]))
+@pytest.mark.parametrize("change", fast_only(UNFUSABLE, ["forward hook on bn", "backward hook on bn",
+                                                         "parametrized spectral_norm on conv", "reflect padding"]))
 def test_children_run_one_by_one_when_fusing_could_differ(change, training):
     """Applied after convert: the decision is made at each call."""
     apply, index = UNFUSABLE[change]
@@ -166,7 +168,7 @@ BN_CONFIGS = {
 }
 
 
-@pytest.mark.parametrize("config", BN_CONFIGS)
+@pytest.mark.parametrize("config", fast_only(BN_CONFIGS, ["affine=False"]))
 def test_fused_block_matches_torch_for_every_batch_norm_configuration(config, backend):
     dtype = torch.float64 if backend == "reference" else torch.float32
     original = block(**BN_CONFIGS[config]).to(dtype)

@@ -19,8 +19,16 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
-from gan_models import (NC, NDF, Discriminator, MinibatchStdDiscriminator, discriminator, images, torch_and_converted,
-                        weights_init)
+from gan_models import (
+    NC,
+    NDF,
+    Discriminator,
+    MinibatchStdDiscriminator,
+    discriminator,
+    images,
+    torch_and_converted,
+    weights_init,
+)
 
 NOT_REGISTERED = ".*autograd kernel was not registered.*"
 F64 = torch.float64
@@ -142,6 +150,7 @@ def feature_extractor(trunk):
 
 # --- checkpoints, weights_init, hooks ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_checkpoint_round_trip_both_ways(tmp_path):
     netD, converted = torch_and_converted(discriminator())
     real, fake = images(4), images(4, seed=2)
@@ -236,6 +245,7 @@ SPECTRAL_NORMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", SPECTRAL_NORMS)
 def test_spectral_norm_on_the_convs_trains_like_torch(kind):
     model = discriminator()
@@ -252,6 +262,7 @@ def test_spectral_norm_on_the_convs_trains_like_torch(kind):
         assert_same(converted(real), netD(real))
 
 
+@pytest.mark.slow
 def test_wgan_weight_clipping_through_data_then_eval(backend):
     """WGAN: the critic is clamped through `.data` after its step; the critic is monitored in eval (no_grad)
     after the step and again after the clip, which must see the clipped weights."""
@@ -280,6 +291,7 @@ def test_wgan_weight_clipping_through_data_then_eval(backend):
         monitor()
 
 
+@pytest.mark.slow
 def test_ema_through_data_then_eval(backend):
     """An EMA copy updated as `p_ema.data.mul_(0.999).add_(p.data, alpha=0.001)`, evaluated after each update,
     then loaded by rebinding `.data`."""
@@ -328,6 +340,7 @@ def r1_penalty(netD, real, gamma=10.0):
     return gamma / 2 * grad_real.pow(2).reshape(grad_real.shape[0], -1).sum(1).mean()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("penalty", ["wgan_gp", "r1"])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_gradient_penalty_parameter_gradients_as_torch(penalty, training, backend):
@@ -380,6 +393,7 @@ def test_custom_discriminator_keeps_class_method_attribute_and_training_branch()
 
 # --- autocast, memory format ----------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_autocast_bfloat16_dtype_and_error_as_torch(training, backend):
     """Under torch.autocast("cpu", bfloat16): a discriminator whose first layer is Conv-BN-LeakyReLU (so a
@@ -404,7 +418,7 @@ def test_autocast_bfloat16_dtype_and_error_as_torch(training, backend):
         assert our_error <= 2 * torch_error
 
 
-@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("training", [True, pytest.param(False, marks=pytest.mark.slow)], ids=["train", "eval"])
 def test_channels_last_features_keep_memory_format(training, backend):
     """netD's feature encoder (its trunk up to the last block, converted on its own) in channels_last."""
     dtype = dtype_for(backend)
@@ -433,6 +447,7 @@ def assert_state_unchanged(model, snapshot):
         assert a.dtype == b.dtype and torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_empty_batch_behaves_as_torch(backend):
     """N=0 (an empty last batch, a filtered batch): torch returns an empty output; statistics as torch's."""
     dtype = dtype_for(backend)
@@ -487,6 +502,7 @@ def test_single_sample_batch_behaves_as_torch(backend):
     assert_models_equal(head_converted, head_ref, dtype)
 
 
+@pytest.mark.slow
 def test_failed_calls_change_nothing_with_cumulative_momentum(backend):
     """BN momentum=None (cumulative average: the factor is 1/num_batches_tracked): bad inputs that torch
     refuses must leave every buffer bit-identical, so the later steps stay equal to torch's."""
@@ -610,6 +626,7 @@ THREADS_SCRIPT = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend_name", ["reference", "sim"])
 def test_threads_running_the_converted_model_give_single_thread_results(backend_name):
     from ascend_acts import backends
@@ -678,6 +695,7 @@ FORK_SCRIPT = """
 """
 
 
+@pytest.mark.slow
 def test_dataloader_fork_workers_after_parent_used_the_reference_backend():
     out = run_script(FORK_SCRIPT, env={"ASCEND_ACTS_BACKEND": "reference"})
     assert out.strip().endswith("ok")
@@ -738,6 +756,7 @@ def test_jvp_through_the_fused_block(backend):
     tangent_or_clear_error(lambda: forward_ad_tangent(converted, x, t), forward_ad_tangent(reference, x, t))
 
 
+@pytest.mark.slow
 def test_jit_trace_of_converted_model_passes_its_check():
     netD, converted = torch_and_converted(discriminator())
     netD.eval(), converted.eval()
@@ -778,6 +797,7 @@ def test_inplace_rrelu_training_with_negative_lower_backward_as_torch(backend):
 
 # --- further findings (beyond the issue's list), each against torch ---------------------------------
 
+@pytest.mark.slow
 def test_half_precision_training_gradients_within_2x_torch_error(backend):
     """`netD.half()` in training: at every fused Conv-BN-LeakyReLU run of the discriminator, fed torch's own
     float16 activations there and one float16 output gradient, the input and parameter gradients' error

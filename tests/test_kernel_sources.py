@@ -77,6 +77,7 @@ def syntax_check(source: Path, *flags: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 @pytest.mark.parametrize("key, literal", [
     ("2u", True), ("ACTS_FLOAT_KEY", True),  # a macro is a literal once preprocessed, as CANN reads it
@@ -106,12 +107,14 @@ def clang_device_check(*sources: Path) -> subprocess.CompletedProcess:
          "-include", str(CHECKS / "device_prelude.h"), *map(str, sources)], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 @needs_clang
 def test_device_code_calls_only_aicore_functions():
     result = clang_device_check(*KERNELS)
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 @needs_clang
 def test_a_host_helper_called_from_device_code_is_caught():
     result = clang_device_check(CHECKS / "host_helper_in_device_code.cpp")

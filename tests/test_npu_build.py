@@ -15,6 +15,7 @@ import pytest
 from ascend_acts import op_table
 from ascend_acts.backends import npu
 
+pytestmark = pytest.mark.slow  # cmake, the build scripts and setup.py in subprocesses
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -88,7 +89,8 @@ def test_an_environment_path_that_is_no_toolkit_is_reported(tmp_path):
 
 
 @pytest.mark.parametrize("soc, ok", [("ascend910b", True), ("ascend910_93", True), ("ascend310p", False),
-                                     ("Ascend910B3", False), ("ascend910", False), ("ascend910b;x", False), ("", False)])
+                                     ("Ascend910B3", False), ("ascend910", False), ("ascend910b;x", False),
+                                     ("", False)])
 def test_soc_is_validated(tmp_path, soc, ok):
     """Short SoC names only (the op project's ASCEND_COMPUTE_UNIT and AddConfig take them); 310P is dropped."""
     result = configure(tmp_path / "build", f"-DASCEND_ACTS_SOC={soc}")
@@ -221,7 +223,8 @@ def all_ops():
 
 
 def test_build_script_makes_the_package_from_our_sources(toolkit):
-    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, ASCEND_COMPUTE_UNIT="ascend910_93")
+    result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann,
+                        ASCEND_COMPUTE_UNIT="ascend910_93")
     assert result.returncode == 0, result.stderr
     calls = msopgen_calls(toolkit)
     # one msopgen call per op (-op), non-interactive; the first creates the project, the others add to it
@@ -297,7 +300,8 @@ def test_build_script_stops_at_the_first_cann_binary_that_is_missing(toolkit, mi
 
 
 @pytest.mark.parametrize("soc, hint", [("ascend910", ""), ("ascend310p", " (310P is not supported: docs/npu.md)"),
-                                       ("Ascend910B3", " (Ascend910B3 is a chip of the SoC ascend910b: set ascend910b)"),
+                                       ("Ascend910B3",
+                                        " (Ascend910B3 is a chip of the SoC ascend910b: set ascend910b)"),
                                        ("Ascend910_9391", " (Ascend910_9391 is a chip of the SoC ascend910_93: set "
                                                           "ascend910_93)")])
 def test_build_script_rejects_an_unsupported_soc(toolkit, soc, hint):

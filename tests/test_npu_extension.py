@@ -109,11 +109,13 @@ def compile_extension(source: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_extension_compiles_against_the_torch_npu_wheel_headers():
     result = compile_extension(CSRC / "npu_ops.cpp")
     assert result.returncode == 0, result.stderr[-4000:]
 
 
+@pytest.mark.slow
 def test_a_kernel_whose_signature_differs_from_its_schema_does_not_compile(tmp_path):
     """npu_registrations.inc declares each kernel from its schema: float for a schema float (double) leaves that
     declaration an undefined overload, and TORCH_FN cannot pick one."""
@@ -138,6 +140,7 @@ def compile_with_cann_declarations(toolkit: Path, header: str) -> subprocess.Com
     return next((r for r in results if r.returncode != 0), results[0])
 
 
+@pytest.mark.slow
 def test_our_aclnn_declarations_agree_with_cann_8_1(tmp_path):
     toolkit = cann_toolkit()
     result = compile_with_cann_declarations(toolkit, CSRC / "acts_aclnn.h")

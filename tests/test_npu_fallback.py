@@ -33,7 +33,7 @@ def bits(t):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("n", [1, 7, 1000, 65537])
+@pytest.mark.parametrize("n", [1, 7, 1000, pytest.param(65537, marks=pytest.mark.slow)])
 def test_kernels_bit_identical_to_reference(dtype, n):
     torch.manual_seed(n)
     x = torch.randn(n, dtype=torch.float64).to(dtype)
@@ -168,12 +168,14 @@ def select(mode, tmp_path, package=False):
     return json.loads(result.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_fallback_when_the_extension_is_not_built(tmp_path):
     chosen = select("absent", tmp_path, package=True)
     assert chosen["source"] == "fallback" and chosen["detail"] == "the torch_npu extension is not built"
     assert chosen["fallback"] == ALL_OPS and chosen["kernels"] and not chosen["torch_npu"]
 
 
+@pytest.mark.slow
 def test_fallback_without_the_op_package_does_not_load_the_extension(tmp_path):
     chosen = select("complete", tmp_path)
     assert chosen["source"] == "fallback" and not chosen["imported"]
@@ -181,6 +183,7 @@ def test_fallback_without_the_op_package_does_not_load_the_extension(tmp_path):
     assert chosen["fallback"] == ALL_OPS
 
 
+@pytest.mark.slow
 def test_the_extension_replaces_the_fallback(tmp_path):
     chosen = select("complete", tmp_path, package=True)
     assert chosen["source"] == "extension" and chosen["imported"] and chosen["fallback"] == []
@@ -188,6 +191,7 @@ def test_the_extension_replaces_the_fallback(tmp_path):
     assert chosen["kernels"]
 
 
+@pytest.mark.slow
 def test_an_extension_that_fails_to_load_falls_back(tmp_path):
     chosen = select("broken", tmp_path, package=True)
     assert chosen["source"] == "fallback" and chosen["imported"] and chosen["fallback"] == ALL_OPS
@@ -196,6 +200,7 @@ def test_an_extension_that_fails_to_load_falls_back(tmp_path):
     assert chosen["kernels"]
 
 
+@pytest.mark.slow
 def test_ops_a_stale_extension_misses_fall_back(tmp_path):
     chosen = select("partial", tmp_path, package=True)
     missing = [op for op in ALL_OPS if op != "leaky_relu"]
@@ -246,7 +251,7 @@ def fused_cases():
     return x, w, bias, gamma, beta, geometry
 
 
-@pytest.mark.parametrize("save_output", [True, False])
+@pytest.mark.parametrize("save_output", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_fused_torch_kernels_match_the_reference(save_output):
     ours, oracle = torch_ops, reference_backend
 

@@ -14,6 +14,7 @@ import pytest
 from ascend_acts import op_table
 from real_toolchain import ROOT, cann_toolkit
 
+pytestmark = pytest.mark.slow  # the real msopgen over every op
 SPECS = sorted(ROOT.glob("op_host/*/*.json"))
 
 

@@ -37,6 +37,7 @@ def test_bad_arguments_are_refused(args, message):
     assert result.returncode == 2 and message in result.stderr
 
 
+@pytest.mark.slow
 def test_refuses_without_an_npu_and_runs_nothing(tmp_path):
     out = tmp_path / "out"
     result = selftest(ASCEND_ACTS_BUILD_OUT=out)
@@ -58,6 +59,7 @@ def load_checks():
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("check", ["wraparound", "noise-past-2**24"])
 def test_the_checks_pass_on_the_cpu_reference(check):
     result = subprocess.run([sys.executable, str(ROOT / "scripts/npu_selftest.py"), check, "--device", "cpu"],

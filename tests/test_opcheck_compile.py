@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import ascend_acts
+from markers import slow
 
 ops = torch.ops.ascend_acts
 
@@ -41,6 +42,7 @@ OP_SAMPLES = {
 }
 
 
+@slow
 @pytest.mark.parametrize("sample", OP_SAMPLES)
 def test_opcheck(backend, sample):
     op, args = OP_SAMPLES[sample]()
@@ -57,6 +59,7 @@ class TinyDiscriminator(torch.nn.Module):
         return self.fc2(self.act2(self.act1(self.fc1(x))))
 
 
+@slow
 @pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
 def test_compile_fullgraph_eval_matches_eager(compiler):
     torch.manual_seed(0)
@@ -70,6 +73,7 @@ def test_compile_fullgraph_eval_matches_eager(compiler):
     torch.testing.assert_close(g, g_eager)
 
 
+@slow
 @pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
 def test_compile_fullgraph_training_runs_and_backward_uses_the_forward_noise(compiler):
     def f(x):
@@ -92,6 +96,7 @@ def test_fake_tensor_propagation_on_meta():
     assert ascend_acts.rrelu(x, training=True).device.type == "meta"
 
 
+@slow
 @pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
 def test_compile_inplace_rrelu_negative_lower_matches_eager(compiler):
     def f(x, gen_seed):

@@ -82,6 +82,7 @@ def test_checkpointed_training_step_updates_running_statistics_as_torch():
 # With dynamic=True, Dynamo passes module float attributes (momentum, eps, RReLU bounds) as symbolic
 # floats; the argument checks call math.isfinite on them and fullgraph fails with "torch.* op returned
 # non-Tensor" where the torch model compiles.
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_compile_fullgraph_dynamic_of_converted_block(mode):
     reference, converted = torch_and_converted(conv_bn_act())
@@ -93,6 +94,7 @@ def test_compile_fullgraph_dynamic_of_converted_block(mode):
     torch.testing.assert_close(compiled(x), expected, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_compile_fullgraph_dynamic_of_converted_rrelu_module():
     module = ascend_acts.convert(nn.Sequential(nn.RReLU()))
     module.eval()
@@ -115,7 +117,8 @@ def test_float32_gradients_with_a_nearly_switched_off_batch_norm_channel_within_
     x = batch(8, torch.float32)
     grad_out = torch.randn(8, 8, 6, 6, generator=torch.Generator().manual_seed(2))
     grads = {}
-    for name, m, dtype in (("torch", reference, torch.float32), ("ours", converted, torch.float32), ("f64", exact, F64)):
+    for name, m, dtype in (("torch", reference, torch.float32), ("ours", converted, torch.float32),
+                           ("f64", exact, F64)):
         m(x.to(dtype)).backward(grad_out.to(dtype))
         grads[name] = [m[0].weight.grad.double(), m[1].weight.grad.double()]
     for ours, theirs, exact_grad in zip(grads["ours"], grads["torch"], grads["f64"]):

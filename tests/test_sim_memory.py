@@ -57,6 +57,7 @@ def peak_over_tensor_bytes(backend: str, inplace: bool) -> float:
     return float(ratio)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 @pytest.mark.parametrize("backend, inplace", [("sim", False), ("sim", True), ("reference", False)])
 def test_peak_memory_of_a_large_elementwise_op(backend, inplace):
@@ -68,7 +69,8 @@ def test_peak_memory_of_a_large_elementwise_op(backend, inplace):
     assert peak_over_tensor_bytes(backend, inplace) <= 1.5
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", [pytest.param("float32", marks=pytest.mark.slow),
+                                   pytest.param("float16", marks=pytest.mark.slow), "bfloat16"])
 @pytest.mark.parametrize("inplace", [False, True])
 def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
     """A tensor over LAUNCH_BYTES runs as several launches, each with the flat index of its first element

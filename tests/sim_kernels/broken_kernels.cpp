@@ -228,9 +228,7 @@ void matmul_after_its_scope() {
     TPipe pipe;
     SmallMatmul mm;
     TCubeTiling tiling = SquareTiling(16);
-    {
-        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
-    }
+    { REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling); }
     MatmulSteps(pipe, mm, true, true);
 }
 
@@ -301,19 +299,32 @@ struct Named {
 };
 
 const Named kKernels[] = {
-    {"ub_overflow", UbOverflow}, {"unaligned_datacopy", UnalignedDataCopy},
-    {"gm_read_out_of_bounds", GmReadOutOfBounds}, {"gm_write_out_of_bounds", GmWriteOutOfBounds},
-    {"alloc_past_depth", AllocPastDepth}, {"deque_empty", DeQueEmpty}, {"leaked_tensor", LeakedTensor},
-    {"foreign_free", ForeignFree}, {"overlapping_core_writes", OverlappingCoreWrites},
-    {"unwritten_output", UnwrittenOutput}, {"unsupported_dtype", UnsupportedDtype},
-    {"unaligned_local", UnalignedLocal}, {"matmul_l0_overflow", matmul_l0_overflow},
-    {"matmul_without_iterate", matmul_without_iterate}, {"matmul_after_initbuffer", matmul_after_initbuffer},
-    {"matmul_without_end", matmul_without_end}, {"matmul_registered_in_init", matmul_registered_in_init},
-    {"matmul_after_its_scope", matmul_after_its_scope}, {"matmul_correct", matmul_correct},
-    {"gather_out_of_bounds", GatherOutOfBounds}, {"select_in_reserved_ub", SelectInReservedUb},
+    {"ub_overflow", UbOverflow},
+    {"unaligned_datacopy", UnalignedDataCopy},
+    {"gm_read_out_of_bounds", GmReadOutOfBounds},
+    {"gm_write_out_of_bounds", GmWriteOutOfBounds},
+    {"alloc_past_depth", AllocPastDepth},
+    {"deque_empty", DeQueEmpty},
+    {"leaked_tensor", LeakedTensor},
+    {"foreign_free", ForeignFree},
+    {"overlapping_core_writes", OverlappingCoreWrites},
+    {"unwritten_output", UnwrittenOutput},
+    {"unsupported_dtype", UnsupportedDtype},
+    {"unaligned_local", UnalignedLocal},
+    {"matmul_l0_overflow", matmul_l0_overflow},
+    {"matmul_without_iterate", matmul_without_iterate},
+    {"matmul_after_initbuffer", matmul_after_initbuffer},
+    {"matmul_without_end", matmul_without_end},
+    {"matmul_registered_in_init", matmul_registered_in_init},
+    {"matmul_after_its_scope", matmul_after_its_scope},
+    {"matmul_correct", matmul_correct},
+    {"gather_out_of_bounds", GatherOutOfBounds},
+    {"select_in_reserved_ub", SelectInReservedUb},
     {"allocation_after_select_in_reserved_ub", AllocationAfterSelectInReservedUb},
-    {"vec_index_past_2_24", VecIndexPast2To24}, {"integer_wraparound", IntegerWraparound},
-    {"rng_without_declared_wraparound", RngWithoutDeclaredWraparound}, {"correct", Correct},
+    {"vec_index_past_2_24", VecIndexPast2To24},
+    {"integer_wraparound", IntegerWraparound},
+    {"rng_without_declared_wraparound", RngWithoutDeclaredWraparound},
+    {"correct", Correct},
 };
 
 }  // namespace

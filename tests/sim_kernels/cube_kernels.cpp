@@ -29,8 +29,19 @@ uint32_t Positions() { return OutSide(g_args.height) * OutSide(g_args.width); }
 uint32_t PositionsAligned() { return (Positions() + 15) / 16 * 16; }
 uint32_t ReductionK() { return kC0 * g_args.kernel * g_args.kernel; }
 
-enum class Break { None, NoFlag, WrongL0Position, UnalignedL0, L1Overflow, BadChannelSize, FixpipeQuant, CubeOnVector,
-                   Deadlock, L0cOverflow, OverwriteBeforeRelease };
+enum class Break {
+    None,
+    NoFlag,
+    WrongL0Position,
+    UnalignedL0,
+    L1Overflow,
+    BadChannelSize,
+    FixpipeQuant,
+    CubeOnVector,
+    Deadlock,
+    L0cOverflow,
+    OverwriteBeforeRelease
+};
 Break g_break = Break::None;
 
 void CubeSide() {
@@ -57,17 +68,17 @@ void CubeSide() {
     if (g_break == Break::UnalignedL0) a = a[8];  // 32 bytes in: L0 operands must start on 512 bytes
     LoadData(a, weights, LoadData2DParams{0, uint8_t(kCout * k * 4 / 512), 1, 0, 0, false, 0});
     uint8_t pads[4] = {uint8_t(g_args.pad), uint8_t(g_args.pad), uint8_t(g_args.pad), uint8_t(g_args.pad)};
-    LoadData3DParamsV2<float> img2col(pads, uint16_t(g_args.height), uint16_t(g_args.width),
-                                      uint16_t(g_break == Break::BadChannelSize ? 4 : kC0), uint16_t(k), uint16_t(n), 0, 0,
-                                      uint8_t(g_args.stride), uint8_t(g_args.stride), uint8_t(g_args.kernel),
-                                      uint8_t(g_args.kernel), uint8_t(g_args.dilation), uint8_t(g_args.dilation), false,
-                                      false, 0.0f);
+    LoadData3DParamsV2<float> img2col(
+        pads, uint16_t(g_args.height), uint16_t(g_args.width), uint16_t(g_break == Break::BadChannelSize ? 4 : kC0),
+        uint16_t(k), uint16_t(n), 0, 0, uint8_t(g_args.stride), uint8_t(g_args.stride), uint8_t(g_args.kernel),
+        uint8_t(g_args.kernel), uint8_t(g_args.dilation), uint8_t(g_args.dilation), false, false, 0.0f);
     if (g_break == Break::WrongL0Position) {
         LoadData(weightL1.Get<float>(), map, img2col);  // B1 is not an img2col destination (A2 / B2)
     }
     LoadData(columnsL0.Get<float>(), map, img2col);
     LocalTensor<float> c = resultL0c.Get<float>();
-    Mmad(c, weightL0.Get<float>(), columnsL0.Get<float>(), MmadParams(uint16_t(kCout), uint16_t(n), uint16_t(k), false, 0, false, false, false));
+    Mmad(c, weightL0.Get<float>(), columnsL0.Get<float>(),
+         MmadParams(uint16_t(kCout), uint16_t(n), uint16_t(k), false, 0, false, false, false));
     FixpipeParamsV220 out(uint16_t(n), uint16_t(kCout), 16, n, false);
     if (g_break == Break::FixpipeQuant) out.quantPre = QuantMode_t::F322F16;
     Fixpipe(ring, c, out);
@@ -99,7 +110,8 @@ void VectorSide() {
     DataCopy(block, ring[first * n], rows * n);
     Muls(block, block, 2.0f, rows * n);
     DataCopyPad(out[first * Positions()], block,
-                DataCopyExtParams{uint16_t(rows), uint32_t(Positions() * 4), uint32_t((n * 4 - (Positions() * 4 + 31) / 32 * 32) / 32), 0, 0});
+                DataCopyExtParams{uint16_t(rows), uint32_t(Positions() * 4),
+                                  uint32_t((n * 4 - (Positions() * 4 + 31) / 32 * 32) / 32), 0, 0});
 }
 
 void Entry() {
@@ -115,11 +127,16 @@ struct Named {
     Break which;
 };
 const Named kCubeKernels[] = {
-    {"cube_correct", Break::None},          {"cube_missing_flag", Break::NoFlag},
-    {"cube_wrong_position", Break::WrongL0Position}, {"cube_unaligned_l0", Break::UnalignedL0},
-    {"cube_l1_overflow", Break::L1Overflow}, {"cube_bad_channel_size", Break::BadChannelSize},
-    {"cube_fixpipe_quant", Break::FixpipeQuant}, {"cube_api_on_vector", Break::CubeOnVector},
-    {"cube_deadlock", Break::Deadlock},     {"cube_l0c_overflow", Break::L0cOverflow},
+    {"cube_correct", Break::None},
+    {"cube_missing_flag", Break::NoFlag},
+    {"cube_wrong_position", Break::WrongL0Position},
+    {"cube_unaligned_l0", Break::UnalignedL0},
+    {"cube_l1_overflow", Break::L1Overflow},
+    {"cube_bad_channel_size", Break::BadChannelSize},
+    {"cube_fixpipe_quant", Break::FixpipeQuant},
+    {"cube_api_on_vector", Break::CubeOnVector},
+    {"cube_deadlock", Break::Deadlock},
+    {"cube_l0c_overflow", Break::L0cOverflow},
     {"cube_overwrite_before_release", Break::OverwriteBeforeRelease},
 };
 
@@ -139,9 +156,12 @@ extern "C" int acts_sim_test_cube_kernel(const char* name, const uint32_t* geome
         g_w = reinterpret_cast<GM_ADDR>(w);
         g_ring = reinterpret_cast<GM_ADDR>(ring.data());
         g_out = reinterpret_cast<GM_ADDR>(out);
-        const uint64_t xBytes = uint64_t(g_args.height) * g_args.width * kC0 * 4, wBytes = uint64_t(kCout) * ReductionK() * 4;
+        const uint64_t xBytes = uint64_t(g_args.height) * g_args.width * kC0 * 4,
+                       wBytes = uint64_t(kCout) * ReductionK() * 4;
         auto result = ascendc_sim::LaunchMix(name, ascendc_sim::kPlatforms[0], 1, 0,
-                                             {{x, xBytes, false}, {w, wBytes, false}, {ring.data(), ring.size() * 4, false},
+                                             {{x, xBytes, false},
+                                              {w, wBytes, false},
+                                              {ring.data(), ring.size() * 4, false},
                                               {out, uint64_t(kCout) * Positions() * 4, true}},
                                              Entry);
         return ascend_acts_sim::Report(result, stats, error, errorLength, errorBlock);

@@ -9,19 +9,24 @@
 using namespace ascend_acts;
 
 static int failures = 0;
-#define CHECK(cond, ...)                                      \
-    do {                                                      \
-        if (!(cond)) {                                        \
-            ++failures;                                       \
-            std::printf("FAIL %s: ", #cond);                  \
-            std::printf(__VA_ARGS__);                         \
-            std::printf("\n");                                \
-        }                                                     \
+#define CHECK(cond, ...)                     \
+    do {                                     \
+        if (!(cond)) {                       \
+            ++failures;                      \
+            std::printf("FAIL %s: ", #cond); \
+            std::printf(__VA_ARGS__);        \
+            std::printf("\n");               \
+        }                                    \
     } while (0)
 
-struct Platform { const char* name; uint32_t vectorCores; uint64_t ub; };
+struct Platform {
+    const char* name;
+    uint32_t vectorCores;
+    uint64_t ub;
+};
 
-static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t plane, uint32_t size, const Platform& p) {
+static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t plane, uint32_t size,
+                           const Platform& p) {
     BatchNormLeakyReluTiling t{};
     bool ok = ComputeBatchNormLeakyReluTiling(pass, n, c, plane, size, 0.2f, 1e-5f, 0.1f, true, p.vectorCores, p.ub, t);
     CHECK(ok, "%s N=%u C=%u plane=%llu size=%u: no tiling", p.name, n, c, (unsigned long long)plane, size);
@@ -49,19 +54,22 @@ static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t 
           "reduce work %u", t.reduceWorkLength);
     // largest tile: one repeat more would not fit, or no need for it
     bool capped = t.tileLength >= RoundUp(plane, kFloatRepeat) || t.tileLength == kMaxTileLength;
-    CHECK(capped || UbBytes(pass, size, t.tileLength + kFloatRepeat, t.statsLength) > ub, "tile %u not maximal", t.tileLength);
+    CHECK(capped || UbBytes(pass, size, t.tileLength + kFloatRepeat, t.statsLength) > ub, "tile %u not maximal",
+          t.tileLength);
     CHECK(t.inverseCount > 0 && t.unbiasFactor >= 1.0f, "count factors");
 }
 
 static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& p, const char* name) {
     ConvBnLeakyReluEvalTiling t{};
     bool ok = ComputeConvBnLeakyReluEvalTiling(g, size, 0.2f, p, t);
-    CHECK(ok, "%s Cin=%u Cout=%u %ux%u k%ux%u: no tiling", name, g.inChannels, g.outChannels, g.height, g.width, g.kernelH, g.kernelW);
+    CHECK(ok, "%s Cin=%u Cout=%u %ux%u k%ux%u: no tiling", name, g.inChannels, g.outChannels, g.height, g.width,
+          g.kernelH, g.kernelW);
     if (!ok) return;
     using namespace conv_eval_tiling;
     const CubeTilingFields& c = t.cube;
     // fractal alignment
-    CHECK(c.baseM % 16 == 0 && c.baseN % 16 == 0 && c.baseK % 16 == 0, "%s base %d %d %d", name, c.baseM, c.baseN, c.baseK);
+    CHECK(c.baseM % 16 == 0 && c.baseN % 16 == 0 && c.baseK % 16 == 0, "%s base %d %d %d", name, c.baseM, c.baseN,
+          c.baseK);
     CHECK(uint64_t(t.columnTile) * size % 32 == 0 && c.baseN == int32_t(t.columnTile), "columnTile %u", t.columnTile);
     // capacities: L0A/L0B/L0C double-buffered halves, half of L1 per AIV, UB
     CHECK(uint64_t(c.baseM) * c.baseK * size <= p.l0aBytes / 2, "L0A");
@@ -69,15 +77,19 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
     CHECK(uint64_t(c.baseM) * c.baseN * 4 <= p.l0cBytes / 2, "L0C");
     CHECK(L1Bytes(c, size) <= p.l1Bytes / 2, "L1 %llu", (unsigned long long)L1Bytes(c, size));
     CHECK(UbBytes(g, size, c.baseM, t.columnTile) <= p.ubBytes, "UB");
-    CHECK(c.depthA1 == c.stepKa && c.stepKa >= 1 && uint64_t(c.stepKa) * c.baseK <= RoundUp(t.reduction, c.baseK), "steps");
+    CHECK(c.depthA1 == c.stepKa && c.stepKa >= 1 && uint64_t(c.stepKa) * c.baseK <= RoundUp(t.reduction, c.baseK),
+          "steps");
     // the GEMM shape
     CHECK(c.M == int32_t(g.outChannels) && c.Ka == int32_t(g.inChannels * g.kernelH * g.kernelW) && c.Ka == c.Kb, "MK");
     CHECK(c.singleCoreK == c.Ka && c.singleCoreM == c.M && c.singleCoreN == c.N, "single core");
     // work coverage and cores
     uint64_t positions = uint64_t(g.outHeight) * g.outWidth;
-    CHECK(uint64_t(t.tilesPerImage) * t.columnTile >= positions && uint64_t(t.tilesPerImage - 1) * t.columnTile < positions, "tiles");
+    CHECK(uint64_t(t.tilesPerImage) * t.columnTile >= positions &&
+              uint64_t(t.tilesPerImage - 1) * t.columnTile < positions,
+          "tiles");
     CHECK(t.workItems == g.batch * t.tilesPerImage, "items");
-    CHECK(t.usedCoreNum >= 1 && t.usedCoreNum <= p.vectorCoreNum && t.usedCoreNum <= t.workItems, "AIVs %u", t.usedCoreNum);
+    CHECK(t.usedCoreNum >= 1 && t.usedCoreNum <= p.vectorCoreNum && t.usedCoreNum <= t.workItems, "AIVs %u",
+          t.usedCoreNum);
     CHECK(t.blockDim <= p.cubeCoreNum && 2 * t.blockDim >= t.usedCoreNum, "blockDim %u", t.blockDim);
     CHECK(c.usedCoreNum == int32_t(t.usedCoreNum), "cube usedCoreNum");
     // the band holds every input row any column tile reads
@@ -90,8 +102,8 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
     CHECK(t.workspaceSlab == uint64_t(t.reduction) * t.columnTile, "slab");
 }
 
-static ConvGeometry Geometry(uint32_t n, uint32_t cin, uint32_t h, uint32_t w, uint32_t cout, uint32_t k, uint32_t stride,
-                             uint32_t pad, uint32_t dilation) {
+static ConvGeometry Geometry(uint32_t n, uint32_t cin, uint32_t h, uint32_t w, uint32_t cout, uint32_t k,
+                             uint32_t stride, uint32_t pad, uint32_t dilation) {
     ConvGeometry g{n, cin, h, w, cout, k, k, stride, stride, pad, pad, dilation, dilation, 0, 0};
     g.outHeight = (h + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
     g.outWidth = (w + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
@@ -111,9 +123,15 @@ int main() {
 
     // refusals: empty shapes; statistics of one core's channels larger than UB
     BatchNormLeakyReluTiling bn{};
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 0, 4, 16, 4, 0.2f, 1e-5f, 0.1f, true, 48, 192 * 1024, bn), "N=0");
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 4, 0, 4, 0.2f, 1e-5f, 0.1f, true, 48, 192 * 1024, bn), "HW=0");
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 1u << 20, 4, 4, 0.2f, 1e-5f, 0.1f, true, 1, 192 * 1024, bn), "stats");
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 0, 4, 16, 4, 0.2f, 1e-5f, 0.1f, true, 48, 192 * 1024,
+                                           bn),
+          "N=0");
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 4, 0, 4, 0.2f, 1e-5f, 0.1f, true, 48, 192 * 1024,
+                                           bn),
+          "HW=0");
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 1u << 20, 4, 4, 0.2f, 1e-5f, 0.1f, true, 1,
+                                           192 * 1024, bn),
+          "stats");
 
     const std::vector<ConvGeometry> geometries = {
         Geometry(1, 1, 1, 1, 1, 1, 1, 0, 1),       Geometry(2, 3, 8, 8, 16, 3, 1, 1, 1),
@@ -128,7 +146,8 @@ int main() {
             CheckEval(g, size, kAscend910B3, "910B3");
         }
     ConvBnLeakyReluEvalTiling eval{};
-    CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(0, 3, 8, 8, 4, 3, 1, 1, 1), 4, 0.2f, kAscend910B1, eval), "N=0 eval");
+    CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(0, 3, 8, 8, 4, 3, 1, 1, 1), 4, 0.2f, kAscend910B1, eval),
+          "N=0 eval");
     std::printf("%d failures\n", failures);
     return failures;
 }
