@@ -167,6 +167,24 @@ def test_backward_writes_in_place_only_into_its_own_copy():
     assert torch.equal(grad, before) and torch.equal(out, out_before)
 
 
+@pytest.mark.parametrize("save_output", [True, False])
+def test_an_empty_batch_gives_empty_results_and_zero_parameter_gradients(save_output):
+    """What torch's composite gives for N = 0 (the op-level API handles this before the backend; a direct
+    call of the op must not produce NaN gradients either)."""
+    (x, weight, bias), (gamma, beta) = make(GEOMETRIES[1], torch.float32)
+    x = x[:0]
+    geometry = geometry_args(GEOMETRIES[1])
+    out, kept, mean, invstd = backend.conv_bn_leaky_relu_train(x, weight, bias, gamma, beta, None, None, *geometry,
+                                                               0.1, 1e-5, 0.2, save_output)
+    assert out.shape[0] == 0 and out.shape[1:] == (16, 4, 3)
+    grads = backend.conv_bn_leaky_relu_train_backward(torch.ones_like(out), out if save_output else kept,
+                                                      save_output, x, weight, gamma, beta, mean, invstd, *geometry,
+                                                      0.2)
+    assert grads[0].shape == x.shape
+    for grad, like in zip(grads[1:], (weight, bias, gamma, beta)):
+        assert grad.shape == like.shape and torch.equal(grad, torch.zeros_like(like))
+
+
 # --- the NumPy kernels -----------------------------------------------------------------------------
 SPECIALS = np.array([0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3e38, -3e38])
 

@@ -25,6 +25,10 @@ def _for_rows(rows: int, row_size: int, body) -> None:
     for_chunks(rows, body, chunk=max(1, CHUNK // max(row_size, 1)))
 
 
+def _row_size(a: np.ndarray) -> int:
+    return int(np.prod(a.shape[2:]))
+
+
 def _per_row(values: np.ndarray, batch: int) -> np.ndarray:
     """A per-channel vector as a column over the N*C rows (row n*C + c has channel c)."""
     return np.tile(values, batch)[:, None]
@@ -50,8 +54,8 @@ def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slop
     Returns (mean, invstd, biased variance), per channel, in y's dtype."""
     n, c = y.shape[:2]
     dtype = y.dtype
-    rows_in, rows_out = y.reshape(n * c, -1), out.reshape(n * c, -1)
-    size = rows_in.shape[1]
+    size = _row_size(y)
+    rows_in, rows_out = y.reshape(n * c, size), out.reshape(n * c, size)
     sums, squares = np.empty(n * c, dtype), np.empty(n * c, dtype)
 
     def statistics(start: int, stop: int) -> None:
@@ -98,8 +102,8 @@ def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_output: bool, gam
     Returns (grad_gamma, grad_beta) in the arrays' dtype."""
     n, c = grad_out.shape[:2]
     dtype = grad_out.dtype
-    rows_grad, rows_saved, rows_result = (a.reshape(n * c, -1) for a in (grad_out, saved, grad_y))
-    size = rows_grad.shape[1]
+    size = _row_size(grad_out)
+    rows_grad, rows_saved, rows_result = (a.reshape(n * c, size) for a in (grad_out, saved, grad_y))
     slope = dtype.type(slope)
     if saved_is_output:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
         offset, u_to_xhat = _per_row(beta, n), 1 / gamma
@@ -129,8 +133,9 @@ def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_output: bool, gam
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         _for_rows(n * c, size, reduce)
         grad_beta = sums_dz.reshape(n, c).astype(np.float64).sum(axis=0)
-        grad_gamma = sums_dz_u.reshape(n, c).astype(np.float64).sum(axis=0) * u_to_xhat
         count = n * size
+        # an empty batch has NaN statistics (u_to_xhat may be NaN): its gradients are sums over nothing, 0
+        grad_gamma = sums_dz_u.reshape(n, c).astype(np.float64).sum(axis=0) * (u_to_xhat if count else 0)
         # grad_y = k (dz - mean(dz) - x-hat mean(dz x-hat)), k = gamma * invstd, x-hat = u * u_to_xhat
         k = gamma.astype(np.float64) * invstd
         p = _per_row(k.astype(dtype), n)
