@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 import ascend_acts
-from common import RESULTS_DIR, interleaved_ms, markdown_table, median_ratio, plot_bars, report, saved_bytes
+from common import (RESULTS_DIR, cpu_usage, interleaved_ms, markdown_table, median_ratio, other_processes_note,
+                    plot_bars, report, saved_bytes)
 
 SLOPE = 0.2
 
@@ -104,7 +105,9 @@ def main(argv=None) -> None:
         torch.set_num_threads(args.threads)
     image_size = 64
 
+    usage_before = cpu_usage()
     rows = measure(args.batch, args.ndf, image_size, args.repeats)
+    load = other_processes_note(usage_before, cpu_usage())
     baseline = rows[0]
     table = markdown_table(
         ["model", "step ms, median", "x torch (median of per-round ratios)", "saved for backward MiB (x torch)"],
@@ -113,7 +116,7 @@ def main(argv=None) -> None:
     notes = [f"batch {args.batch} real + {args.batch} fake images, 3x{image_size}x{image_size}, ndf {args.ndf}, "
              f"float32, default CPU backend (reference: torch's convolution, NumPy BatchNorm+LeakyReLU); "
              f"{args.repeats} rounds after 2 warm-up steps each, the models taking turns within a round",
-             "saved bytes: unique storages packed by saved_tensors_hooks during the forward of both batches"]
+             "saved bytes: unique storages packed by saved_tensors_hooks during the forward of both batches", load]
     panels = {"step ms": [row.median_ms for row in rows],
               "saved for backward MiB": [row.saved_bytes / 2**20 for row in rows]}
     report("dcgan_step", "DCGAN discriminator training step", rows, table, notes, args.out,

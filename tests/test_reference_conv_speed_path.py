@@ -237,8 +237,9 @@ def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_output,
         want_mean, want_variance = oracle.batch_statistics(y)
         np.testing.assert_allclose(mean, want_mean, rtol=1e-14)
         np.testing.assert_allclose(variance, want_variance, rtol=1e-10)
-        want_out = oracle._leaky((y - want_mean[None, :, None, None]) / np.sqrt(want_variance + 1e-5)[None, :, None, None]
-                                 * gamma[None, :, None, None] + beta[None, :, None, None], 0.2)
+        channel = np.s_[None, :, None, None]
+        xhat = (y - want_mean[channel]) / np.sqrt(want_variance + 1e-5)[channel]
+        want_out = oracle._leaky(xhat * gamma[channel] + beta[channel], 0.2)
         np.testing.assert_allclose(out, want_out, rtol=1e-10, atol=1e-12)
         grad = rng.standard_normal(y.shape)
         grad_y = np.empty_like(y)
