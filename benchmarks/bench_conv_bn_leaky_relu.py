@@ -14,8 +14,7 @@ keeps for the backward in both modes; and the largest error against the composit
 from __future__ import annotations
 
 import argparse
-import os
-import time
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,8 +24,8 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts import backends
-from common import (CEILINGS, MEASURED_BACKENDS, RESULTS_DIR, backend_context, copy_ceiling_gb_per_s, markdown_table,
-                    median_ms, report, saved_bytes)
+from common import (CEILINGS, MEASURED_BACKENDS, RESULTS_DIR, backend_context, copy_ceiling_gb_per_s, cpu_usage,
+                    interleaved_ms, markdown_table, median_ratio, other_processes_note, report, saved_bytes)
 
 SLOPE, MOMENTUM, EPS = 0.2, 0.1, 1e-5
 KERNEL, STRIDE, PADDING = 4, 2, 1
@@ -51,6 +50,7 @@ class ConvRow:
     phase: str  # one of PHASES
     median_ms: float
     gb_per_s: float  # minimal bytes of the phase (see traffic()) / median time
+    ratio: float | None = None  # median over rounds of time / torch's time in the same round
     saved_bytes: int | None = None  # saved-for-backward of the phase's mode, unique storages
     max_rel_error: float | None = None  # max over output and gradients of max|impl - exact| / max|exact|
     ran: str = ""  # backends: whether the emulator launched kernels during the fused op
@@ -158,7 +158,7 @@ def emulator_launches(case: Case) -> str:
         backward = after_backward.kernel if after_backward is not after_forward else "none"
         parts.append(f"{mode} forward {forward}, backward {backward}")
     if all(part.endswith("forward none, backward none") for part in parts):
-        return "NumPy reference (no emulator launch)"
+        return "no emulator launch"
     return "last emulator kernel launched: " + "; ".join(parts) + " (none: NumPy)"
 
 
@@ -194,12 +194,14 @@ def measure(shape, impls: list[str], repeats: int) -> list[ConvRow]:
     prepared = {impl: prepare(shape, impl, exact) for impl in impls}
     bytes_moved = traffic(shape)
     rows = []
-    for impl, p in prepared.items():  # one implementation after the other, as in the other scripts
-        for phase in PHASES:
-            mode = "eval" if phase.startswith("eval") else "train"
-            milliseconds = median_ms(p.calls[phase], repeats)
+    for phase in PHASES:  # per phase the implementations take turns (common.interleaved_ms)
+        mode = "eval" if phase.startswith("eval") else "train"
+        times = interleaved_ms({impl: p.calls[phase] for impl, p in prepared.items()}, repeats)
+        for impl, p in prepared.items():
+            milliseconds = statistics.median(times[impl])
             rows.append(ConvRow(label(shape), *shape, out_size(shape[3]), impl, phase, milliseconds,
-                                bytes_moved[phase] / milliseconds / 1e6, p.saved[mode], p.errors[mode], p.ran))
+                                bytes_moved[phase] / milliseconds / 1e6, median_ratio(times[impl], times["torch"]),
+                                p.saved[mode], p.errors[mode], p.ran))
     return rows
 
 
@@ -224,7 +226,7 @@ def tables(rows: list[ConvRow], impls: list[str]) -> str:
         for phase in PHASES:
             base = by_key[(shape, "torch", phase)].median_ms
             cells = [shape, phase, f"{base:.3g}"]
-            cells += [f"{by_key[(shape, i, phase)].median_ms:.3g} ({by_key[(shape, i, phase)].median_ms / base:.2f}x)"
+            cells += [f"{by_key[(shape, i, phase)].median_ms:.3g} ({by_key[(shape, i, phase)].ratio:.2f}x)"
                       for i in ours]
             cells += [f"{by_key[(shape, c, phase)].median_ms:.3g} ({by_key[(shape, c, phase)].gb_per_s:.1f} GB/s)"
                       for c in CEILINGS]
@@ -285,39 +287,18 @@ def plot(rows: list[ConvRow], impls: list[str], path: Path) -> None:
     plt.close(fig)
 
 
-def cpu_usage() -> tuple[float, float, float] | None:
-    """(wall s, CPU s busy on the whole machine, CPU s of this process) from /proc/stat; None off Linux."""
-    try:
-        import resource
-
-        with open("/proc/stat") as handle:
-            ticks = [int(v) for v in handle.readline().split()[1:]]
-    except (ImportError, OSError):
-        return None
-    busy = sum(ticks[:3]) + sum(ticks[5:8])  # user, nice, system, irq, softirq, steal (not idle, iowait)
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return time.time(), busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime
-
-
-def other_processes_note(before, after) -> str:
-    """How much CPU other processes took during the run: they slow torch's multi-threaded regions most."""
-    if before is None or after is None:
-        return "CPU use of other processes during the run: unknown (no /proc/stat)"
-    wall, busy, own = (b - a for a, b in zip(before, after))
-    available = wall * (os.cpu_count() or 1)
-    other = max(busy - own, 0.0)
-    return (f"other processes used {other:.1f} of the {available:.0f} CPU-seconds of the run "
-            f"({other / available:.0%}); anything but ~0% inflates the times, torch's 2-thread OpenMP regions most")
-
-
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: one tiny shape, two repeats")
-    parser.add_argument("--repeats", type=int, default=9, help="timed runs per measurement (median)")
+    parser.add_argument("--repeats", type=int, default=9, help="timed rounds per phase (every implementation once "
+                        "per round)")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
     parser.add_argument("--backends", nargs="+", metavar="NAME",
                         help="ascend_acts CPU backends to measure (default: every available one)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where CSV/Markdown/PNG go")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     shapes = SHAPES
     if args.quick:
         shapes, args.repeats = QUICK_SHAPES, 2
@@ -336,9 +317,12 @@ def main(argv=None) -> None:
 
     ran = {r.impl: r.ran for r in rows if r.ran}
     notes = [f"kernel {KERNEL}x{KERNEL}, stride {STRIDE}, padding {PADDING}, no conv bias, LeakyReLU({SLOPE}), "
-             f"momentum {MOMENTUM}, eps {EPS}; medians of {args.repeats} runs after 2 warm-up runs",
+             f"momentum {MOMENTUM}, eps {EPS}; per phase {args.repeats} rounds after 2 warm-up runs, the "
+             "implementations taking turns within a round: median ms, and (x torch) the median of the per-round "
+             "ratios",
              "torch: F.leaky_relu(F.batch_norm(F.conv2d(...))) on the CPU (oneDNN convolution); "
-             "backends: ascend_acts.conv_bn_leaky_relu under ascend_acts.use_backend(name); "
+             "backends: ascend_acts.conv_bn_leaky_relu under ascend_acts.use_backend(name) (reference: torch's "
+             "convolution, NumPy BatchNorm+LeakyReLU passes); "
              + "; ".join(f"{impl} ran: {how}" for impl, how in ran.items()),
              "train: batch statistics, running stats updated; backward = autograd.grad of x, weight, gamma, beta "
              "from an output computed once (retain_graph); eval: running statistics (ascend_acts folds BN into "

@@ -2,16 +2,19 @@
 
 The discriminator is DCGAN's for 64x64 RGB images (Conv-LeakyReLU(0.2), then three
 Conv-BatchNorm-LeakyReLU blocks, then a 4x4 Conv to one logit). One step = forward on a real and a fake
-batch, BCE loss, backward, Adam step. Measured: median step time and the bytes autograd keeps between
-forward and backward (unique storages, parameters included, as in tests/test_memory.py).
+batch, BCE loss, backward, Adam step. Measured: the step time (the models take turns, round robin, so a
+change of load on a shared machine hits both alike; median ms of each, and the median of the per-round
+ratios) and the bytes autograd keeps between forward and backward (unique storages, parameters included,
+as in tests/test_memory.py).
 
-    python benchmarks/bench_dcgan_step.py            # batch 32, ndf 64, a minute or two
+    python benchmarks/bench_dcgan_step.py            # batch 32, ndf 64, 15 rounds: a minute or two
     python benchmarks/bench_dcgan_step.py --quick    # smoke run
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +22,8 @@ import torch
 from torch import nn
 
 import ascend_acts
-from common import RESULTS_DIR, markdown_table, median_ms, plot_bars, report, saved_bytes
+from common import (RESULTS_DIR, cpu_usage, interleaved_ms, markdown_table, median_ratio, other_processes_note,
+                    plot_bars, report, saved_bytes)
 
 SLOPE = 0.2
 
@@ -31,6 +35,7 @@ class StepRow:
     ndf: int
     image_size: int
     median_ms: float
+    ratio: float  # median over rounds of this step's time / torch's step time in the same round
     saved_bytes: int
 
 
@@ -66,37 +71,52 @@ def discriminator_step(model: nn.Module, optimizer, real: torch.Tensor, fake: to
     return forward, step
 
 
-def measure(name: str, batch: int, ndf: int, image_size: int, repeats: int) -> StepRow:
+def prepare(name: str, batch: int, ndf: int, image_size: int):
+    """(forward, step) of one model on its own copy of the same batches."""
     torch.manual_seed(0)
     model = MODELS[name](ndf)
     optimizer = torch.optim.Adam(model.parameters(), lr=2e-4, betas=(0.5, 0.999))
     real = torch.randn(batch, 3, image_size, image_size).tanh()
     fake = torch.randn(batch, 3, image_size, image_size).tanh()
-    forward, step = discriminator_step(model, optimizer, real, fake)
-    return StepRow(name, batch, ndf, image_size, median_ms(step, repeats), saved_bytes(forward))
+    return discriminator_step(model, optimizer, real, fake)
+
+
+def measure(batch: int, ndf: int, image_size: int, repeats: int) -> list[StepRow]:
+    prepared = {name: prepare(name, batch, ndf, image_size) for name in MODELS}
+    kept = {name: saved_bytes(forward) for name, (forward, _) in prepared.items()}
+    times = interleaved_ms({name: step for name, (_, step) in prepared.items()}, repeats)
+    baseline = times["torch"]
+    return [StepRow(name, batch, ndf, image_size, statistics.median(times[name]), median_ratio(times[name], baseline),
+                    kept[name]) for name in MODELS]
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--ndf", type=int, default=64, help="discriminator width (DCGAN: 64)")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--repeats", type=int, default=15, help="timed rounds (each model once per round)")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
     parser.add_argument("--quick", action="store_true", help="smoke run: batch 4, ndf 8, 2 repeats")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     if args.quick:
         args.batch, args.ndf, args.repeats = 4, 8, 2
+    if args.threads:
+        torch.set_num_threads(args.threads)
     image_size = 64
 
-    rows = [measure(name, args.batch, args.ndf, image_size, args.repeats) for name in MODELS]
+    usage_before = cpu_usage()
+    rows = measure(args.batch, args.ndf, image_size, args.repeats)
+    load = other_processes_note(usage_before, cpu_usage())
     baseline = rows[0]
     table = markdown_table(
-        ["model", "step ms (x torch)", "saved for backward MiB (x torch)"],
-        [[row.model, f"{row.median_ms:.1f} ({row.median_ms / baseline.median_ms:.2f}x)",
+        ["model", "step ms, median", "x torch (median of per-round ratios)", "saved for backward MiB (x torch)"],
+        [[row.model, f"{row.median_ms:.1f}", f"{row.ratio:.2f}x",
           f"{row.saved_bytes / 2**20:.1f} ({row.saved_bytes / baseline.saved_bytes:.2f}x)"] for row in rows])
     notes = [f"batch {args.batch} real + {args.batch} fake images, 3x{image_size}x{image_size}, ndf {args.ndf}, "
-             f"float32, CPU reference backend; median of {args.repeats} steps after 2 warm-up steps",
-             "saved bytes: unique storages packed by saved_tensors_hooks during the forward of both batches"]
+             f"float32, default CPU backend (reference: torch's convolution, NumPy BatchNorm+LeakyReLU); "
+             f"{args.repeats} rounds after 2 warm-up steps each, the models taking turns within a round",
+             "saved bytes: unique storages packed by saved_tensors_hooks during the forward of both batches", load]
     panels = {"step ms": [row.median_ms for row in rows],
               "saved for backward MiB": [row.saved_bytes / 2**20 for row in rows]}
     report("dcgan_step", "DCGAN discriminator training step", rows, table, notes, args.out,

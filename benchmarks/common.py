@@ -28,6 +28,7 @@ DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)  # 64 Ki, 1 Mi, 16 Mi elements; the 
 QUICK_SIZES = (1 << 12, 1 << 14)
 SIM_MAX_SIZE = 1 << 20  # the emulator interprets every vector instruction: too slow beyond ~1 Mi
 PHASES = ("forward", "backward", "forward+backward")
+_DEFAULT_THREADS = torch.get_num_threads()  # before a script's --threads
 
 
 @dataclass
@@ -64,7 +65,33 @@ def resolve_sizes(args) -> list[int]:
 def environment() -> str:
     return (f"torch {torch.__version__}, numpy {np.__version__}, ascend_acts {ascend_acts.__version__}; "
             f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-            f"torch.get_num_threads() = {torch.get_num_threads()} (default, not changed)")
+            f"torch.get_num_threads() = {torch.get_num_threads()}"
+            f"{' (the default)' if torch.get_num_threads() == _DEFAULT_THREADS else ''}")
+
+
+def cpu_usage() -> tuple[float, float, float] | None:
+    """(wall s, CPU s busy on the whole machine, CPU s of this process) from /proc/stat; None off Linux."""
+    try:
+        import resource
+
+        with open("/proc/stat") as handle:
+            ticks = [int(v) for v in handle.readline().split()[1:]]
+    except (ImportError, OSError):
+        return None
+    busy = sum(ticks[:3]) + sum(ticks[5:8])  # user, nice, system, irq, softirq, steal (not idle, iowait)
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return time.time(), busy / os.sysconf("SC_CLK_TCK"), own.ru_utime + own.ru_stime
+
+
+def other_processes_note(before, after) -> str:
+    """How much CPU other processes took during the run: they slow torch's multi-threaded regions most."""
+    if before is None or after is None:
+        return "CPU use of other processes during the run: unknown (no /proc/stat)"
+    wall, busy, own = (b - a for a, b in zip(before, after))
+    available = wall * (os.cpu_count() or 1)
+    other = max(busy - own, 0.0)
+    return (f"other processes used {other:.1f} of the {available:.0f} CPU-seconds of the run "
+            f"({other / available:.0%}); anything but ~0% inflates the times, torch's 2-thread OpenMP regions most")
 
 
 def median_ms(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
@@ -77,6 +104,29 @@ def median_ms(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return 1e3 * statistics.median(times)
+
+
+def interleaved_ms(calls: dict[str, Callable[[], object]], repeats: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Wall times in ms of each call, the calls taking turns (round robin, the order rotated every round):
+    on a shared machine a change of load then hits every side alike, and per-round ratios compare calls
+    that ran seconds apart. Each call runs `warmup` untimed times first."""
+    names = list(calls)
+    for name in names:
+        for _ in range(warmup):
+            calls[name]()
+    times = {name: [] for name in names}
+    for round_index in range(repeats):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            start = time.perf_counter()
+            calls[name]()
+            times[name].append(1e3 * (time.perf_counter() - start))
+    return times
+
+
+def median_ratio(times: list[float], baseline: list[float]) -> float:
+    """Median over rounds of time / baseline time (from interleaved_ms)."""
+    return statistics.median(t / b for t, b in zip(times, baseline))
 
 
 def saved_bytes(forward: Callable[[], torch.Tensor]) -> int:

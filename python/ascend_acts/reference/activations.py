@@ -36,6 +36,32 @@ def _take_where(mask: np.ndarray, source: np.ndarray, target: np.ndarray) -> Non
     target_bits ^= difference
 
 
+def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:
+    """1 where positive, else slope, in dtype: the LeakyReLU derivative, so that x * factor is exactly
+    x > 0 ? x : x * slope. For 0 <= slope <= 1 by arithmetic, which is exact: (1 - s) + s rounds to 1."""
+    dtype = np.dtype(dtype)
+    slope = dtype.type(slope)
+    factors = positive.astype(dtype)
+    if 0 <= slope <= 1:
+        factors *= dtype.type(1) - slope
+        factors += slope
+    else:
+        _take_where(~positive, np.full_like(factors, slope), factors)
+    return factors
+
+
+def _leaky_relu_chunk(values: np.ndarray, slope) -> np.ndarray:
+    """values > 0 ? values : values * slope (a new array), exactly, for a constant slope of values' dtype."""
+    scaled = values * slope
+    if 0 < slope <= 1:  # values > 0: values >= values * slope; otherwise the reverse; NaN propagates
+        np.maximum(values, scaled, out=scaled)
+    elif slope > 1:
+        np.minimum(values, scaled, out=scaled)
+    else:
+        _take_where(values > 0, values, scaled)
+    return scaled
+
+
 def _select(values, test, slopes: Slopes, out) -> None:
     """out = test > 0 ? values : values * slope, in the compute dtype, rounded once to out's dtype."""
     ctype = compute_dtype(values.dtype)
@@ -61,12 +87,29 @@ def _noise(seed: int, lower: float, upper: float) -> Slopes:
 
 
 def leaky_relu(x, negative_slope: float, out) -> None:
-    _select(x, x, _constant(negative_slope), out)
+    ctype = compute_dtype(x.dtype)
+    slope = ctype.type(negative_slope)
+    x, out = x.reshape(-1), out.reshape(-1)
+
+    def body(start: int, stop: int) -> None:
+        with np.errstate(invalid="ignore", over="ignore"):
+            out[start:stop] = _leaky_relu_chunk(x[start:stop].astype(ctype, copy=False), slope)
+
+    for_chunks(x.size, body)
 
 
 def leaky_relu_backward(grad, saved, negative_slope: float, out) -> None:
     """saved is the input, or the output when negative_slope >= 0 (same sign pattern)."""
-    _select(grad, saved, _constant(negative_slope), out)
+    ctype = compute_dtype(grad.dtype)
+    grad, saved, out = grad.reshape(-1), saved.reshape(-1), out.reshape(-1)
+
+    def body(start: int, stop: int) -> None:
+        factors = slope_factors(saved[start:stop] > 0, negative_slope, ctype)
+        with np.errstate(invalid="ignore", over="ignore"):
+            factors *= grad[start:stop].astype(ctype, copy=False)
+        out[start:stop] = factors  # last, so `out` may alias `grad` or `saved`
+
+    for_chunks(grad.size, body)
 
 
 def rrelu(x, lower: float, upper: float, seed: int, out) -> None:

@@ -1,4 +1,6 @@
-"""NumPy reference for the fused Conv2d -> BatchNorm2d -> LeakyReLU, forward and backward.
+"""NumPy reference for the fused Conv2d -> BatchNorm2d -> LeakyReLU, forward and backward: the float64
+oracle the tests compare every backend against, written for clarity, not speed. The reference backend
+does not run it: it runs torch's convolution and the two-pass kernels of batch_norm_leaky_relu.py.
 
 Arrays are NCHW; float64 stays float64, other dtypes are computed in float32 (callers round once).
 Convolution is im2col + GEMM per group: `padding` is (top, bottom, left, right), so torch's "same"

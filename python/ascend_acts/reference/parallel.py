@@ -45,18 +45,19 @@ def thread_count() -> int:
     return max(1, min(torch.get_num_threads(), _CPUS))
 
 
-def for_chunks(size: int, body: Callable[[int, int], None]) -> None:
-    """Calls body(start, stop) for consecutive chunks covering range(size), in parallel when large."""
+def for_chunks(size: int, body: Callable[[int, int], None], chunk: int = CHUNK) -> None:
+    """Calls body(start, stop) for consecutive chunks of `chunk` items covering range(size), in parallel
+    when there are several chunks (`chunk` in other units than elements, e.g. rows: pass CHUNK // row length)."""
     def run(first: int, last: int) -> None:
-        for start in range(first, last, CHUNK):
-            body(start, min(start + CHUNK, last))
+        for start in range(first, last, chunk):
+            body(start, min(start + chunk, last))
 
-    chunks = -(-size // CHUNK)
+    chunks = -(-size // chunk)
     workers = min(thread_count(), chunks)
     if workers <= 1:
         run(0, size)
         return
-    per_worker = -(-chunks // workers) * CHUNK
+    per_worker = -(-chunks // workers) * chunk
     spans = [(first, min(first + per_worker, size)) for first in range(0, size, per_worker)]
     pool = _executor()
     for future in [pool.submit(run, *span) for span in spans]:

@@ -1,0 +1,154 @@
+"""The BatchNorm + LeakyReLU part of the fused block as the reference backend runs it: NumPy, in two passes.
+
+conv_bn.py is the float64 oracle, written for clarity (whole-array expressions); these kernels compute the
+same in one compute dtype (float32, or float64) for speed. The (N, C, H, W) arrays are seen as N*C rows of
+H*W elements and walked in cache-sized blocks of rows on reference.parallel's threads, so each pass reads
+memory once and its temporaries stay near the core:
+- forward: (1) per row its sum and its centred sum of squares, merged per channel by Chan's formula (one
+  read, no E[y^2] - E[y]^2 cancellation); (2) out = LeakyReLU((y - mean) * gamma * invstd + beta).
+- backward (InPlace-ABN): (1) per row the sums of dz and dz * u, where dz is grad_out through the LeakyReLU
+  and u is x-hat up to a per-channel factor, both recovered from what was kept (the output, or the conv
+  output); (2) grad_y = P dz + Q u + R with per-channel P, Q, R.
+Row sums use einsum (its own SIMD loops): BLAS gemv is faster alone but starts threads of its own inside
+ours.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .activations import slope_factors
+from .parallel import CHUNK, for_chunks
+
+
+def _for_rows(rows: int, row_size: int, body) -> None:
+    for_chunks(rows, body, chunk=max(1, CHUNK // max(row_size, 1)))
+
+
+def _row_size(a: np.ndarray) -> int:
+    return int(np.prod(a.shape[2:]))
+
+
+def _per_row(values: np.ndarray, batch: int) -> np.ndarray:
+    """A per-channel vector as a column over the N*C rows (row n*C + c has channel c)."""
+    return np.tile(values, batch)[:, None]
+
+
+def _row_sums(block: np.ndarray, out: np.ndarray) -> None:
+    np.einsum("ij->i", block, out=out)
+
+
+def _leaky_relu_in_place(z: np.ndarray, slope) -> None:
+    """z = z > 0 ? z : z * slope, exactly (NaN, -0.0 and infinities included)."""
+    scaled = z * slope
+    if 0 < slope <= 1:  # z > 0: z >= z * slope; otherwise z * slope >= z; NaN propagates
+        np.maximum(z, scaled, out=z)
+    elif slope > 1:
+        np.minimum(z, scaled, out=z)
+    else:
+        np.multiply(z, slope_factors(z > 0, slope, z.dtype), out=z)
+
+
+def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slope: float, out: np.ndarray):
+    """BatchNorm2d (batch statistics) + LeakyReLU of y (N, C, H, W), written into out (which may be y).
+    Returns (mean, invstd, biased variance), per channel, in y's dtype."""
+    n, c = y.shape[:2]
+    dtype = y.dtype
+    size = _row_size(y)
+    rows_in, rows_out = y.reshape(n * c, size), out.reshape(n * c, size)
+    sums, squares = np.empty(n * c, dtype), np.empty(n * c, dtype)
+
+    def statistics(start: int, stop: int) -> None:
+        block = rows_in[start:stop]
+        _row_sums(block, sums[start:stop])
+        centred = block - (sums[start:stop] / dtype.type(max(size, 1)))[:, None]
+        np.einsum("ij,ij->i", centred, centred, out=squares[start:stop])
+
+    _for_rows(n * c, size, statistics)
+    mean, variance = _merge(sums.reshape(n, c), squares.reshape(n, c), size)
+    mean, variance = mean.astype(dtype), variance.astype(dtype)
+    invstd = 1 / np.sqrt(variance + dtype.type(eps))
+    shift, scale = _per_row(mean, n), _per_row(gamma * invstd, n)
+    bias, slope = _per_row(beta, n), dtype.type(slope)
+
+    def normalise(start: int, stop: int) -> None:
+        block = rows_out[start:stop]
+        np.subtract(rows_in[start:stop], shift[start:stop], out=block)
+        block *= scale[start:stop]
+        block += bias[start:stop]
+        _leaky_relu_in_place(block, slope)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        _for_rows(n * c, size, normalise)
+    return mean, invstd, variance
+
+
+def _merge(sums: np.ndarray, squares: np.ndarray, size: int):
+    """Per-channel mean and biased variance from per-(n, c) row sums and centred sums of squares of `size`
+    elements each (Chan et al.), in float64. An empty batch gives NaN, as a mean over nothing."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sums, squares = sums.astype(np.float64), squares.astype(np.float64)
+        count = sums.shape[0] * size
+        mean = sums.sum(axis=0) / count
+        row_means = sums / size if size else np.zeros_like(sums)
+        spread = squares.sum(axis=0) + size * ((row_means - mean) ** 2).sum(axis=0)
+        return mean, spread / count
+
+
+def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_output: bool, gamma: np.ndarray,
+             beta: np.ndarray, mean: np.ndarray, invstd: np.ndarray, slope: float, grad_y: np.ndarray):
+    """Gradient of the BatchNorm + LeakyReLU part, written into grad_y (which may be grad_out). `saved` is
+    the output when saved_is_output (then slope > 0 and gamma has no zero), else the conv output.
+    Returns (grad_gamma, grad_beta) in the arrays' dtype."""
+    n, c = grad_out.shape[:2]
+    dtype = grad_out.dtype
+    size = _row_size(grad_out)
+    rows_grad, rows_saved, rows_result = (a.reshape(n * c, size) for a in (grad_out, saved, grad_y))
+    slope = dtype.type(slope)
+    if saved_is_output:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
+        offset, u_to_xhat = _per_row(beta, n), 1 / gamma
+
+        def recover(start: int, stop: int):
+            kept = rows_saved[start:stop]
+            factors = slope_factors(kept > 0, slope, dtype)
+            u = kept / factors
+            u -= offset[start:stop]
+            return rows_grad[start:stop] * factors, u
+    else:  # u = y - mean = x-hat / invstd; z = u * gamma * invstd + beta
+        shift, scale, bias, u_to_xhat = _per_row(mean, n), _per_row(gamma * invstd, n), _per_row(beta, n), invstd
+
+        def recover(start: int, stop: int):
+            u = rows_saved[start:stop] - shift[start:stop]
+            z = u * scale[start:stop]
+            z += bias[start:stop]
+            return rows_grad[start:stop] * slope_factors(z > 0, slope, dtype), u
+
+    sums_dz, sums_dz_u = np.empty(n * c, dtype), np.empty(n * c, dtype)
+
+    def reduce(start: int, stop: int) -> None:
+        dz, u = recover(start, stop)
+        _row_sums(dz, sums_dz[start:stop])
+        np.einsum("ij,ij->i", dz, u, out=sums_dz_u[start:stop])
+
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        _for_rows(n * c, size, reduce)
+        grad_beta = sums_dz.reshape(n, c).astype(np.float64).sum(axis=0)
+        count = n * size
+        # an empty batch has NaN statistics (u_to_xhat may be NaN): its gradients are sums over nothing, 0
+        grad_gamma = sums_dz_u.reshape(n, c).astype(np.float64).sum(axis=0) * (u_to_xhat if count else 0)
+        # grad_y = k (dz - mean(dz) - x-hat mean(dz x-hat)), k = gamma * invstd, x-hat = u * u_to_xhat
+        k = gamma.astype(np.float64) * invstd
+        p = _per_row(k.astype(dtype), n)
+        q = _per_row((-k * u_to_xhat * grad_gamma / count).astype(dtype), n)
+        r = _per_row((-k * grad_beta / count).astype(dtype), n)
+
+        def combine(start: int, stop: int) -> None:
+            dz, u = recover(start, stop)
+            block = rows_result[start:stop]  # written last: grad_y may be grad_out
+            u *= q[start:stop]
+            dz *= p[start:stop]
+            dz += u
+            np.add(dz, r[start:stop], out=block)
+
+        _for_rows(n * c, size, combine)
+    return grad_gamma.astype(dtype), grad_beta.astype(dtype)
