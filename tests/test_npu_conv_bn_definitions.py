@@ -91,22 +91,27 @@ def snake(name: str) -> str:
     return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
-CTYPES = {"uint64_t": "c_ulong", "uint32_t": "c_uint", "int32_t": "c_int", "float": "c_float"}
+def exposed(cls) -> set[str]:
+    """The fields the binding shows of a C++ tiling struct (ascend_acts._sim)."""
+    return {name for name in dir(cls) if not name.startswith("_")}
 
 
-def test_batch_norm_tiling_struct_matches_its_python_mirror():
+@pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
+def test_batch_norm_tiling_struct_is_seen_from_python_field_by_field():
+    from ascend_acts import _sim
+
     fields = header_fields("batch_norm_leaky_relu_tiling_data.h", "BatchNormLeakyReluTiling")
-    mirror = [(name, kind.__name__) for name, kind in sim.BatchNormTiling._fields_]
-    assert mirror == [(snake(name), CTYPES[kind]) for kind, name in fields]
+    assert exposed(_sim.BatchNormLeakyReluTiling) == {snake(name) for _, name in fields}
 
 
-def test_eval_tiling_struct_matches_its_python_mirror():
+@pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
+def test_eval_tiling_struct_is_seen_from_python_field_by_field():
+    from ascend_acts import _sim
+
     geometry = header_fields("conv_bn_leaky_relu_eval_tiling_data.h", "ConvGeometry")
     names = {"inChannels": "in_channels", "outChannels": "out_channels", "padH": "pad_top", "padW": "pad_left"}
-    expected = [(names.get(name, snake(name)), CTYPES[kind]) for kind, name in geometry]
-    for kind, name in header_fields("conv_bn_leaky_relu_eval_tiling_data.h", "ConvBnLeakyReluEvalTiling")[1:-1]:
-        expected.append((snake(name), CTYPES[kind]))
-    mirror = [(name, kind.__name__) for name, kind in sim.ConvEvalTiling._fields_]
-    assert mirror[:-1] == expected and mirror[-1][0] == "cube"
+    assert exposed(_sim.ConvGeometry) == {names.get(name, snake(name)) for _, name in geometry}
+    plan = header_fields("conv_bn_leaky_relu_eval_tiling_data.h", "ConvBnLeakyReluEvalTiling")
+    assert exposed(_sim.ConvBnLeakyReluEvalTiling) == {snake(name) for _, name in plan}
     cube = header_fields("conv_bn_leaky_relu_eval_tiling_data.h", "CubeTilingFields")
-    assert [(name, kind.__name__) for name, kind in sim.CubeTiling._fields_] == [(n, CTYPES[k]) for k, n in cube]
+    assert exposed(_sim.CubeTiling) == {name for _, name in cube}

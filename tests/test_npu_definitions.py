@@ -103,15 +103,15 @@ def test_a_disagreement_is_detected(alter):
         check(spec)
 
 
-def test_tiling_struct_matches_its_python_mirror():
+@pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
+def test_tiling_struct_is_seen_from_python_field_by_field():
+    from ascend_acts import _sim
+
     header = (ROOT / "op_kernel/elementwise_tiling_data.h").read_text()
     body = re.search(r"struct ElementwiseTiling \{(.*?)\};", header, re.S).group(1)
     fields = re.findall(r"^\s*(uint64_t|uint32_t|float)\s+(\w+);", body, re.M)
-    ctypes_names = {"uint64_t": "c_ulong", "uint32_t": "c_uint", "float": "c_float"}
-    mirror = [(name, kind.__name__) for name, kind in sim.ElementwiseTiling._fields_]
-    snake = [re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower() for _, name in fields]
-    assert [n for n, _ in mirror] == snake
-    assert [k for _, k in mirror] == [ctypes_names[t] for t, _ in fields]
+    snake = {re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower() for _, name in fields}
+    assert {n for n in dir(_sim.ElementwiseTiling) if not n.startswith("_")} == snake
 
 
 def run_script(name, *args, env_overrides=None):

@@ -163,3 +163,34 @@ def test_backward_leaves_select_its_ub_reserve(dtype):
     assert backward.tile_length < 131 * 130 and backward.peak_ub_bytes <= 184 * 1024
     assert backward.peak_ub_bytes + 4 * 1024 > 184 * 1024  # the largest tile that leaves the reserve
     assert forward.peak_ub_bytes > 184 * 1024
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("padding", [(1, 1, 1, 1), (0, 1, 0, 1)], ids=["same", "asymmetric"])
+def test_training_convolution_is_torchs_in_float32(dtype, padding):
+    """The platform convolution of the fused training op, forward and backward, is torch's (oneDNN here, as
+    torch_npu's on the NPU): computed in float32, rounded to the input dtype once; bit-identical."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 3, 9, 8, generator=g).to(dtype)
+    weight, bias = torch.randn(5, 3, 3, 3, generator=g).to(dtype), torch.randn(5, generator=g).to(dtype)
+    gamma, beta = torch.rand(5, generator=g) + 0.5, torch.randn(5, generator=g)
+    geometry = ((2, 1), padding, (1, 1), 1)
+    out, conv_out, mean, invstd = sim().conv_bn_leaky_relu_train(x, weight, bias, gamma, beta, None, None, *geometry,
+                                                                 0.1, EPS, SLOPE, False)
+    top, bottom, left, right = padding
+    x32 = F.pad(x.float(), (left, right, top, bottom)).requires_grad_()
+    w32 = weight.float().requires_grad_()
+    expected = F.conv2d(x32, w32, bias.float(), (2, 1))
+    assert torch.equal(conv_out, expected.to(dtype))
+
+    grad_out = torch.randn(out.shape, generator=g).to(dtype)
+    grads = sim().conv_bn_leaky_relu_train_backward(grad_out, conv_out, False, x, weight, gamma, beta, mean, invstd,
+                                                    *geometry, SLOPE)
+    # the BN part's gradient of the conv output, then torch's convolution backward of it in float32
+    y32 = conv_out.float().requires_grad_()
+    z = F.batch_norm(y32, None, None, gamma, beta, True, 0.0, EPS)
+    (grad_y,) = torch.autograd.grad(F.leaky_relu(z, SLOPE), y32, grad_out.float())
+    grad_x, grad_w = torch.autograd.grad(expected, (x32, w32), grad_y)
+    torch.testing.assert_close(grads[0], grad_x[:, :, top:top + 9, left:left + 8].to(dtype), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[1], grad_w.to(dtype), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[2], grad_y.sum((0, 2, 3)).to(dtype), rtol=1e-5, atol=1e-5)
