@@ -1,4 +1,4 @@
-"""Builds the AscendC emulator libraries with CMake as part of `pip install` (editable or not), and the
+"""Builds the AscendC emulator modules (pybind11) with CMake as part of `pip install` (editable or not), and the
 torch_npu extension ascend_acts._npu_ops (python/ascend_acts/csrc/) when the CANN toolkit, torch_npu and the
 installed custom op package are all found; otherwise it prints one line saying why it skips the extension.
 
@@ -76,8 +76,8 @@ else:
 
 
 class CMakeBuild(BuildBase):
-    """One CMake build makes both emulator libraries, named as setuptools expects the extension files
-    (ascend_acts.backends.sim loads them with ctypes); the torch_npu extension, if any, builds as usual."""
+    """One CMake build makes both emulator modules (ascend_acts._sim, ascend_acts._sim_tests), named as
+    setuptools expects the extension files; the torch_npu extension, if any, builds as usual."""
 
     def build_extension(self, ext: Extension) -> None:
         if ext.name not in LIBRARIES:
@@ -87,7 +87,10 @@ class CMakeBuild(BuildBase):
             return
         names = {var: Path(self.get_ext_fullpath(name)).name for name, var in LIBRARIES.items()}
         build_dir = Path(self.build_temp).resolve() / "cmake"
+        import pybind11  # a build requirement (pyproject.toml)
+
         configure = ["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+                     f"-DPython_EXECUTABLE={sys.executable}", f"-Dpybind11_DIR={pybind11.get_cmake_dir()}",
                      f"-DASCEND_ACTS_OUTPUT_DIR={target.parent}", *(f"-D{var}={name}" for var, name in names.items())]
         subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build_dir), "--parallel", "2"], check=True)

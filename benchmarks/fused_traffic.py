@@ -40,21 +40,18 @@ class TrafficRow:
 
 def measure_layer(name: str, cin: int, size: int, cout: int, batch: int) -> TrafficRow:
     from ascend_acts.backends import sim
-    from ascend_acts.backends.reference import to_array
 
     dtype = torch.float16
     element = torch.finfo(dtype).bits // 8
     x = torch.randn(1, cin, size, size).to(dtype)
     weight = (torch.randn(cout, cin, 4, 4) / (cin * 16) ** 0.5).to(dtype)
     bias = torch.randn(cout)
-    out = torch.empty(1, cout, size // 2, size // 2, dtype=dtype)
-    sim.conv_bn_leaky_relu_eval(to_array(x), to_array(weight), to_array(bias), (2, 2), (1, 1, 1, 1), (1, 1), 0.2,
-                                to_array(out))
+    out = sim.conv_bn_leaky_relu_eval(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
     launch = sim.last_launch()
     gm_in, gm_out = launch.buffer_bytes_in, launch.buffer_bytes_out
-    assert gm_out["out"] == out.numel() * element, "the fused kernel must write its output once"
+    assert gm_out["y"] == out.numel() * element, "the fused kernel must write its output once"
     weight_bytes, bias_bytes = weight.numel() * element, bias.numel() * 4
-    per_image_hbm = gm_in["x"] + gm_out["out"]
+    per_image_hbm = gm_in["x"] + gm_out["y"]
     per_image_l2 = gm_in["weight"] - weight_bytes + gm_in["bias"] - bias_bytes + gm_in["workspace"] + gm_out["workspace"]
     fused_hbm = batch * per_image_hbm + weight_bytes + bias_bytes
     fused_l2 = batch * per_image_l2

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ascend_acts.backends import sim
 
@@ -42,14 +43,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS, help="directory for sim_traffic.md")
     args = parser.parse_args()
     n = 10**5 if args.quick else args.elements
-    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
-    grad = np.ones_like(x)
-    out = np.empty_like(x)
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal(n).astype(np.float32))
+    grad, seed = torch.ones_like(x), torch.tensor([1234])
     runs = {
-        "leaky_relu": lambda: sim.leaky_relu(x, 0.2, out),
-        "leaky_relu_backward": lambda: sim.leaky_relu_backward(grad, x, 0.2, out),
-        "rrelu": lambda: sim.rrelu(x, 1 / 8, 1 / 3, 1234, out),
-        "rrelu_backward": lambda: sim.rrelu_backward(grad, x, 1 / 8, 1 / 3, 1234, out),
+        "leaky_relu": lambda: sim.leaky_relu(x, 0.2),
+        "leaky_relu_backward": lambda: sim.leaky_relu_backward(grad, x, 0.2, False),
+        "rrelu": lambda: sim.rrelu_with_seed(x, seed, 1 / 8, 1 / 3),
+        "rrelu_backward": lambda: sim.rrelu_with_seed_backward(grad, x, seed, 1 / 8, 1 / 3, False),
     }
     lines = [f"### Elementwise kernels on the emulator: {n:,} float32 elements, ascend910b1 (48 vector cores)", "",
              "| kernel | GM in | GM out | DataCopy | vector instr. | peak UB | emulator s | modelled 910B us "

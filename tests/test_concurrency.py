@@ -242,17 +242,15 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
     """Thread A tiles for 3 cores inside launch_settings; thread B, launching meanwhile, still tiles for
     all 48 and sees its own launch in last_launch(), and A still sees its own afterwards."""
     require("sim")
-    import numpy as np
-
     from ascend_acts.backends import sim
 
-    x = np.linspace(-1, 1, 4096, dtype=np.float32)
+    x = torch.linspace(-1, 1, 4096)
     a_launched, b_launched = threading.Event(), threading.Event()
     seen = {}
 
     def thread_a():
         with sim.launch_settings(vector_cores=3):
-            sim.leaky_relu(x, 0.2, np.empty_like(x))
+            sim.leaky_relu(x, 0.2)
             a_launched.set()
             assert b_launched.wait(timeout=60)
             seen["a"] = sim.last_launch()
@@ -263,7 +261,7 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
         assert a_launched.wait(timeout=60)
 
         def thread_b():
-            sim.leaky_relu_backward(x, x, 0.2, np.empty_like(x))
+            sim.leaky_relu_backward(x, x, 0.2, False)
             return sim.last_launch()
         seen["b"] = _in_thread(thread_b)
     finally:

@@ -2,8 +2,6 @@
 small convolution through L1 -> LoadData 3Dv2 img2col -> Mmad -> Fixpipe -> GM -> vector core agrees with
 torch's float64 convolution, and one deliberately broken kernel per cube/cross-core rule raises it."""
 
-import ctypes
-
 import numpy as np
 import pytest
 import torch
@@ -38,16 +36,13 @@ def run_cube(name, height=6, width=5, kernel=3, stride=1, pad=1, dilation=1, see
     w_matrix = w.transpose(0, 2, 3, 1).reshape(COUT, -1)               # K = (kh, kw, c0)
     w_packed = pack_weight_zz(w_matrix)
     out = np.zeros(COUT * ho * wo, np.float32)
-    geometry = (ctypes.c_uint32 * 6)(height, width, kernel, stride, pad, dilation)
-    lib = sim.load_library("_sim_tests")
-    stats, error, block = sim.Stats(), ctypes.create_string_buffer(1024), ctypes.c_int64(-1)
-    status = lib.acts_sim_test_cube_kernel(name.encode(), geometry, ctypes.c_void_p(x_l1.ctypes.data),
-                                           ctypes.c_void_p(w_packed.ctypes.data), ctypes.c_void_p(out.ctypes.data),
-                                           ctypes.byref(stats), error, ctypes.c_uint64(1024), ctypes.byref(block))
-    sim.raise_for_status(status, name, error, block)
+    geometry = np.array([height, width, kernel, stride, pad, dilation], np.uint32)
+    from ascend_acts import _sim_tests
+
+    launch = _sim_tests.launch(name, {"x": x_l1, "w": w_packed, "y": out}, geometry, block_dim=1)
     expected = 2 * torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(),
                                               stride=stride, padding=pad, dilation=dilation)
-    return out.reshape(COUT, ho * wo), expected[0].reshape(COUT, -1).numpy(), sim.launch_from_stats(name, stats)
+    return out.reshape(COUT, ho * wo), expected[0].reshape(COUT, -1).numpy(), launch
 
 
 @pytest.mark.parametrize("geometry", [
@@ -59,7 +54,8 @@ def test_cube_convolution_matches_torch(geometry):
     assert launch.cube_iterations == 1 and launch.block_dim == 3  # AIC + 2 AIVs counted per core
 
 
-@pytest.mark.parametrize("kernel, rule, block", [
+# (test kernel of tests/sim_kernels/cube_kernels.cpp, the rule it breaks, the block named)
+BROKEN_CUBE_KERNELS = [
     ("cube_missing_flag", "cross_core_hazard", 0),      # AIV 0 reads the ring before AIC 0 flagged it
     ("cube_wrong_position", "cube_position", 0),
     ("cube_unaligned_l0", "cube_alignment", 0),
@@ -70,8 +66,15 @@ def test_cube_convolution_matches_torch(geometry):
     ("cube_api_on_vector", "wrong_core", 0),
     ("cube_deadlock", "cross_core_deadlock", None),
     ("cube_overwrite_before_release", "cross_core_hazard", 0),  # AIC 0 rewrites the ring the AIVs read after flag 2
-])
+    ("cube_load_past_l0", "cube_out_of_bounds", 0),     # LoadData 2D one fractal past the L0A buffer
+    ("cube_mmad_zero_m", "mmad_params", 0),
+    ("cube_mmad_winograd", "cube_params", 0),
+    ("cube_flag_id_past_15", "cross_core_flag", 0),
+]
+
+
+@pytest.mark.parametrize("kernel, rule, block", BROKEN_CUBE_KERNELS)
 def test_broken_cube_kernel_raises_its_rule(kernel, rule, block):
     with pytest.raises(sim.EmulatorError) as caught:
         run_cube(kernel)
-    assert (caught.value.kernel, caught.value.rule, caught.value.block) == (kernel, rule, block)
+    assert (caught.value.kernel, caught.value.rule, caught.value.block) == (kernel, sim.Rule[rule], block)

@@ -31,7 +31,9 @@ def one_line(text):
 
 
 def configure(build, *args, **env):
-    return subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Unix Makefiles", *args],
+    # this Python: the emulator modules' pybind11 comes from it
+    return subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build), "-G", "Unix Makefiles",
+                           f"-DPython_EXECUTABLE={sys.executable}", *args],
                           capture_output=True, text=True, env=clean_env(**env), timeout=120)
 
 

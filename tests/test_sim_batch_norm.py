@@ -1,5 +1,5 @@
 """The AscendC BatchNorm + LeakyReLU training kernels (op_kernel/batch_norm_leaky_relu*.cpp) on the
-emulator, called directly (array interface of the "sim" backend), against torch in float64; their
+emulator, called directly (the kernel-level functions of the "sim" backend), against torch in float64; their
 GM traffic and determinism from the emulator's counters."""
 
 import pytest
@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 
 from ascend_acts import backends
-from ascend_acts.backends.reference import to_array
 from markers import fast_only
 
 pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")
@@ -40,13 +39,8 @@ def bn_inputs(shape, dtype, seed=0):
 
 
 def run_forward(x, weight, bias, running_mean, running_var, update=True):
-    c = x.shape[1]
-    out = torch.empty_like(x)
-    save_mean, save_invstd = torch.empty(c), torch.empty(c)
-    sim().batch_norm_leaky_relu_forward(
-        to_array(x), to_array(weight), to_array(bias), to_array(running_mean), to_array(running_var),
-        SLOPE, EPS, MOMENTUM, update, to_array(out), to_array(save_mean), to_array(save_invstd))
-    return out, save_mean, save_invstd
+    return sim().batch_norm_leaky_relu(x, weight, bias, running_mean if update else None,
+                                       running_var if update else None, SLOPE, EPS, MOMENTUM)
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
@@ -83,10 +77,8 @@ def test_bn_backward_from_output_matches_torch(shape, dtype):
     c = shape[1]
     out, _, save_invstd = run_forward(x, weight, bias, torch.zeros(c), torch.ones(c), update=False)
     grad_out = torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
-    grad_input, grad_weight, grad_bias = torch.empty_like(x), torch.empty(c), torch.empty(c)
-    sim().batch_norm_leaky_relu_backward(
-        to_array(grad_out), to_array(out), to_array(weight), to_array(bias), to_array(save_invstd), SLOPE,
-        to_array(grad_input), to_array(grad_weight), to_array(grad_bias))
+    grad_input, grad_weight, grad_bias = sim().batch_norm_leaky_relu_grad(grad_out, out, weight, bias, save_invstd,
+                                                                          SLOPE)
 
     x64 = x.double().requires_grad_()
     w64, b64 = weight.double().requires_grad_(), bias.double().requires_grad_()
@@ -102,12 +94,7 @@ def test_bn_backward_from_output_matches_torch(shape, dtype):
 
 
 def run_backward(grad_out, out, weight, bias, save_invstd):
-    c = out.shape[1]
-    grad_input, grad_weight, grad_bias = torch.empty_like(out), torch.empty(c), torch.empty(c)
-    sim().batch_norm_leaky_relu_backward(
-        to_array(grad_out), to_array(out), to_array(weight), to_array(bias), to_array(save_invstd), SLOPE,
-        to_array(grad_input), to_array(grad_weight), to_array(grad_bias))
-    return grad_input, grad_weight, grad_bias
+    return sim().batch_norm_leaky_relu_grad(grad_out, out, weight, bias, save_invstd, SLOPE)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
@@ -120,12 +107,12 @@ def test_traffic_two_passes_one_write(dtype):
     launch = sim().last_launch()
     assert launch.kernel == "acts_batch_norm_leaky_relu"
     assert launch.buffer_bytes_in["x"] == 2 * nbytes
-    assert launch.buffer_bytes_out["out"] == nbytes and launch.buffer_bytes_in["out"] == 0
+    assert launch.buffer_bytes_out["y"] == nbytes and launch.buffer_bytes_in["y"] == 0
     assert launch.buffer_bytes_out["running_var"] == 5 * 4 and launch.buffer_bytes_out["save_mean"] == 5 * 4
     run_backward(torch.randn(shape).to(dtype), out, weight, bias, save_invstd)
     launch = sim().last_launch()
-    assert launch.buffer_bytes_in["grad_out"] == 2 * nbytes and launch.buffer_bytes_in["output"] == 2 * nbytes
-    assert launch.buffer_bytes_out["grad_input"] == nbytes
+    assert launch.buffer_bytes_in["dy"] == 2 * nbytes and launch.buffer_bytes_in["y"] == 2 * nbytes
+    assert launch.buffer_bytes_out["dx"] == nbytes
     assert launch.block_dim == 5  # whole channels per core
 
 
@@ -150,17 +137,14 @@ def test_results_do_not_depend_on_the_core_split(platform, cores):
 def test_backward_refuses_what_it_cannot_invert():
     x, weight, bias = bn_inputs((1, 2, 4, 4), torch.float32)
     out, _, invstd = run_forward(x, weight, bias, torch.zeros(2), torch.ones(2))
-    args = [to_array(t) for t in (out, out, weight, bias, invstd)]
-    outs = [to_array(t) for t in (torch.empty_like(out), torch.empty(2), torch.empty(2))]
     with pytest.raises(ValueError, match="negative_slope"):
-        sim().batch_norm_leaky_relu_backward(*args, 0.0, *outs)
-    zero_gamma = to_array(torch.tensor([1.0, 0.0]))
+        sim().batch_norm_leaky_relu_grad(out, out, weight, bias, invstd, 0.0)
     with pytest.raises(ValueError, match="gamma"):
-        sim().batch_norm_leaky_relu_backward(args[0], args[1], zero_gamma, *args[3:], SLOPE, *outs)
+        sim().batch_norm_leaky_relu_grad(out, out, torch.tensor([1.0, 0.0]), bias, invstd, SLOPE)
 
 
 def test_tiling_walks_long_planes_in_several_tiles():
-    tiling = sim().batch_norm_tiling(False, (1, 2, 131, 130), 4)
+    tiling = sim().batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", (1, 2, 131, 130), 4)
     assert tiling.tile_length < 131 * 130 and tiling.tile_length % 64 == 0
     assert tiling.used_core_num == 2
 
@@ -179,3 +163,34 @@ def test_backward_leaves_select_its_ub_reserve(dtype):
     assert backward.tile_length < 131 * 130 and backward.peak_ub_bytes <= 184 * 1024
     assert backward.peak_ub_bytes + 4 * 1024 > 184 * 1024  # the largest tile that leaves the reserve
     assert forward.peak_ub_bytes > 184 * 1024
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("padding", [(1, 1, 1, 1), (0, 1, 0, 1)], ids=["same", "asymmetric"])
+def test_training_convolution_is_torchs_in_float32(dtype, padding):
+    """The platform convolution of the fused training op, forward and backward, is torch's (oneDNN here, as
+    torch_npu's on the NPU): computed in float32, rounded to the input dtype once; bit-identical."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 3, 9, 8, generator=g).to(dtype)
+    weight, bias = torch.randn(5, 3, 3, 3, generator=g).to(dtype), torch.randn(5, generator=g).to(dtype)
+    gamma, beta = torch.rand(5, generator=g) + 0.5, torch.randn(5, generator=g)
+    geometry = ((2, 1), padding, (1, 1), 1)
+    out, conv_out, mean, invstd = sim().conv_bn_leaky_relu_train(x, weight, bias, gamma, beta, None, None, *geometry,
+                                                                 0.1, EPS, SLOPE, False)
+    top, bottom, left, right = padding
+    x32 = F.pad(x.float(), (left, right, top, bottom)).requires_grad_()
+    w32 = weight.float().requires_grad_()
+    expected = F.conv2d(x32, w32, bias.float(), (2, 1))
+    assert torch.equal(conv_out, expected.to(dtype))
+
+    grad_out = torch.randn(out.shape, generator=g).to(dtype)
+    grads = sim().conv_bn_leaky_relu_train_backward(grad_out, conv_out, False, x, weight, gamma, beta, mean, invstd,
+                                                    *geometry, SLOPE)
+    # the BN part's gradient of the conv output, then torch's convolution backward of it in float32
+    y32 = conv_out.float().requires_grad_()
+    z = F.batch_norm(y32, None, None, gamma, beta, True, 0.0, EPS)
+    (grad_y,) = torch.autograd.grad(F.leaky_relu(z, SLOPE), y32, grad_out.float())
+    grad_x, grad_w = torch.autograd.grad(expected, (x32, w32), grad_y)
+    torch.testing.assert_close(grads[0], grad_x[:, :, top:top + 9, left:left + 8].to(dtype), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[1], grad_w.to(dtype), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[2], grad_y.sum((0, 2, 3)).to(dtype), rtol=1e-5, atol=1e-5)

@@ -10,7 +10,6 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts import backends
-from ascend_acts.backends.reference import to_array
 from markers import fast_only
 
 pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")
@@ -57,9 +56,9 @@ def case_inputs(case, dtype):
 
 
 def run(x, weight, bias, geometry, shape):
-    out = torch.empty(shape, dtype=x.dtype)
-    tiling = sim().conv_bn_leaky_relu_eval(to_array(x), to_array(weight), to_array(bias), *geometry, SLOPE,
-                                           to_array(out))
+    out = sim().conv_bn_leaky_relu_eval(x, weight, bias, *geometry, SLOPE)
+    assert out.shape == shape
+    tiling = sim().conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, x.element_size(), SLOPE)
     return out, tiling, sim().last_launch()
 
 
@@ -79,7 +78,7 @@ def test_traffic(case):
     x, weight, bias, geometry, expected = case_inputs(case, torch.float16)
     out, tiling, launch = run(x, weight, bias, geometry, expected.shape)
     out_bytes = out.numel() * out.element_size()
-    assert launch.buffer_bytes_out["out"] == out_bytes and launch.buffer_bytes_in["out"] == 0
+    assert launch.buffer_bytes_out["y"] == out_bytes and launch.buffer_bytes_in["y"] == 0
     assert launch.buffer_bytes_in["weight"] == tiling.work_items * weight.numel() * weight.element_size()
     slab_bytes = tiling.work_items * tiling.workspace_slab * 2
     assert launch.buffer_bytes_out["workspace"] == slab_bytes == launch.buffer_bytes_in["workspace"]
@@ -94,7 +93,7 @@ def test_traffic(case):
 
 
 def test_tiling_respects_the_cube_memories():
-    tiling = sim().conv_eval_tiling((64, 128, 16, 16), (256, 128, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1), 2)
+    tiling = sim().conv_bn_leaky_relu_eval_tiling((64, 128, 16, 16), (256, 128, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1), 2)
     cube = tiling.cube
     assert cube.baseM % 16 == cube.baseN % 16 == cube.baseK % 16 == 0
     assert cube.baseM * cube.baseK * 2 * 2 <= 64 * 1024 and cube.baseM * cube.baseN * 4 * 2 <= 128 * 1024

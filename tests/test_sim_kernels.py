@@ -4,6 +4,7 @@ high index word, and GM traffic from the launch counters."""
 import ml_dtypes
 import numpy as np
 import pytest
+import torch
 
 from ascend_acts.backends import sim
 from ascend_acts.reference import activations as reference
@@ -15,9 +16,28 @@ pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str
 SIZES = [0, 1, 7, 8, 31, 32, 33, 255, 256, 257, 4095, 65537, 10**6 + 3, 3 * 10**7]
 PLATFORMS = {"ascend910b1": (48, 192 * 1024), "ascend910b3": (40, 192 * 1024), "ascend910_93": (48, 192 * 1024)}
 OPS = ["leaky_relu", "leaky_relu_backward", "rrelu", "rrelu_backward"]
+KERNEL = {"leaky_relu": "leaky_relu", "leaky_relu_backward": "leaky_relu_grad", "rrelu": "r_relu",
+          "rrelu_backward": "r_relu_grad"}
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # UB buffers per op: (inputs, float work vectors, mask bits) -- an independent copy of the kernels' needs
 BUFFERS = {"leaky_relu": (1, 0, 0), "leaky_relu_backward": (2, 1, 1), "rrelu": (1, 4, 1), "rrelu_backward": (2, 4, 1)}
+
+
+def tensor(a: np.ndarray) -> torch.Tensor:
+    """A tensor sharing `a`'s memory (bfloat16 through its bits)."""
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(a)
+
+
+def array(t: torch.Tensor) -> np.ndarray:
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def seed_tensor(seed: int) -> torch.Tensor:
+    return torch.tensor([np.int64(np.uint64(seed))], dtype=torch.int64)
 
 
 def core_ranges(t):
@@ -48,7 +68,7 @@ def test_tiling_covers_every_element_once_and_fits(platform, op, size):
     cores, ub = PLATFORMS[platform]
     unit = 32 // size
     for n in SIZES + [2**31 + 5, 2**40 + 3]:
-        t = sim.elementwise_tiling(op, n, size, platform)
+        t = sim.elementwise_tiling(KERNEL[op], n, size, platform=platform)
         ranges = core_ranges(t)
         assert t.block_dim == min(cores, -(-n // unit))
         covered = 0
@@ -74,19 +94,22 @@ def run(op, dtype, n, shape=None, vector_cores=0, seed=7, index_base=0):
     if shape is not None:
         x = x.reshape(shape)
     grad = rs.standard_normal(x.shape).astype(np.float32).astype(dtype)
-    out, expected = np.empty_like(x), np.empty_like(x)
+    expected = np.empty_like(x)
     with sim.launch_settings(vector_cores=vector_cores):
         if op == "leaky_relu":
-            sim.leaky_relu(x, 0.2, out), reference.leaky_relu(x, 0.2, expected)
+            out = sim.leaky_relu(tensor(x), 0.2)
+            reference.leaky_relu(x, 0.2, expected)
         elif op == "leaky_relu_backward":
-            sim.leaky_relu_backward(grad, x, 0.2, out), reference.leaky_relu_backward(grad, x, 0.2, expected)
+            out = sim.leaky_relu_backward(tensor(grad), tensor(x), 0.2, False)
+            reference.leaky_relu_backward(grad, x, 0.2, expected)
         elif op == "rrelu":
-            sim.rrelu(x, 0.1, 0.3, seed, out, index_base=index_base)
+            out = sim.rrelu_with_seed(tensor(x), seed_tensor(seed), 0.1, 0.3, index_base=index_base)
             reference.rrelu(x, 0.1, 0.3, seed, expected)
         else:
-            sim.rrelu_backward(grad, x, 0.1, 0.3, seed, out, index_base=index_base)
+            out = sim.rrelu_with_seed_backward(tensor(grad), tensor(x), seed_tensor(seed), 0.1, 0.3, False,
+                                               index_base=index_base)
             reference.rrelu_backward(grad, x, 0.1, 0.3, seed, expected)
-    return x, out, expected
+    return x, array(out), expected
 
 
 @pytest.mark.parametrize("dtype", DTYPES.values(), ids=DTYPES)
@@ -103,8 +126,7 @@ def test_one_and_many_blocks_and_shapes(op, vector_cores):
     _, out, expected = run(op, np.float16, 3 * 17 * 29 * 5, shape=(3, 17, 29, 5), vector_cores=vector_cores)
     assert np.array_equal(out, expected)
     assert sim.last_launch().block_dim == (vector_cores or 48)
-    assert sim.last_launch().kernel == {"leaky_relu": "acts_leaky_relu", "leaky_relu_backward": "acts_leaky_relu_grad",
-                                        "rrelu": "acts_r_relu", "rrelu_backward": "acts_r_relu_grad"}[op]
+    assert sim.last_launch().kernel == "acts_" + KERNEL[op]
 
 
 @slow
@@ -124,12 +146,12 @@ def test_noise_at_large_flat_indices_is_the_reference(op, base, vector_cores):
     2^24+ elements: bit-identical to the reference noise, on one core and on many."""
     n = 5000
     x = -np.abs(np.random.default_rng(0).standard_normal(n)).astype(np.float32) - 0.5
-    out = np.empty_like(x)
     with sim.launch_settings(vector_cores=vector_cores):
         if op == "rrelu":
-            sim.rrelu(x, 0.1, 0.3, 99, out, index_base=base)
+            out = sim.rrelu_with_seed(tensor(x), seed_tensor(99), 0.1, 0.3, index_base=base).numpy()
         else:
-            sim.rrelu_backward(np.ones_like(x), x, 0.1, 0.3, 99, out, index_base=base)
+            out = sim.rrelu_with_seed_backward(tensor(np.ones_like(x)), tensor(x), seed_tensor(99), 0.1, 0.3, False,
+                                               index_base=base).numpy()
     noise = rng.noise(99, np.arange(base, base + n, dtype=np.uint64), 0.1, 0.3)
     assert np.array_equal(out, noise if op == "rrelu_backward" else x * noise)
 
@@ -150,9 +172,8 @@ def test_gm_traffic(op, reads, seed_bytes, dtype, n):
 
 
 def test_float64_is_refused():
-    x = np.zeros(4)
     with pytest.raises(TypeError, match="no float64"):
-        sim.leaky_relu(x, 0.1, np.empty_like(x))
+        sim.leaky_relu(torch.zeros(4, dtype=torch.float64), 0.1)
 
 
 def test_other_platforms_run():

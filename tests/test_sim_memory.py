@@ -4,7 +4,7 @@ Measured in a fresh process on 2^25 float16 elements (64 MiB per tensor): the re
 input exists, then its peak after the op (VmHWM, reset before the input by /proc/self/clear_refs; not
 ru_maxrss, which also holds the peak of the process that started this one, e.g. a large pytest run).
 The emulator keeps 2 bytes of bookkeeping per output byte of a launch, which the sim backend bounds by
-launching large tensors in pieces (backends/sim.py, LAUNCH_BYTES).
+launching large tensors in pieces (backends/sim/elementwise.py, LAUNCH_BYTES).
 """
 
 import subprocess
@@ -80,35 +80,45 @@ def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
         pytest.skip(reason)
     import ml_dtypes
     import numpy as np
+    import torch
 
     from ascend_acts.backends import sim
-    from ascend_acts.reference import activations as reference
+    from ascend_acts.reference import activations as oracle
+
+    def tensor(a):  # shares a's memory; bfloat16 through its bits
+        return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == ml_dtypes.bfloat16 else \
+            torch.from_numpy(a)
 
     numpy_dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
-    monkeypatch.setattr(sim, "LAUNCH_BYTES", 4096)
+    monkeypatch.setattr(sim.elementwise, "LAUNCH_BYTES", 4096)
     n = 10 * 4096 // numpy_dtype.itemsize + 77  # ten whole pieces and a short one
     rs = np.random.default_rng(3)
     x = rs.standard_normal(n).astype(np.float32).astype(numpy_dtype).reshape(1, n, 1)
     grad = rs.standard_normal(n).astype(np.float32).astype(numpy_dtype).reshape(1, n, 1)
-    calls = {
-        "leaky_relu": lambda module, a, out: module.leaky_relu(a, 0.2, out),
-        "leaky_relu_backward": lambda module, a, out: module.leaky_relu_backward(grad, a, 0.2, out),
-        "rrelu": lambda module, a, out: module.rrelu(a, 0.1, 0.3, 1234, out),
-        "rrelu_backward": lambda module, a, out: module.rrelu_backward(grad, a, 0.1, 0.3, 1234, out),
+    seed = torch.tensor([1234])
+    expected_by = {
+        "leaky_relu": lambda out: oracle.leaky_relu(x, 0.2, out),
+        "leaky_relu_backward": lambda out: oracle.leaky_relu_backward(grad, x, 0.2, out),
+        "rrelu": lambda out: oracle.rrelu(x, 0.1, 0.3, 1234, out),
+        "rrelu_backward": lambda out: oracle.rrelu_backward(grad, x, 0.1, 0.3, 1234, out),
     }
+    calls = {
+        "leaky_relu": lambda a, out=None: sim.leaky_relu(a, 0.2, out=out),
+        "leaky_relu_backward": lambda a, out=None: sim.leaky_relu_backward(tensor(grad), a, 0.2, False),
+        "rrelu": lambda a, out=None: sim.rrelu_with_seed(a, seed, 0.1, 0.3, out=out),
+        "rrelu_backward": lambda a, out=None: sim.rrelu_with_seed_backward(tensor(grad), a, seed, 0.1, 0.3, False),
+    }
+    before = x.copy()
     for name, call in calls.items():
         expected = np.empty_like(x)
-        call(reference, x, expected)
-        got = x.copy()
-        call(sim, got, got if inplace else np.empty_like(x))
-        if not inplace:
-            assert np.array_equal(got, x), f"{name}: input changed"
+        expected_by[name](expected)
+        if inplace and name in ("leaky_relu", "rrelu"):  # the in-place ops: out is the input
+            got = tensor(x.copy())
+            assert call(got, out=got) is got
         else:
-            assert np.array_equal(got.view(np.uint8), expected.view(np.uint8)), name
-        if not inplace:
-            out = np.empty_like(x)
-            call(sim, x, out)
-            assert np.array_equal(out.view(np.uint8), expected.view(np.uint8)), name
+            got = call(tensor(x))
+        assert np.array_equal(got.view(torch.uint8).numpy(), expected.view(np.uint8)), name
+        assert np.array_equal(x.view(np.uint8), before.view(np.uint8)), f"{name}: input changed"
         assert sim.last_launch().gm_bytes_out == 77 * numpy_dtype.itemsize  # the last piece
 
 
@@ -117,13 +127,14 @@ def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_pie
     if reason is not None:
         pytest.skip(reason)
     import numpy as np
+    import torch
 
     from ascend_acts.backends import sim
-    from ascend_acts.reference import activations as reference
+    from ascend_acts.reference import activations as oracle
 
-    monkeypatch.setattr(sim, "LAUNCH_BYTES", 4096)
-    buffer = -np.arange(1, 5002, dtype=np.float32)
+    monkeypatch.setattr(sim.elementwise, "LAUNCH_BYTES", 4096)
+    buffer = -torch.arange(1, 5002, dtype=torch.float32)
     expected = np.empty(5000, dtype=np.float32)
-    reference.rrelu(buffer[:5000].copy(), 0.1, 0.3, 9, expected)
-    sim.rrelu(buffer[:5000], 0.1, 0.3, 9, buffer[1:])  # the output starts one element after the input
-    assert np.array_equal(buffer[1:], expected)
+    oracle.rrelu(buffer[:5000].numpy().copy(), 0.1, 0.3, 9, expected)
+    sim.rrelu_with_seed(buffer[:5000], torch.tensor([9]), 0.1, 0.3, out=buffer[1:])  # the output starts one later
+    assert np.array_equal(buffer[1:].numpy(), expected)

@@ -79,6 +79,7 @@ class Kernel:
     infer_dtype: str
     inplace: tuple[str, ...] = ()  # inputs that are outputs of the same name (aclnn: <name>Ref)
     summary: str = ""
+    int_wraparound: bool = False  # relies on int32 vector results wrapping (a hardware check: docs/emulator.md)
 
     @property
     def op_type(self) -> str:
@@ -115,10 +116,11 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("r_relu", inputs=(Tensor("x"), _SEED), outputs=(Tensor("y"),), attrs=_RRELU_ATTRS,
            tiling="optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::RRelu>",
            summary="y = x >= 0 ? x : x * a, a ~ U(lower, upper) from Philox keyed on (seed, flat index)",
-           **_ELEMENTWISE),
+           int_wraparound=True, **_ELEMENTWISE),
     Kernel("r_relu_grad", inputs=(Tensor("dy"), Tensor("saved"), _SEED), outputs=(Tensor("dx"),),
            attrs=_RRELU_ATTRS, tiling="optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::RReluGrad>",
-           summary="dx = dy * (saved >= 0 ? 1 : a), the forward's noise regenerated from the seed", **_ELEMENTWISE),
+           summary="dx = dy * (saved >= 0 ? 1 : a), the forward's noise regenerated from the seed",
+           int_wraparound=True, **_ELEMENTWISE),
     Kernel("batch_norm_leaky_relu",
            inputs=(Tensor("x"), per_channel("weight"), per_channel("bias"), per_channel("running_mean"),
                    per_channel("running_var")),

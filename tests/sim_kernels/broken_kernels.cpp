@@ -1,9 +1,9 @@
 // Deliberately broken kernels, one per emulator rule: each must make the emulator raise that rule.
 // Built into a separate test library (CMakeLists.txt), never into the product kernels.
 #include "kernel_operator.h"
-#include "launcher/abi.h"
+#include "kernel_table.h"
 #include "lib/matmul_intf.h"
-#include "../../op_kernel/elementwise/rrelu_rng.h"
+#include "rrelu_rng.h"  // op_kernel/ (CMake include directories)
 
 using namespace AscendC;
 
@@ -228,7 +228,9 @@ void matmul_after_its_scope() {
     TPipe pipe;
     SmallMatmul mm;
     TCubeTiling tiling = SquareTiling(16);
-    { REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling); }
+    {
+        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    }
     MatmulSteps(pipe, mm, true, true);
 }
 
@@ -274,7 +276,7 @@ void IntegerWraparound() {
     Muls(t, t, int32_t(1) << 12, kFloats);
 }
 
-// The RReLU kernels' own hash (op_kernel/elementwise/rrelu_rng.h) launched without declaring its wraparound.
+// The RReLU kernels' own hash (op_kernel/rrelu_rng.h) launched without declaring its wraparound.
 void RngWithoutDeclaredWraparound() {
     TPipe pipe;
     TBuf<QuePosition::VECCALC> noise, h, scratch, scratch2;
@@ -293,54 +295,72 @@ void GatherOutOfBounds() {
     Gather(dst.Get<float>(), src.Get<float>(), offsets.Get<uint32_t>(), 0u, kFloats);
 }
 
-struct Named {
-    const char* name;
-    void (*body)();
-};
+// An operand that is no tensor in UB (a default LocalTensor).
+void NotInUb() {
+    TPipe pipe;
+    LocalTensor<float> nowhere;
+    Muls(nowhere, nowhere, 2.0f, kFloats);
+}
 
-const Named kKernels[] = {
-    {"ub_overflow", UbOverflow},
-    {"unaligned_datacopy", UnalignedDataCopy},
-    {"gm_read_out_of_bounds", GmReadOutOfBounds},
-    {"gm_write_out_of_bounds", GmWriteOutOfBounds},
-    {"alloc_past_depth", AllocPastDepth},
-    {"deque_empty", DeQueEmpty},
-    {"leaked_tensor", LeakedTensor},
-    {"foreign_free", ForeignFree},
-    {"overlapping_core_writes", OverlappingCoreWrites},
-    {"unwritten_output", UnwrittenOutput},
-    {"unsupported_dtype", UnsupportedDtype},
-    {"unaligned_local", UnalignedLocal},
-    {"matmul_l0_overflow", matmul_l0_overflow},
-    {"matmul_without_iterate", matmul_without_iterate},
-    {"matmul_after_initbuffer", matmul_after_initbuffer},
-    {"matmul_without_end", matmul_without_end},
-    {"matmul_registered_in_init", matmul_registered_in_init},
-    {"matmul_after_its_scope", matmul_after_its_scope},
-    {"matmul_correct", matmul_correct},
-    {"gather_out_of_bounds", GatherOutOfBounds},
-    {"select_in_reserved_ub", SelectInReservedUb},
-    {"allocation_after_select_in_reserved_ub", AllocationAfterSelectInReservedUb},
-    {"vec_index_past_2_24", VecIndexPast2To24},
-    {"integer_wraparound", IntegerWraparound},
-    {"rng_without_declared_wraparound", RngWithoutDeclaredWraparound},
-    {"correct", Correct},
-};
+// CompareScalar over 10 floats: not whole 256-byte repeats.
+void CompareScalarPartialRepeat() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> values, mask;
+    pipe.InitBuffer(values, kFloats * 4);
+    pipe.InitBuffer(mask, 32);
+    CompareScalar(mask.Get<uint8_t>(), values.Get<float>(), 0.0f, CMPMODE::GT, 10);
+}
+
+// Select on two tensors in a scalar mode.
+void SelectInScalarMode() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> mask, values;
+    pipe.InitBuffer(mask, 32);
+    pipe.InitBuffer(values, kFloats * 4);
+    LocalTensor<float> v = values.Get<float>();
+    Select(v, mask.Get<uint8_t>(), v, v, SELMODE::VSEL_TENSOR_SCALAR_MODE, kFloats);
+}
+
+// CrossCoreSetFlag needs a MIX launch (AIC + 2 AIVs); this is a vector-only one.
+void FlagOutsideMix() { CrossCoreSetFlag<2, PIPE_MTE3>(1); }
+
+// Runs `Body` on the launch's GM buffers: x (64 floats per block, read) and y (as many, written).
+template <void (*Body)()>
+void Run(GM_ADDR const* gm, GM_ADDR, GM_ADDR) {
+    g_in = gm[0];
+    g_out = gm[1];
+    Body();
+}
 
 }  // namespace
 
-// Runs test kernel `name` on `blockDim` blocks of platform 0 with an input and an output of
-// 64 floats per block. Returns like acts_sim_elementwise.
-extern "C" int acts_sim_test_kernel(const char* name, uint32_t blockDim, float* in, float* out, ActsSimStats* stats,
-                                    char* error, uint64_t errorLength, int64_t* errorBlock) {
-    for (const auto& kernel : kKernels) {
-        if (std::strcmp(kernel.name, name) != 0) continue;
-        g_in = reinterpret_cast<GM_ADDR>(in);
-        g_out = reinterpret_cast<GM_ADDR>(out);
-        uint64_t bytes = uint64_t(kFloats) * 4 * blockDim;
-        auto result = ascendc_sim::Launch(name, ascendc_sim::kPlatforms[0], blockDim, 0,
-                                          {{in, bytes, false}, {out, bytes, true}}, kernel.body);
-        return ascend_acts_sim::Report(result, stats, error, errorLength, errorBlock);
-    }
-    return ACTS_SIM_BAD_ARGUMENT;
+namespace ascend_acts_sim {
+
+// The vector test kernels for ascend_acts._sim_tests.launch (tiling None, block_dim given).
+std::vector<KernelEntry> BrokenKernels() {
+    const std::vector<Param> params = {{"x", Direction::In}, {"y", Direction::Out}};
+    auto row = [&](const char* name, Runner run) {
+        return KernelEntry{name, name, TilingKind::Raw, 0, false, false, params, run};
+    };
+    return {
+        row("ub_overflow", Run<UbOverflow>), row("unaligned_datacopy", Run<UnalignedDataCopy>),
+        row("gm_read_out_of_bounds", Run<GmReadOutOfBounds>), row("gm_write_out_of_bounds", Run<GmWriteOutOfBounds>),
+        row("alloc_past_depth", Run<AllocPastDepth>), row("deque_empty", Run<DeQueEmpty>),
+        row("leaked_tensor", Run<LeakedTensor>), row("foreign_free", Run<ForeignFree>),
+        row("overlapping_core_writes", Run<OverlappingCoreWrites>), row("unwritten_output", Run<UnwrittenOutput>),
+        row("unsupported_dtype", Run<UnsupportedDtype>), row("unaligned_local", Run<UnalignedLocal>),
+        row("matmul_l0_overflow", Run<matmul_l0_overflow>), row("matmul_without_iterate", Run<matmul_without_iterate>),
+        row("matmul_after_initbuffer", Run<matmul_after_initbuffer>), row("matmul_without_end", Run<matmul_without_end>),
+        row("matmul_registered_in_init", Run<matmul_registered_in_init>),
+        row("matmul_after_its_scope", Run<matmul_after_its_scope>), row("matmul_correct", Run<matmul_correct>),
+        row("gather_out_of_bounds", Run<GatherOutOfBounds>), row("select_in_reserved_ub", Run<SelectInReservedUb>),
+        row("allocation_after_select_in_reserved_ub", Run<AllocationAfterSelectInReservedUb>),
+        row("vec_index_past_2_24", Run<VecIndexPast2To24>), row("integer_wraparound", Run<IntegerWraparound>),
+        row("rng_without_declared_wraparound", Run<RngWithoutDeclaredWraparound>), row("not_in_ub", Run<NotInUb>),
+        row("compare_scalar_partial_repeat", Run<CompareScalarPartialRepeat>),
+        row("select_in_scalar_mode", Run<SelectInScalarMode>), row("flag_outside_mix", Run<FlagOutsideMix>),
+        row("correct", Run<Correct>),
+    };
 }
+
+}  // namespace ascend_acts_sim

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "kernel_operator.h"
-#include "launcher/abi.h"
+#include "kernel_table.h"
 
 using namespace AscendC;
 
@@ -29,19 +29,8 @@ uint32_t Positions() { return OutSide(g_args.height) * OutSide(g_args.width); }
 uint32_t PositionsAligned() { return (Positions() + 15) / 16 * 16; }
 uint32_t ReductionK() { return kC0 * g_args.kernel * g_args.kernel; }
 
-enum class Break {
-    None,
-    NoFlag,
-    WrongL0Position,
-    UnalignedL0,
-    L1Overflow,
-    BadChannelSize,
-    FixpipeQuant,
-    CubeOnVector,
-    Deadlock,
-    L0cOverflow,
-    OverwriteBeforeRelease
-};
+enum class Break { None, NoFlag, WrongL0Position, UnalignedL0, L1Overflow, BadChannelSize, FixpipeQuant, CubeOnVector,
+                   Deadlock, L0cOverflow, OverwriteBeforeRelease, LoadPastL0, MmadZeroM, MmadWinograd, FlagIdPast15 };
 Break g_break = Break::None;
 
 void CubeSide() {
@@ -66,25 +55,28 @@ void CubeSide() {
     DataCopy(weights, w, DataCopyParams{1, uint16_t(kCout * k * 4 / 32), 0, 0});
     LocalTensor<float> a = weightL0.Get<float>();
     if (g_break == Break::UnalignedL0) a = a[8];  // 32 bytes in: L0 operands must start on 512 bytes
-    LoadData(a, weights, LoadData2DParams{0, uint8_t(kCout * k * 4 / 512), 1, 0, 0, false, 0});
+    const uint32_t fractals = kCout * k * 4 / 512 + (g_break == Break::LoadPastL0 ? 1 : 0);  // one past L0A
+    LoadData(a, weights, LoadData2DParams{0, uint8_t(fractals), 1, 0, 0, false, 0});
     uint8_t pads[4] = {uint8_t(g_args.pad), uint8_t(g_args.pad), uint8_t(g_args.pad), uint8_t(g_args.pad)};
-    LoadData3DParamsV2<float> img2col(
-        pads, uint16_t(g_args.height), uint16_t(g_args.width), uint16_t(g_break == Break::BadChannelSize ? 4 : kC0),
-        uint16_t(k), uint16_t(n), 0, 0, uint8_t(g_args.stride), uint8_t(g_args.stride), uint8_t(g_args.kernel),
-        uint8_t(g_args.kernel), uint8_t(g_args.dilation), uint8_t(g_args.dilation), false, false, 0.0f);
+    LoadData3DParamsV2<float> img2col(pads, uint16_t(g_args.height), uint16_t(g_args.width),
+                                      uint16_t(g_break == Break::BadChannelSize ? 4 : kC0), uint16_t(k), uint16_t(n), 0, 0,
+                                      uint8_t(g_args.stride), uint8_t(g_args.stride), uint8_t(g_args.kernel),
+                                      uint8_t(g_args.kernel), uint8_t(g_args.dilation), uint8_t(g_args.dilation), false,
+                                      false, 0.0f);
     if (g_break == Break::WrongL0Position) {
         LoadData(weightL1.Get<float>(), map, img2col);  // B1 is not an img2col destination (A2 / B2)
     }
     LoadData(columnsL0.Get<float>(), map, img2col);
     LocalTensor<float> c = resultL0c.Get<float>();
-    Mmad(c, weightL0.Get<float>(), columnsL0.Get<float>(),
-         MmadParams(uint16_t(kCout), uint16_t(n), uint16_t(k), false, 0, false, false, false));
+    const uint16_t m = g_break == Break::MmadZeroM ? 0 : kCout;
+    const bool winograd = g_break == Break::MmadWinograd;  // not modelled
+    Mmad(c, weightL0.Get<float>(), columnsL0.Get<float>(), MmadParams(m, uint16_t(n), uint16_t(k), false, 0, false, winograd, false));
     FixpipeParamsV220 out(uint16_t(n), uint16_t(kCout), 16, n, false);
     if (g_break == Break::FixpipeQuant) out.quantPre = QuantMode_t::F322F16;
     Fixpipe(ring, c, out);
     if (g_break == Break::NoFlag) return;
     if (g_break == Break::Deadlock) CrossCoreWaitFlag<2, PIPE_FIX>(3);  // nobody sets 3
-    CrossCoreSetFlag<2, PIPE_FIX>(1);
+    CrossCoreSetFlag<2, PIPE_FIX>(g_break == Break::FlagIdPast15 ? 16 : 1);
     if (g_break == Break::OverwriteBeforeRelease) {
         CrossCoreWaitFlag<2, PIPE_FIX>(2);  // the AIVs have taken the ring ... but not yet read it out
         Fixpipe(ring, c, out);              // so this overwrites bytes they read after their flag
@@ -110,8 +102,7 @@ void VectorSide() {
     DataCopy(block, ring[first * n], rows * n);
     Muls(block, block, 2.0f, rows * n);
     DataCopyPad(out[first * Positions()], block,
-                DataCopyExtParams{uint16_t(rows), uint32_t(Positions() * 4),
-                                  uint32_t((n * 4 - (Positions() * 4 + 31) / 32 * 32) / 32), 0, 0});
+                DataCopyExtParams{uint16_t(rows), uint32_t(Positions() * 4), uint32_t((n * 4 - (Positions() * 4 + 31) / 32 * 32) / 32), 0, 0});
 }
 
 void Entry() {
@@ -122,49 +113,51 @@ void Entry() {
     }
 }
 
-struct Named {
-    const char* name;
-    Break which;
-};
-const Named kCubeKernels[] = {
-    {"cube_correct", Break::None},
-    {"cube_missing_flag", Break::NoFlag},
-    {"cube_wrong_position", Break::WrongL0Position},
-    {"cube_unaligned_l0", Break::UnalignedL0},
-    {"cube_l1_overflow", Break::L1Overflow},
-    {"cube_bad_channel_size", Break::BadChannelSize},
-    {"cube_fixpipe_quant", Break::FixpipeQuant},
-    {"cube_api_on_vector", Break::CubeOnVector},
-    {"cube_deadlock", Break::Deadlock},
-    {"cube_l0c_overflow", Break::L0cOverflow},
-    {"cube_overwrite_before_release", Break::OverwriteBeforeRelease},
-};
+// The MIX test kernels' GM: x, w (read), y (written); the ring is the launch's workspace; the tiling holds
+// the geometry (6 uint32: height, width, kernel, stride, pad, dilation).
+void ReadGeometry(GM_ADDR tiling) {
+    uint32_t g[6];
+    std::memcpy(g, tiling, sizeof(g));
+    g_args = CubeArgs{g[0], g[1], g[2], g[3], g[4], g[5]};
+}
+
+template <Break Which>
+void Run(GM_ADDR const* gm, GM_ADDR workspace, GM_ADDR tiling) {
+    ReadGeometry(tiling);
+    g_break = Which;
+    g_x = gm[0];
+    g_w = gm[1];
+    g_out = gm[2];
+    g_ring = workspace;
+    Entry();
+}
+
+uint64_t RingBytes(const uint8_t* tiling, uint64_t tilingBytes) {
+    if (tilingBytes < 6 * sizeof(uint32_t)) return 0;
+    ReadGeometry(const_cast<GM_ADDR>(tiling));
+    return uint64_t(kCout) * PositionsAligned() * 4;
+}
 
 }  // namespace
 
-// geometry: height, width, kernel, stride, pad, dilation. x: [H][W][8] float; w: 16 x (8 k k) in ZZ;
-// out: 16 x positions float (2 * the convolution). Buffers in launch order: x, w, ring, out.
-extern "C" int acts_sim_test_cube_kernel(const char* name, const uint32_t* geometry, float* x, float* w, float* out,
-                                         ActsSimStats* stats, char* error, uint64_t errorLength, int64_t* errorBlock) {
-    for (const auto& kernel : kCubeKernels) {
-        if (std::strcmp(kernel.name, name) != 0) continue;
-        g_args = CubeArgs{geometry[0], geometry[1], geometry[2], geometry[3], geometry[4], geometry[5]};
-        g_break = kernel.which;
-        std::vector<float> ring(uint64_t(kCout) * PositionsAligned());
-        std::memset(ring.data(), 0xFF, ring.size() * 4);
-        g_x = reinterpret_cast<GM_ADDR>(x);
-        g_w = reinterpret_cast<GM_ADDR>(w);
-        g_ring = reinterpret_cast<GM_ADDR>(ring.data());
-        g_out = reinterpret_cast<GM_ADDR>(out);
-        const uint64_t xBytes = uint64_t(g_args.height) * g_args.width * kC0 * 4,
-                       wBytes = uint64_t(kCout) * ReductionK() * 4;
-        auto result = ascendc_sim::LaunchMix(name, ascendc_sim::kPlatforms[0], 1, 0,
-                                             {{x, xBytes, false},
-                                              {w, wBytes, false},
-                                              {ring.data(), ring.size() * 4, false},
-                                              {out, uint64_t(kCout) * Positions() * 4, true}},
-                                             Entry);
-        return ascend_acts_sim::Report(result, stats, error, errorLength, errorBlock);
-    }
-    return ACTS_SIM_BAD_ARGUMENT;
+namespace ascend_acts_sim {
+
+// x: [H][W][8] float; w: 16 x (8 k k) in ZZ; y: 16 x positions float (2 * the convolution). One AI core.
+std::vector<KernelEntry> CubeKernels() {
+    const std::vector<Param> params = {{"x", Direction::In}, {"w", Direction::In}, {"y", Direction::Out}};
+    auto row = [&](const char* name, Runner run) {
+        return KernelEntry{name, name, TilingKind::Raw, 0, false, /*mix=*/true, params, run, RingBytes};
+    };
+    return {
+        row("cube_correct", Run<Break::None>), row("cube_missing_flag", Run<Break::NoFlag>),
+        row("cube_wrong_position", Run<Break::WrongL0Position>), row("cube_unaligned_l0", Run<Break::UnalignedL0>),
+        row("cube_l1_overflow", Run<Break::L1Overflow>), row("cube_bad_channel_size", Run<Break::BadChannelSize>),
+        row("cube_fixpipe_quant", Run<Break::FixpipeQuant>), row("cube_api_on_vector", Run<Break::CubeOnVector>),
+        row("cube_deadlock", Run<Break::Deadlock>), row("cube_l0c_overflow", Run<Break::L0cOverflow>),
+        row("cube_overwrite_before_release", Run<Break::OverwriteBeforeRelease>),
+        row("cube_load_past_l0", Run<Break::LoadPastL0>), row("cube_mmad_zero_m", Run<Break::MmadZeroM>),
+        row("cube_mmad_winograd", Run<Break::MmadWinograd>), row("cube_flag_id_past_15", Run<Break::FlagIdPast15>),
+    };
 }
+
+}  // namespace ascend_acts_sim

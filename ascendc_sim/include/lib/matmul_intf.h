@@ -170,18 +170,18 @@ public:
     }
 
 private:
-    [[noreturn]] static void Fail(const std::string& message) { ascendc_sim::Fail("matmul", "Matmul: " + message); }
+    [[noreturn]] static void Fail(const std::string& message) { ascendc_sim::Fail(ascendc_sim::Rule::matmul, "Matmul: " + message); }
     static uint64_t Buffers(int32_t db) { return db == 2 ? 2 : 1; }
     static void Capacity(const char* memory, uint64_t bytes, uint64_t capacity) {
         if (bytes > capacity) {
-            ascendc_sim::Fail("matmul_capacity", std::string("Matmul tiling needs ") + std::to_string(bytes) +
+            ascendc_sim::Fail(ascendc_sim::Rule::matmul_capacity, std::string("Matmul tiling needs ") + std::to_string(bytes) +
                               " bytes of " + memory + ", the platform has " + std::to_string(capacity));
         }
     }
     void Ready(const char* op) const {
         if (!initialised_) Fail(std::string(op) + " before REGIST_MATMUL_OBJ");
         if (serviceEnded_) {
-            ascendc_sim::Fail("matmul_scope", std::string("Matmul ") + op +
+            ascendc_sim::Fail(ascendc_sim::Rule::matmul_scope, std::string("Matmul ") + op +
                               " after the scope of its REGIST_MATMUL_OBJ ended (its client's destructor has ended the "
                               "cube service): expand REGIST_MATMUL_OBJ in the kernel entry around every Matmul call");
         }
@@ -213,7 +213,7 @@ public:
     MatmulRegistration(M& mm, const TCubeTiling* tiling, AscendC::TPipe* pipe, const char* function) : mm_(mm) {
         const char* entry = ascendc_sim::Ctx().kernel;
         if (std::string(function) != entry) {
-            ascendc_sim::Fail("matmul_scope", std::string("REGIST_MATMUL_OBJ expanded in ") + function +
+            ascendc_sim::Fail(ascendc_sim::Rule::matmul_scope, std::string("REGIST_MATMUL_OBJ expanded in ") + function +
                               "(), not in the kernel entry " + entry + "(): on the AIC its `return` would only leave " +
                               function + "(), and on the AIV its client ends the cube service when " + function +
                               "() returns");

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "rules.h"
+
 // Execution-space and address-space qualifiers mark nothing on the CPU (a check that compiles the
 // kernels with clang's CUDA rules defines __aicore__ itself: tests/test_kernel_execution_space.py).
 #ifndef __aicore__
@@ -64,14 +66,13 @@ const char* MemoryName(Memory memory);
 
 enum class CoreType : uint8_t { AIV, AIC };
 
-// A broken rule: `rule` is a stable name tests and users can match on.
+// A broken rule (sim/rules.h).
 struct RuleViolation : std::runtime_error {
-    std::string rule;
-    RuleViolation(std::string ruleName, const std::string& message)
-        : std::runtime_error(message), rule(std::move(ruleName)) {}
+    Rule rule;
+    RuleViolation(Rule broken, const std::string& message) : std::runtime_error(message), rule(broken) {}
 };
 
-[[noreturn]] void Fail(const char* rule, const std::string& message);
+[[noreturn]] void Fail(Rule rule, const std::string& message);
 
 struct Counters {
     uint64_t gmBytesIn = 0;

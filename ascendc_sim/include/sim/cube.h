@@ -150,8 +150,6 @@ template <typename T>
 constexpr uint32_t C0() { return 32 / sizeof(T); }
 inline uint32_t Ceil(uint32_t value, uint32_t to) { return (value + to - 1) / to * to; }
 
-[[noreturn]] inline void Fail(const char* rule, const std::string& message) { ascendc_sim::Fail(rule, message); }
-
 inline const char* PositionName(TPosition p) {
     switch (p) {
         case TPosition::A1: return "A1";
@@ -178,21 +176,21 @@ void CheckTensor(const LocalTensor<T>& t, std::initializer_list<TPosition> allow
         names += std::string(names.empty() ? "" : " / ") + PositionName(p);
     }
     if (!ok) {
-        Fail("cube_position", std::string(op) + ": " + role + " is in " + PositionName(t.GetPosition()) + ", expected " + names);
+        Fail(ascendc_sim::Rule::cube_position, std::string(op) + ": " + role + " is in " + PositionName(t.GetPosition()) + ", expected " + names);
     }
     auto& ctx = ascendc_sim::Ctx();
     const size_t m = size_t(MemoryOf(t.GetPosition()));
     auto* bytes = reinterpret_cast<uint8_t*>(t.Address());
     if (bytes < ctx.cubeMemory[m] || bytes >= ctx.cubeMemory[m] + ctx.cubeUsed[m]) {
-        Fail("cube_position", std::string(op) + ": " + role + " is not a tensor allocated in " +
+        Fail(ascendc_sim::Rule::cube_position, std::string(op) + ": " + role + " is not a tensor allocated in " +
              ascendc_sim::MemoryName(MemoryOf(t.GetPosition())));
     }
     if ((bytes - ctx.cubeMemory[m]) % alignment != 0) {
-        Fail("cube_alignment", std::string(op) + ": " + role + " at " + ascendc_sim::MemoryName(MemoryOf(t.GetPosition())) +
+        Fail(ascendc_sim::Rule::cube_alignment, std::string(op) + ": " + role + " at " + ascendc_sim::MemoryName(MemoryOf(t.GetPosition())) +
              " offset " + std::to_string(bytes - ctx.cubeMemory[m]) + " is not " + std::to_string(alignment) + "-byte aligned");
     }
     if (count > t.GetSize()) {
-        Fail("cube_out_of_bounds", std::string(op) + ": " + role + " needs " + std::to_string(count) +
+        Fail(ascendc_sim::Rule::cube_out_of_bounds, std::string(op) + ": " + role + " needs " + std::to_string(count) +
              " elements, its tensor holds " + std::to_string(t.GetSize()));
     }
 }
@@ -207,12 +205,12 @@ template <typename T>
 void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& params) {
     using namespace cube_detail;
     if (MemoryOf(dst.GetPosition()) == ascendc_sim::Memory::UB) {
-        Fail("cube_position", "DataCopy with DataCopyParams: the emulator models it GM -> A1 / B1 (use DataCopyPad to UB)");
+        Fail(ascendc_sim::Rule::cube_position, "DataCopy with DataCopyParams: the emulator models it GM -> A1 / B1 (use DataCopyPad to UB)");
     }
     const uint64_t unit = 32 / sizeof(T);
     const uint64_t span = (uint64_t(params.blockCount) * (params.blockLen + params.dstStride)) * unit;
     CheckTensor(dst, {TPosition::A1, TPosition::B1, TPosition::C1}, span, 32, "DataCopy GM -> L1", "dst");
-    if (params.blockCount == 0 || params.blockLen == 0) Fail("cube_params", "DataCopy: blockCount and blockLen must be >= 1");
+    if (params.blockCount == 0 || params.blockLen == 0) Fail(ascendc_sim::Rule::cube_params, "DataCopy: blockCount and blockLen must be >= 1");
     for (uint32_t b = 0; b < params.blockCount; ++b) {
         const uint64_t from = uint64_t(b) * (params.blockLen + params.srcStride) * unit;
         const uint64_t to = uint64_t(b) * (params.blockLen + params.dstStride) * unit;
@@ -228,8 +226,8 @@ template <typename T>
 void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& p) {
     using namespace cube_detail;
     constexpr uint32_t fractal = 512 / sizeof(T);
-    if (p.ifTranspose) Fail("cube_params", "LoadData 2D: ifTranspose is not modelled");
-    if (p.repeatTimes == 0) Fail("cube_params", "LoadData 2D: repeatTimes must be >= 1");
+    if (p.ifTranspose) Fail(ascendc_sim::Rule::cube_params, "LoadData 2D: ifTranspose is not modelled");
+    if (p.repeatTimes == 0) Fail(ascendc_sim::Rule::cube_params, "LoadData 2D: repeatTimes must be >= 1");
     const uint64_t srcLast = uint64_t(p.startIndex) + uint64_t(p.repeatTimes - 1) * p.srcStride + 1;
     CheckTensor(src, {TPosition::A1, TPosition::B1}, srcLast * fractal, 32, "LoadData 2D", "src");
     const uint64_t dstSpan = uint64_t(p.repeatTimes) * (1 + p.dstGap) * fractal;
@@ -255,27 +253,27 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
     constexpr uint32_t c0 = C0<T>();
     const char* op = "LoadData 3Dv2";
     if (p.enTranspose || p.enSmallK || p.filterSizeW || p.filterSizeH || p.fMatrixCtrl) {
-        Fail("cube_params", std::string(op) + ": enTranspose / enSmallK / filterSize / fMatrixCtrl are not modelled");
+        Fail(ascendc_sim::Rule::cube_params, std::string(op) + ": enTranspose / enSmallK / filterSize / fMatrixCtrl are not modelled");
     }
     if (p.l1H == 0 || p.l1W == 0 || p.channelSize == 0 || p.channelSize % c0 != 0) {
-        Fail("load3d_params", std::string(op) + ": l1H, l1W >= 1 and channelSize a positive multiple of C0 = " +
+        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": l1H, l1W >= 1 and channelSize a positive multiple of C0 = " +
              std::to_string(c0) + " (got channelSize " + std::to_string(p.channelSize) + ")");
     }
     if (p.strideW < 1 || p.strideW > 63 || p.strideH < 1 || p.strideH > 63 || p.filterW < 1 || p.filterH < 1 ||
         p.dilationFilterW < 1 || p.dilationFilterH < 1) {
-        Fail("load3d_params", std::string(op) + ": strides must be 1..63, filter sizes and dilations 1..255");
+        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": strides must be 1..63, filter sizes and dilations 1..255");
     }
     if (p.kExtension == 0 || p.kExtension % c0 || p.kStartPt % c0 || p.mExtension == 0 || p.mExtension % 16 || p.mStartPt % 16) {
-        Fail("load3d_params", std::string(op) + ": kStartPt/kExtension must be multiples of C0 = " + std::to_string(c0) +
+        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": kStartPt/kExtension must be multiples of C0 = " + std::to_string(c0) +
              " and mStartPt/mExtension multiples of 16 (whole fractals), kExtension and mExtension >= 1");
     }
     const int32_t effH = (p.filterH - 1) * p.dilationFilterH + 1, effW = (p.filterW - 1) * p.dilationFilterW + 1;
     const int32_t paddedH = p.l1H + p.padList[2] + p.padList[3], paddedW = p.l1W + p.padList[0] + p.padList[1];
-    if (paddedH < effH || paddedW < effW) Fail("load3d_params", std::string(op) + ": the filter is larger than the padded map");
+    if (paddedH < effH || paddedW < effW) Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": the filter is larger than the padded map");
     const uint32_t outW = (paddedW - effW) / p.strideW + 1, outH = (paddedH - effH) / p.strideH + 1;
     const uint32_t kTotal = uint32_t(p.channelSize) * p.filterH * p.filterW;
     if (uint32_t(p.kStartPt) + p.kExtension > kTotal) {
-        Fail("load3d_params", std::string(op) + ": K range [" + std::to_string(p.kStartPt) + ", " +
+        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": K range [" + std::to_string(p.kStartPt) + ", " +
              std::to_string(p.kStartPt + p.kExtension) + ") is past channelSize * filterH * filterW = " + std::to_string(kTotal));
     }
     CheckTensor(src, {TPosition::A1, TPosition::B1}, uint64_t(p.channelSize) * p.l1H * p.l1W, 32, op, "src");
@@ -315,11 +313,11 @@ void MmadCompute(const LocalTensor<DstT>& dst, const LocalTensor<Src0T>& a, cons
                   "(the emulator does not model int8)");
     constexpr uint32_t c0 = C0<Src0T>();
     if (p.m == 0 || p.n == 0 || p.k == 0 || p.m > 4095 || p.n > 4095 || p.k > 4095) {
-        Fail("mmad_params", "Mmad: m, n, k must be 1..4095 (got " + std::to_string(p.m) + ", " + std::to_string(p.n) + ", " +
+        Fail(ascendc_sim::Rule::mmad_params, "Mmad: m, n, k must be 1..4095 (got " + std::to_string(p.m) + ", " + std::to_string(p.n) + ", " +
              std::to_string(p.k) + ")");
     }
     if (p.fmOffset || p.enSsparse || p.enWinogradA || p.enWinogradB || p.unitFlag || p.kDirectionAlign || p.cmatrixSource) {
-        Fail("cube_params", "Mmad: fmOffset / sparse / winograd / unitFlag / kDirectionAlign / cmatrixSource are not modelled");
+        Fail(ascendc_sim::Rule::cube_params, "Mmad: fmOffset / sparse / winograd / unitFlag / kDirectionAlign / cmatrixSource are not modelled");
     }
     const uint32_t mA = Ceil(p.m, 16), nA = Ceil(p.n, 16), kA = Ceil(p.k, c0);
     CheckTensor(a, {TPosition::A2}, uint64_t(mA) * kA, 512, "Mmad", "fm (A)");
@@ -368,19 +366,19 @@ void Fixpipe(const GlobalTensor<DstT>& dst, const LocalTensor<SrcT>& src, const 
     const char* op = "Fixpipe";
     // dav_c220 CheckCommonFixpipeParam / CheckFixpipeL0C2GMParam (kernel_operator_fixpipe_v2_impl.h)
     if (p.nSize < 1 || p.nSize > 4095 || p.mSize < 1 || p.mSize > 8192 || p.dstStride == 0) {
-        Fail("fixpipe_params", "Fixpipe: nSize must be 1..4095, mSize 1..8192 (ROW_MAJOR), dstStride >= 1");
+        Fail(ascendc_sim::Rule::fixpipe_params, "Fixpipe: nSize must be 1..4095, mSize 1..8192 (ROW_MAJOR), dstStride >= 1");
     }
     constexpr bool toFloat = std::is_same<DstT, float>::value, toHalf = std::is_same<DstT, half>::value,
                    toBf16 = std::is_same<DstT, bfloat16_t>::value;
     static_assert(toFloat || toHalf || toBf16, "the emulator models Fixpipe float -> float / half / bfloat16_t");
     const QuantMode_t expected = toFloat ? QuantMode_t::NoQuant : toHalf ? QuantMode_t::F322F16 : QuantMode_t::F322BF16;
     if (p.quantPre != expected) {
-        Fail("fixpipe_params", "Fixpipe: float L0C to this dtype needs quantPre " +
+        Fail(ascendc_sim::Rule::fixpipe_params, "Fixpipe: float L0C to this dtype needs quantPre " +
              std::string(toFloat ? "NoQuant" : toHalf ? "F322F16" : "F322BF16"));
     }
-    if (p.ndNum != 1 || p.isChannelSplit || p.unitFlag) Fail("cube_params", "Fixpipe: ndNum > 1 / channel split / unitFlag are not modelled");
+    if (p.ndNum != 1 || p.isChannelSplit || p.unitFlag) Fail(ascendc_sim::Rule::cube_params, "Fixpipe: ndNum > 1 / channel split / unitFlag are not modelled");
     if (p.srcStride % 16 != 0 || p.srcStride < Ceil(p.mSize, 16) || p.dstStride < p.nSize) {
-        Fail("fixpipe_params", "Fixpipe: srcStride must be a multiple of 16 holding mSize rows, dstStride at least nSize "
+        Fail(ascendc_sim::Rule::fixpipe_params, "Fixpipe: srcStride must be a multiple of 16 holding mSize rows, dstStride at least nSize "
              "(got srcStride " + std::to_string(p.srcStride) + ", dstStride " + std::to_string(p.dstStride) + ")");
     }
     const uint32_t nBlocks = Ceil(p.nSize, 16) / 16;

@@ -19,7 +19,8 @@ struct LaunchBuffer {
 
 struct LaunchResult {
     bool ok = true;
-    std::string rule, message;
+    Rule rule = Rule::block_dim;  // meaningful when !ok
+    std::string message;
     int64_t block = -1;  // -1: a launch-level check
     Counters counters;
     std::vector<uint64_t> bufferBytesIn, bufferBytesOut;  // per LaunchBuffer, in launch order

@@ -49,7 +49,7 @@ class GlobalTensor {
 public:
     void SetGlobalBuffer(__gm__ T* buffer, uint64_t size) {
         if (ascendc_sim::FindGm(buffer, size * sizeof(T)) == nullptr) {
-            ascendc_sim::Fail("gm_out_of_bounds", "SetGlobalBuffer: window of " + std::to_string(size) +
+            ascendc_sim::Fail(ascendc_sim::Rule::gm_out_of_bounds, "SetGlobalBuffer: window of " + std::to_string(size) +
                               " elements is not inside a buffer passed to the launch");
         }
         data_ = buffer;
@@ -74,7 +74,7 @@ public:
     // Elements [0, count) must lie inside the window given to SetGlobalBuffer.
     void CheckRange(uint64_t first, uint64_t count, const char* op) const {
         if (data_ == nullptr || first + count > size_) {
-            ascendc_sim::Fail("gm_out_of_bounds", std::string(op) + ": elements [" + std::to_string(first) + ", " +
+            ascendc_sim::Fail(ascendc_sim::Rule::gm_out_of_bounds, std::string(op) + ": elements [" + std::to_string(first) + ", " +
                               std::to_string(first + count) + ") outside the GM window of " +
                               std::to_string(size_) + " elements");
         }
@@ -112,14 +112,14 @@ public:
         auto& ctx = ascendc_sim::Ctx();
         auto* bytes = reinterpret_cast<uint8_t*>(data_);
         if (data_ == nullptr || bytes < ctx.ub || bytes >= ctx.ub + ctx.ubUsed) {
-            ascendc_sim::Fail("not_in_ub", std::string(op) + ": operand is not a tensor in the Unified Buffer");
+            ascendc_sim::Fail(ascendc_sim::Rule::not_in_ub, std::string(op) + ": operand is not a tensor in the Unified Buffer");
         }
         if (aligned && (bytes - ctx.ub) % 32 != 0) {
-            ascendc_sim::Fail("unaligned_local", std::string(op) + ": LocalTensor at UB offset " +
+            ascendc_sim::Fail(ascendc_sim::Rule::unaligned_local, std::string(op) + ": LocalTensor at UB offset " +
                               std::to_string(bytes - ctx.ub) + " is not 32-byte aligned");
         }
         if (count > capacity_) {
-            ascendc_sim::Fail("ub_out_of_bounds", std::string(op) + ": " + std::to_string(count) +
+            ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds, std::string(op) + ": " + std::to_string(count) +
                               " elements exceed the tensor's " + std::to_string(capacity_));
         }
     }
@@ -160,22 +160,22 @@ public:
                 return LocalTensor<T>(reinterpret_cast<T*>(slots_[i]), len_ / sizeof(T), position);
             }
         }
-        ascendc_sim::Fail("queue_depth", "AllocTensor: all " + std::to_string(slots_.size()) +
+        ascendc_sim::Fail(ascendc_sim::Rule::queue_depth, "AllocTensor: all " + std::to_string(slots_.size()) +
                           " buffers of the queue are in use (free or dequeue them first)");
     }
     template <typename T>
     void EnQue(const LocalTensor<T>& tensor) {
         size_t slot = SlotOf(tensor.Address(), "EnQue");
-        if (state_[slot] != Slot::Held) ascendc_sim::Fail("foreign_free", "EnQue: tensor is not allocated");
+        if (state_[slot] != Slot::Held) ascendc_sim::Fail(ascendc_sim::Rule::foreign_free, "EnQue: tensor is not allocated");
         if (queued_.size() >= static_cast<size_t>(depth)) {
-            ascendc_sim::Fail("queue_depth", "EnQue: queue of depth " + std::to_string(depth) + " is full");
+            ascendc_sim::Fail(ascendc_sim::Rule::queue_depth, "EnQue: queue of depth " + std::to_string(depth) + " is full");
         }
         state_[slot] = Slot::Queued;
         queued_.push_back(slot);
     }
     template <typename T>
     LocalTensor<T> DeQue() {
-        if (queued_.empty()) ascendc_sim::Fail("deque_empty", "DeQue: the queue is empty");
+        if (queued_.empty()) ascendc_sim::Fail(ascendc_sim::Rule::deque_empty, "DeQue: the queue is empty");
         size_t slot = queued_.front();
         queued_.pop_front();
         state_[slot] = Slot::Held;
@@ -185,7 +185,7 @@ public:
     void FreeTensor(const LocalTensor<T>& tensor) {
         size_t slot = SlotOf(tensor.Address(), "FreeTensor");
         if (state_[slot] != Slot::Held) {
-            ascendc_sim::Fail("foreign_free", "FreeTensor: tensor is not held (never allocated, still queued, or freed twice)");
+            ascendc_sim::Fail(ascendc_sim::Rule::foreign_free, "FreeTensor: tensor is not held (never allocated, still queued, or freed twice)");
         }
         state_[slot] = Slot::Free;
     }
@@ -196,7 +196,7 @@ private:
         for (size_t i = 0; i < slots_.size(); ++i) {
             if (slots_[i] == address) return i;
         }
-        ascendc_sim::Fail("foreign_free", std::string(op) + ": tensor does not belong to this queue");
+        ascendc_sim::Fail(ascendc_sim::Rule::foreign_free, std::string(op) + ": tensor does not belong to this queue");
     }
     std::vector<uint8_t*> slots_;
     std::vector<Slot> state_;
@@ -212,7 +212,7 @@ public:
     LocalTensor<T> Get() const { return LocalTensor<T>(reinterpret_cast<T*>(base_), len_ / sizeof(T), position); }
     template <typename T>
     LocalTensor<T> Get(uint32_t count) const {
-        if (uint64_t(count) * sizeof(T) > len_) ascendc_sim::Fail("ub_out_of_bounds", "TBuf::Get: more than the buffer holds");
+        if (uint64_t(count) * sizeof(T) > len_) ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds, "TBuf::Get: more than the buffer holds");
         return LocalTensor<T>(reinterpret_cast<T*>(base_), count, position);
     }
 
@@ -238,7 +238,7 @@ private:
     // UB on a vector core; L1, L0A/L0B/L0C, bias table and fixpipe buffer on the cube core (sim/cube.h)
     uint8_t* Allocate(ascendc_sim::Memory memory, uint64_t bytes) {
         if (memory != ascendc_sim::Memory::UB) return ascendc_sim::AllocateCube(memory, bytes);
-        if (bytes > UINT32_MAX) ascendc_sim::Fail("ub_overflow", "InitBuffer: request larger than 4 GiB");
+        if (bytes > UINT32_MAX) ascendc_sim::Fail(ascendc_sim::Rule::ub_overflow, "InitBuffer: request larger than 4 GiB");
         ascendc_sim::RequireCore(ascendc_sim::CoreType::AIV, "InitBuffer of a UB position (VECIN/VECOUT/VECCALC)");
         return ascendc_sim::Ctx().ub + ascendc_sim::AllocateUb(static_cast<uint32_t>(bytes), "InitBuffer");
     }

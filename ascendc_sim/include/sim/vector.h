@@ -33,7 +33,7 @@ constexpr const char* TypeName() {
 
 template <typename T>
 [[noreturn]] void Unsupported(const char* op) {
-    ascendc_sim::Fail("unsupported_dtype", std::string(op) + " does not take " + TypeName<T>() + " on 910B");
+    ascendc_sim::Fail(ascendc_sim::Rule::unsupported_dtype, std::string(op) + " does not take " + TypeName<T>() + " on 910B");
 }
 
 // Counts one vector instruction over `count` elements and checks every operand.
@@ -193,7 +193,7 @@ void CreateVecIndex(const LocalTensor<T>& dst, T firstValue, uint32_t count) {
                 if (i < kBlock) {
                     float viaFloat = static_cast<float>(firstValue) + static_cast<float>(i);
                     if (double(viaFloat) != double(int64_t(firstValue) + i)) {
-                        ascendc_sim::Fail("vec_index_precision",
+                        ascendc_sim::Fail(ascendc_sim::Rule::vec_index_precision,
                                           "CreateVecIndex<" + std::string(detail::TypeName<T>()) + "> from " +
                                           std::to_string(firstValue) + ": CANN 8.x computes element " +
                                           std::to_string(i) + " as float(first) + i, which is not exact past 2^24");
@@ -231,7 +231,7 @@ inline float RoundFloat(float x, RoundMode mode) {
 template <typename Dst, typename Src>
 void Cast(const LocalTensor<Dst>& dst, const LocalTensor<Src>& src, RoundMode mode, uint32_t count) {
     if constexpr (!detail::kCastable<Dst, Src>) {
-        ascendc_sim::Fail("unsupported_dtype", std::string("Cast from ") + detail::TypeName<Src>() + " to " +
+        ascendc_sim::Fail(ascendc_sim::Rule::unsupported_dtype, std::string("Cast from ") + detail::TypeName<Src>() + " to " +
                           detail::TypeName<Dst>() + " is not a 910B conversion");
     } else {
         src.Check(count, "Cast");
@@ -254,7 +254,7 @@ void CompareScalar(const LocalTensor<uint8_t>& dst, const LocalTensor<T>& src, T
         detail::Unsupported<T>("CompareScalar");
     } else {
         if (uint64_t(count) * sizeof(T) % 256 != 0) {
-            ascendc_sim::Fail("vector_alignment", "CompareScalar: count * sizeof(T) must be a multiple of 256 bytes");
+            ascendc_sim::Fail(ascendc_sim::Rule::vector_alignment, "CompareScalar: count * sizeof(T) must be a multiple of 256 bytes");
         }
         src.Check(count, "CompareScalar");
         dst.Check((count + 7) / 8, "CompareScalar");
@@ -277,7 +277,7 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<uint8_t>& mask, const L
     if constexpr (!detail::kFloating<T>) {
         detail::Unsupported<T>("Select");
     } else {
-        if (mode != SELMODE::VSEL_TENSOR_TENSOR_MODE) ascendc_sim::Fail("unsupported_mode", "Select: tensor operands need VSEL_TENSOR_TENSOR_MODE");
+        if (mode != SELMODE::VSEL_TENSOR_TENSOR_MODE) ascendc_sim::Fail(ascendc_sim::Rule::unsupported_mode, "Select: tensor operands need VSEL_TENSOR_TENSOR_MODE");
         ascendc_sim::NoteSelect("Select");  // tensor-tensor mode: its temporary at selectTemporaryOffset
         mask.Check((count + 7) / 8, "Select");
         detail::Issue<T>("Select", count, dst, src0, src1);
@@ -305,7 +305,7 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
         for (uint32_t i = 0; i < count; ++i) {
             uint64_t offset = uint64_t(srcBaseAddr) + srcOffset.Address()[i];
             if (offset % sizeof(T) != 0 || offset + sizeof(T) > srcBytes) {
-                ascendc_sim::Fail("ub_out_of_bounds", "Gather: element " + std::to_string(i) + " reads byte offset " +
+                ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds, "Gather: element " + std::to_string(i) + " reads byte offset " +
                                   std::to_string(offset) + ", outside the " + std::to_string(srcBytes) +
                                   "-byte source or not a whole element");
             }

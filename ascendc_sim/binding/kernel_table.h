@@ -1,0 +1,52 @@
+// What the binding knows of a kernel it launches: a row of the launch table. The product kernels' rows are
+// generated from the op table (launch_table.inc, scripts/op_files/emulator.py); the test kernels of
+// tests/sim_kernels/ write theirs by hand.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/core.h"
+
+namespace ascend_acts_sim {
+
+// The plain struct the kernel's host tiling fills (op_host/), or Raw: bytes the caller gives (test kernels).
+enum class TilingKind : uint8_t { ElementwiseTiling, BatchNormLeakyReluTiling, ConvBnLeakyReluEvalTiling, Raw };
+
+// In: read; Out: written (poisoned before the launch); InOut: an in-place output, read and written under
+// the name of an input listed before it (not poisoned, must still be written).
+enum class Direction : uint8_t { In, Out, InOut };
+
+struct Param {
+    const char* name;
+    Direction direction;
+};
+
+// Calls the kernel entry with the GM parameters in its order (`gm[i]` for params[i]), then workspace, tiling.
+using Runner = void (*)(GM_ADDR const* gm, GM_ADDR workspace, GM_ADDR tiling);
+
+struct KernelEntry {
+    const char* name;   // the op table's base name (test kernels: their name)
+    const char* entry;  // the name the emulator reports: the kernel entry
+    TilingKind tiling;
+    uint32_t variant;   // the tiling function's template argument (ElementwiseOp, BatchNormPass), else 0
+    bool wrapsIntegers; // relies on integer vector results wrapping (the `integer_overflow` rule)
+    bool mix;           // a MIX launch (AIC + 2 AIVs per AI core, ascendc_sim::LaunchMix)
+    std::vector<Param> params;
+    Runner run;
+    // Raw tilings only: GM workspace bytes the kernel needs for this tiling (nullptr: none)
+    uint64_t (*rawWorkspaceBytes)(const uint8_t* tiling, uint64_t tilingBytes) = nullptr;
+};
+
+struct KernelTable {
+    const KernelEntry* begin;
+    const KernelEntry* end;
+    const KernelEntry* Find(const std::string& name) const {
+        for (const KernelEntry* k = begin; k != end; ++k) {
+            if (name == k->name) return k;
+        }
+        return nullptr;
+    }
+};
+
+}  // namespace ascend_acts_sim

@@ -1,0 +1,131 @@
+"""The BatchNorm + LeakyReLU training kernels (op_kernel/ family "batch_norm_leaky_relu") on the emulator,
+and the fused Conv2d + BatchNorm2d + LeakyReLU training ops built on them, as on the NPU.
+
+Training: the platform's convolution (torch's, platform_conv.py), then the BatchNorm+LeakyReLU kernels.
+The backward runs the output-based (InPlace-ABN) kernel when the output was kept; when the conv output was
+kept instead (slope <= 0, a zero bn_weight or a too large |bn_bias| / |bn_weight|) the BN part falls back
+to the NumPy reference. Per-channel statistics are float32 whatever the data type.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...reference import conv_bn as reference
+from . import emulator, platform_conv
+
+
+def _channel_floats(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to(torch.float32).contiguous()
+
+
+def _nchw(shape) -> tuple[int, int, int]:
+    """N, C and the spatial size of an N, C, spatial shape."""
+    n, c = shape[:2]
+    plane = 1
+    for size in shape[2:]:
+        plane *= size
+    return n, c, plane
+
+
+def tiling(kernel: str, shape, element_size: int, negative_slope: float = 0.0, eps: float = 0.0,
+           momentum: float = 0.0, update_running_stats: bool = False, platform: str | None = None,
+           vector_cores: int | None = None):
+    """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial shape."""
+    current = emulator.settings()
+    n, c, plane = _nchw(tuple(shape))
+    return emulator.binding().batch_norm_leaky_relu_tiling(
+        kernel, n, c, plane, element_size, current.platform if platform is None else platform,
+        current.vector_cores if vector_cores is None else vector_cores, negative_slope, eps, momentum,
+        update_running_stats)
+
+
+def _check_statistics(**tensors) -> None:
+    for name, t in tensors.items():
+        if t is not None and (t.dtype != torch.float32 or not t.is_contiguous()):
+            raise TypeError(f"{name}: the kernels keep per-channel statistics as contiguous float32, got {t.dtype}")
+
+
+def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_slope: float, eps: float,
+                          momentum: float):
+    """y = leaky_relu(batch_norm(x) * weight + bias) over N, C, spatial `x`, with the batch mean and
+    1 / sqrt(var + eps) per channel: (y, save_mean, save_invstd). The running statistics (float32, or both
+    None) are updated in place as torch does (momentum, unbiased variance)."""
+    emulator.check_dtype(x)
+    _check_statistics(weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
+    n, c, plane = _nchw(x.shape)
+    update = running_mean is not None
+    settings = emulator.settings()
+    launch_tiling = emulator.binding().batch_norm_leaky_relu_tiling(
+        "batch_norm_leaky_relu", n, c, plane, x.element_size(), settings.platform, settings.vector_cores,
+        negative_slope, eps, momentum, update)
+    y = torch.empty_like(x)
+    save_mean, save_invstd = torch.empty(c), torch.empty(c)
+    emulator.launch("batch_norm_leaky_relu", {
+        "x": x, "weight": weight, "bias": bias, "running_mean": running_mean if update else None,
+        "running_var": running_var if update else None, "y": y, "save_mean": save_mean, "save_invstd": save_invstd},
+        launch_tiling)
+    return y, save_mean, save_invstd
+
+
+def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope: float):
+    """Gradients of x, weight, bias from the forward's output y (needs negative_slope > 0 and no zero weight):
+    (dx, grad_weight, grad_bias)."""
+    if not negative_slope > 0:
+        raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got {negative_slope}")
+    emulator.check_dtype(dy)
+    _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd)
+    if not bool((weight != 0).all()):
+        raise ValueError("weight: the output-based backward divides by weight (gamma); a zero entry needs the conv "
+                         "output kept")
+    n, c, plane = _nchw(dy.shape)
+    settings = emulator.settings()
+    launch_tiling = emulator.binding().batch_norm_leaky_relu_tiling(
+        "batch_norm_leaky_relu_grad", n, c, plane, dy.element_size(), settings.platform, settings.vector_cores,
+        negative_slope)
+    dx, grad_weight, grad_bias = torch.empty_like(dy), torch.empty(c), torch.empty(c)
+    emulator.launch("batch_norm_leaky_relu_grad", {
+        "dy": dy, "y": y, "weight": weight, "bias": bias, "save_invstd": save_invstd, "dx": dx,
+        "grad_weight": grad_weight, "grad_bias": grad_bias}, launch_tiling)
+    return dx, grad_weight, grad_bias
+
+
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
+                             dilation, groups, momentum, eps, negative_slope, save_output):
+    emulator.check_dtype(input)
+    y = platform_conv.conv2d(input, weight, bias, stride, padding, dilation, groups)
+    # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
+    # dtype) once it has run
+    update = running_mean is not None
+    staged = [t.detach().to(torch.float32, copy=True).contiguous() for t in (running_mean, running_var)] \
+        if update else [None, None]
+    out, mean, invstd = batch_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
+                                              negative_slope, eps, momentum)
+    if update:
+        with torch.no_grad():
+            running_mean.copy_(staged[0])
+            running_var.copy_(staged[1])
+    kept = torch.empty(0, dtype=input.dtype) if save_output else y
+    return out, kept, mean, invstd
+
+
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean,
+                                      invstd, stride, padding, dilation, groups, negative_slope):
+    emulator.check_dtype(input)
+    gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
+    if saved_is_output:
+        grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
+            grad_out.contiguous(), saved, gamma, beta, _channel_floats(invstd), negative_slope)
+        grad_y = grad_y.float()
+    else:
+        f = torch.float32
+
+        def array(t):
+            return t.detach().to(f).contiguous().numpy()
+
+        grads = reference.batch_norm_leaky_relu_backward(
+            array(grad_out), array(saved), False, array(gamma), array(beta), array(mean), array(invstd), negative_slope)
+        grad_y, grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
+    grad_input, grad_weight, grad_bias = platform_conv.conv2d_backward(grad_y, input, weight, stride, padding,
+                                                                       dilation, groups)
+    return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)

@@ -1,0 +1,52 @@
+"""The eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU (op_kernel/ family "conv_bn_leaky_relu_eval":
+the convolution on the cube with the BN-folded weights, bias and LeakyReLU on the vector unit, one launch)
+on the emulator, and the eval ops built on it.
+
+Grouped convolutions and the eval backward (needed only to train through an eval-mode block) run the
+reference backend.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import reference_conv_bn
+from ...reference.conv_bn import output_shape
+from . import emulator
+
+conv_bias_leaky_relu_backward = reference_conv_bn.conv_bias_leaky_relu_backward
+
+
+def tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int, negative_slope: float = 0.0,
+           platform: str | None = None):
+    """The op_host tiling (ascend_acts._sim.ConvBnLeakyReluEvalTiling); padding (top, bottom, left, right)."""
+    return emulator.binding().conv_bn_leaky_relu_eval_tiling(
+        list(x_shape), list(weight_shape), list(stride), list(padding), list(dilation), element_size,
+        emulator.settings().platform if platform is None else platform, negative_slope)
+
+
+def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
+    """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
+    `bias` is float32; x and weight share one dtype."""
+    emulator.check_dtype(x)
+    if weight.dtype != x.dtype:
+        raise TypeError(f"weight must have the input's dtype {x.dtype}, got {weight.dtype}")
+    if bias.dtype != torch.float32 or not bias.is_contiguous():
+        raise TypeError(f"bias: the kernel takes a contiguous float32 bias, got {bias.dtype}")
+    launch_tiling = tiling(x.shape, weight.shape, stride, padding, dilation, x.element_size(), negative_slope)
+    y = torch.empty(output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype)
+    emulator.launch("conv_bn_leaky_relu_eval", {"x": x, "weight": weight, "bias": bias, "y": y}, launch_tiling)
+    return y
+
+
+def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    emulator.check_dtype(input)
+    if groups != 1:
+        return reference_conv_bn.conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups,
+                                                      negative_slope)
+    shape = output_shape(input.shape, weight.shape, stride, padding, dilation)
+    if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
+        return torch.empty(shape, dtype=input.dtype)
+    return conv_bn_leaky_relu_eval(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
+                                   bias.detach().to(torch.float32).contiguous(), stride, padding, dilation,
+                                   negative_slope)

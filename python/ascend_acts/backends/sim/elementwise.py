@@ -1,0 +1,112 @@
+"""The elementwise kernels (op_kernel/ family "elementwise": LeakyReLU, RReLU and their gradients) on the
+emulator, as the backend protocol's torch ops.
+
+Large tensors run in pieces: the emulator records, per output byte, which block wrote it (2 bytes each,
+for the overlapping_core_writes and unwritten_output rules), so one launch over a 4 GiB output would hold
+8 GiB more. An op on more than LAUNCH_BYTES per operand runs as several launches, each with its own tiling
+and indexBase = the flat index of its first element (op_host/elementwise_tiling.h), as a host may launch
+them in pieces; results are identical, RReLU noise included. `last_launch()` has the last piece's counters.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...op_table import kernel as table_kernel
+from . import emulator
+
+LAUNCH_BYTES = 1 << 23
+
+
+def _overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two contiguous tensors share bytes."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.nbytes and b0 < a0 + a.nbytes
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1)  # a view: the backend gets contiguous tensors
+
+
+def tiling(kernel: str, total_length: int, element_size: int, negative_slope: float = 0.0, lower: float = 0.0,
+           span: float = 0.0, index_base: int = 0, platform: str | None = None, vector_cores: int | None = None):
+    """The op_host tiling (ascend_acts._sim.ElementwiseTiling) `kernel` runs with here (for inspection and tests)."""
+    current = emulator.settings()
+    return emulator.binding().elementwise_tiling(
+        kernel, total_length, element_size, current.platform if platform is None else platform,
+        current.vector_cores if vector_cores is None else vector_cores, negative_slope, lower, span, index_base)
+
+
+def _run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], index_base: int = 0,
+         **attrs) -> torch.Tensor:
+    """`kernel` over `inputs` (its op-table inputs in order: the data tensors, then RReLU's seed), into `out`
+    (a new tensor when None), in pieces of at most LAUNCH_BYTES."""
+    data = inputs[0]
+    emulator.check_dtype(data)
+    spec = table_kernel(kernel)
+    result = torch.empty_like(data, memory_format=torch.contiguous_format) if out is None else out
+    target = result if result.is_contiguous() else torch.empty_like(data, memory_format=torch.contiguous_format)
+    flat_out = _flat(target)
+    flats = [_flat(t) if t.numel() == data.numel() and t.dtype == data.dtype else t.contiguous() for t in inputs]
+    per_element = [t.numel() == data.numel() and t.dtype == data.dtype for t in inputs]
+    # An output that is an input (in place) gets a temporary per launch below; one that overlaps an input at
+    # another offset would overwrite elements a later launch still reads, so it gets one for the whole.
+    shifted = any(_overlaps(flat_out, t) and flat_out.data_ptr() != t.data_ptr()
+                  for t, split in zip(flats, per_element) if split)
+    written = torch.empty_like(flat_out) if shifted else flat_out
+    step = max(LAUNCH_BYTES // data.element_size(), 1)
+    for start in range(0, max(data.numel(), 1), step):  # one (empty) launch for an empty tensor
+        piece = slice(start, start + step)
+        pieces = [t[piece] if split else t for t, split in zip(flats, per_element)]
+        _launch_piece(spec, written[piece], pieces, per_element, index_base + start, attrs)
+    if written is not flat_out:
+        flat_out.copy_(written)
+    if target is not result:
+        result.copy_(target)
+    return result
+
+
+def _launch_piece(spec, out, inputs, per_element, index_base, attrs) -> None:
+    # the emulator poisons outputs before a launch, so an output that aliases an input gets its own buffer
+    aliased = any(_overlaps(out, t) for t, split in zip(inputs, per_element) if split)
+    target = torch.empty_like(out) if aliased else out
+    settings = emulator.settings()
+    launch_tiling = emulator.binding().elementwise_tiling(
+        spec.base, out.numel(), out.element_size(), settings.platform, settings.vector_cores, index_base=index_base,
+        **attrs)
+    buffers = {t.name: tensor for t, tensor in zip(spec.inputs, inputs)} | {spec.outputs[0].name: target}
+    emulator.launch(spec.base, buffers, launch_tiling)
+    if target is not out:
+        out.copy_(target)
+
+
+def _seed(seed: torch.Tensor) -> torch.Tensor:
+    return seed.reshape(1).contiguous()
+
+
+def _bounds(lower: float, upper: float) -> dict:
+    """The kernels' float32 lower bound and span (op_kernel/elementwise/rrelu_noise.h)."""
+    lo = torch.tensor(lower, dtype=torch.float32)
+    return {"lower": float(lo), "span": float(torch.tensor(upper, dtype=torch.float32) - lo)}
+
+
+def leaky_relu(self: torch.Tensor, negative_slope: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    return _run("leaky_relu", out, (self,), negative_slope=negative_slope)
+
+
+def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: float,
+                        self_is_result: bool) -> torch.Tensor:
+    return _run("leaky_relu_grad", None, (grad_output, self), negative_slope=negative_slope)
+
+
+def rrelu_with_seed(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float,
+                    out: torch.Tensor | None = None, *, index_base: int = 0) -> torch.Tensor:
+    """`index_base`: the flat index of element 0 (the noise is keyed on (seed, flat index))."""
+    return _run("r_relu", out, (self, _seed(seed)), index_base, **_bounds(lower, upper))
+
+
+def rrelu_with_seed_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
+                             upper: float, self_is_result: bool, *, index_base: int = 0) -> torch.Tensor:
+    return _run("r_relu_grad", None, (grad_output, self, _seed(seed)), index_base, **_bounds(lower, upper))
