@@ -24,8 +24,20 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts import backends
-from common import (CEILINGS, MEASURED_BACKENDS, RESULTS_DIR, backend_context, copy_ceiling_gb_per_s, cpu_usage,
-                    interleaved_ms, markdown_table, median_ratio, other_processes_note, report, saved_bytes)
+from common import (
+    CEILINGS,
+    MEASURED_BACKENDS,
+    RESULTS_DIR,
+    backend_context,
+    copy_ceiling_gb_per_s,
+    cpu_usage,
+    interleaved_ms,
+    markdown_table,
+    median_ratio,
+    other_processes_note,
+    report,
+    saved_bytes,
+)
 
 SLOPE, MOMENTUM, EPS = 0.2, 0.1, 1e-5
 KERNEL, STRIDE, PADDING = 4, 2, 1

@@ -22,8 +22,17 @@ import torch
 from torch import nn
 
 import ascend_acts
-from common import (RESULTS_DIR, cpu_usage, interleaved_ms, markdown_table, median_ratio, other_processes_note,
-                    plot_bars, report, saved_bytes)
+from common import (
+    RESULTS_DIR,
+    cpu_usage,
+    interleaved_ms,
+    markdown_table,
+    median_ratio,
+    other_processes_note,
+    plot_bars,
+    report,
+    saved_bytes,
+)
 
 SLOPE = 0.2
 
@@ -52,7 +61,8 @@ def torch_discriminator(ndf: int) -> nn.Module:
 
 MODELS = {
     "torch": torch_discriminator,
-    "ascend_acts (convert: fused Conv+BN+LeakyReLU, LeakyReLU)": lambda ndf: ascend_acts.convert(torch_discriminator(ndf)),
+    "ascend_acts (convert: fused Conv+BN+LeakyReLU, LeakyReLU)":
+        lambda ndf: ascend_acts.convert(torch_discriminator(ndf)),
 }
 
 

@@ -9,8 +9,16 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 import ascend_acts
-from common import (available_impls, base_parser, comparison_table, copy_rows, measure_elementwise,
-                    plot_phases, report, resolve_sizes)
+from common import (
+    available_impls,
+    base_parser,
+    comparison_table,
+    copy_rows,
+    measure_elementwise,
+    plot_phases,
+    report,
+    resolve_sizes,
+)
 
 SLOPE = 0.2
 OPS = {

@@ -12,8 +12,16 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 import ascend_acts
-from common import (available_impls, base_parser, comparison_table, copy_rows, measure_elementwise,
-                    plot_phases, report, resolve_sizes)
+from common import (
+    available_impls,
+    base_parser,
+    comparison_table,
+    copy_rows,
+    measure_elementwise,
+    plot_phases,
+    report,
+    resolve_sizes,
+)
 
 LOWER, UPPER = 1 / 8, 1 / 3
 OPS = {

@@ -52,7 +52,8 @@ def measure_layer(name: str, cin: int, size: int, cout: int, batch: int) -> Traf
     assert gm_out["y"] == out.numel() * element, "the fused kernel must write its output once"
     weight_bytes, bias_bytes = weight.numel() * element, bias.numel() * 4
     per_image_hbm = gm_in["x"] + gm_out["y"]
-    per_image_l2 = gm_in["weight"] - weight_bytes + gm_in["bias"] - bias_bytes + gm_in["workspace"] + gm_out["workspace"]
+    per_image_l2 = (gm_in["weight"] - weight_bytes + gm_in["bias"] - bias_bytes + gm_in["workspace"]
+                    + gm_out["workspace"])
     fused_hbm = batch * per_image_hbm + weight_bytes + bias_bytes
     fused_l2 = batch * per_image_l2
     y = batch * out.numel() * element

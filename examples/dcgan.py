@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 import torch.distributed as dist
+import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts

@@ -14,9 +14,8 @@ import pytest
 import torch
 
 import ascend_acts
-from ascend_acts.backends import npu
+from ascend_acts.backends import npu, torch_ops
 from ascend_acts.backends import reference as reference_backend
-from ascend_acts.backends import torch_ops
 from ascend_acts.backends.torch_ops import activations as torch_activations
 from ascend_acts.op_table import TORCH_OPS, torch_op
 from ascend_acts.ops._kernels import device_kernel, npu_fallback

@@ -112,9 +112,8 @@ def test_compile_inplace_rrelu_negative_lower_matches_eager(compiler):
 
 
 def test_every_table_op_has_an_opcheck_sample():
-    from test_conv_bn_leaky_relu import OPS as FUSED_SAMPLES
-
     from ascend_acts.op_table import TORCH_OPS
+    from test_conv_bn_leaky_relu import OPS as FUSED_SAMPLES
 
     sampled = {factory()[0].name() for factory in (*OP_SAMPLES.values(), *FUSED_SAMPLES.values())}
     assert sampled == {op.qualified_name for op in TORCH_OPS}

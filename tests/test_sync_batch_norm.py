@@ -18,7 +18,7 @@ from torch import nn
 import ascend_acts
 import sync_bn_scenarios as scenarios
 from ascend_acts import backends
-from distributed_run import WorkerError, run
+from distributed_run import run
 
 F64, F32 = torch.float64, torch.float32
 MODULE = "sync_bn_scenarios"
@@ -113,8 +113,8 @@ def _relative_error(mine, theirs) -> float:
 def check_against_torch(runs, name, sizes, dtype, ranks=None, ddp=False, rank_sizes=None, **oracle_kwargs):
     """float64: within 1e-10 relative of torch in float64. float32: within 8x (+1e-6) torch's own float32
     error against float64, quantity by quantity. `rank_sizes`: the batch sizes of the ranks checked, when the
-    oracle runs only some `samples` of the whole batch of `sizes`. `ddp`: the input gradients are `world size` times torch's
-    (the workers scale the loss so that DDP's average is the whole batch's gradient)."""
+    oracle runs only some `samples` of the whole batch of `sizes`. `ddp`: the input gradients are `world size` times
+    torch's (the workers scale the loss so that DDP's average is the whole batch's gradient)."""
     per_rank = results(runs, name)
     expected = oracle(sizes, F64, **oracle_kwargs)
     torch_own = oracle(sizes, dtype, **oracle_kwargs) if dtype != F64 else None

@@ -118,7 +118,8 @@ LaunchCounters Run(KernelTable table, const std::string& name, py::dict buffers,
     const KernelEntry* kernel = table.Find(name);
     if (kernel == nullptr) {
         std::string known;
-        for (const KernelEntry* k = table.begin; k != table.end; ++k) known += std::string(known.empty() ? "" : ", ") + k->name;
+        for (const KernelEntry* k = table.begin; k != table.end; ++k)
+            known += std::string(known.empty() ? "" : ", ") + k->name;
         throw py::value_error("kernel: unknown kernel '" + name + "' (known: " + known + ")");
     }
     const ascendc_sim::Platform& platform = PlatformNamed(platformName);
@@ -160,7 +161,8 @@ LaunchCounters Run(KernelTable table, const std::string& name, py::dict buffers,
         if (host[0].dtype == d.name) dtype = &d;
     }
     if (dtype == nullptr) {
-        throw py::type_error(name + ": buffer '" + names[0] + "' has dtype " + (host[0].given ? host[0].dtype : "None") +
+        throw py::type_error(name + ": buffer '" + names[0] + "' has dtype " +
+                             (host[0].given ? host[0].dtype : "None") +
                              "; the kernels take float32, float16 or bfloat16");
     }
 

@@ -21,7 +21,7 @@ struct LaunchCounters {
     uint64_t gmBytesIn = 0, gmBytesOut = 0, dataCopyCalls = 0, vectorInstructions = 0, vectorRepeats = 0,
              peakUbBytes = 0, cubeIterations = 0, cubeMacs = 0;
     uint32_t blockDim = 0, tileLength = 0;
-    std::vector<uint64_t> blockBytesIn, blockBytesOut;  // per block (MIX launches: per core)
+    std::vector<uint64_t> blockBytesIn, blockBytesOut;                            // per block (MIX launches: per core)
     std::vector<std::pair<std::string, uint64_t>> bufferBytesIn, bufferBytesOut;  // per GM buffer, by name
 };
 

@@ -65,8 +65,8 @@ BatchNormLeakyReluTiling BatchNormTilingFor(const std::string& kernel, uint32_t 
     const KernelEntry& k = KernelWith(kernel, TilingKind::BatchNormLeakyReluTiling, "batch_norm_leaky_relu_tiling");
     const auto& platform = ascend_acts_sim::PlatformNamed(platformName);
     BatchNormLeakyReluTiling tiling{};
-    if (!ComputeBatchNormLeakyReluTiling(static_cast<BatchNormPass>(k.variant), batch, channels, planeSize,
-                                         elementSize, negativeSlope, eps, momentum, updateRunningStats,
+    if (!ComputeBatchNormLeakyReluTiling(static_cast<BatchNormPass>(k.variant), batch, channels, planeSize, elementSize,
+                                         negativeSlope, eps, momentum, updateRunningStats,
                                          CoresOr(vectorCores, platform.vectorCores), platform.ubBytes, tiling)) {
         throw py::value_error("no tiling for " + kernel + " of shape (" + std::to_string(batch) + ", " +
                               std::to_string(channels) + ", " + std::to_string(planeSize) + " per plane) with " +
@@ -80,27 +80,42 @@ int64_t OutputSide(int64_t size, int64_t kernel, int64_t stride, int64_t before,
     return (size + before + after - dilation * (kernel - 1) - 1) / stride + 1;
 }
 
-ConvBnLeakyReluEvalTiling ConvEvalTilingFor(const std::vector<uint32_t>& xShape, const std::vector<uint32_t>& weightShape,
-                                           const std::vector<uint32_t>& stride, const std::vector<uint32_t>& padding,
-                                           const std::vector<uint32_t>& dilation, uint32_t elementSize,
-                                           const std::string& platformName, float negativeSlope) {
+ConvBnLeakyReluEvalTiling ConvEvalTilingFor(const std::vector<uint32_t>& xShape,
+                                            const std::vector<uint32_t>& weightShape,
+                                            const std::vector<uint32_t>& stride, const std::vector<uint32_t>& padding,
+                                            const std::vector<uint32_t>& dilation, uint32_t elementSize,
+                                            const std::string& platformName, float negativeSlope) {
     if (xShape.size() != 4 || weightShape.size() != 4 || stride.size() != 2 || padding.size() != 4 ||
         dilation.size() != 2) {
         throw py::value_error("conv_bn_leaky_relu_eval_tiling(): x_shape and weight_shape need 4 sizes, stride and "
                               "dilation 2, padding 4 (top, bottom, left, right)");
     }
     const auto& p = ascend_acts_sim::PlatformNamed(platformName);
-    int64_t oh = stride[0] == 0 ? 0 : OutputSide(xShape[2], weightShape[2], stride[0], padding[0], padding[1], dilation[0]);
-    int64_t ow = stride[1] == 0 ? 0 : OutputSide(xShape[3], weightShape[3], stride[1], padding[2], padding[3], dilation[1]);
-    ConvGeometry g{xShape[0],  xShape[1],  xShape[2],  xShape[3],   weightShape[0], weightShape[2], weightShape[3],
-                   stride[0],  stride[1],  padding[0], padding[2],  dilation[0],    dilation[1],    uint32_t(std::max<int64_t>(oh, 0)),
+    int64_t oh = stride[0] == 0 ? 0
+                                : OutputSide(xShape[2], weightShape[2], stride[0], padding[0], padding[1], dilation[0]);
+    int64_t ow = stride[1] == 0 ? 0
+                                : OutputSide(xShape[3], weightShape[3], stride[1], padding[2], padding[3], dilation[1]);
+    ConvGeometry g{xShape[0],
+                   xShape[1],
+                   xShape[2],
+                   xShape[3],
+                   weightShape[0],
+                   weightShape[2],
+                   weightShape[3],
+                   stride[0],
+                   stride[1],
+                   padding[0],
+                   padding[2],
+                   dilation[0],
+                   dilation[1],
+                   uint32_t(std::max<int64_t>(oh, 0)),
                    uint32_t(std::max<int64_t>(ow, 0))};
     CubePlatform cube{p.cubeCores, p.vectorCores, p.ubBytes, p.l1Bytes, p.l0aBytes, p.l0bBytes, p.l0cBytes};
     ConvBnLeakyReluEvalTiling tiling{};
     if (oh <= 0 || ow <= 0 || weightShape[1] != xShape[1] ||
         !ComputeConvBnLeakyReluEvalTiling(g, elementSize, negativeSlope, cube, tiling)) {
-        throw py::value_error("no eval tiling for input " + py::str(py::cast(xShape)).cast<std::string>() + ", weight " +
-                              py::str(py::cast(weightShape)).cast<std::string>() + " on " + platformName +
+        throw py::value_error("no eval tiling for input " + py::str(py::cast(xShape)).cast<std::string>() +
+                              ", weight " + py::str(py::cast(weightShape)).cast<std::string>() + " on " + platformName +
                               " (groups = 1: weight.shape[1] must be the input channels)");
     }
     return tiling;
@@ -141,7 +156,8 @@ py::class_<T, Options...> ReadOnlyClass(py::module_& m, const char* name, const 
 PYBIND11_MODULE(_sim, m) {
     m.doc() = "Our AscendC kernels on the emulator: one launch entry, op_host's tilings, the platforms and rules.";
 
-    py::native_enum<ascendc_sim::Rule> rule(m, "Rule", "enum.Enum", "The rules the emulator checks (docs/emulator.md).");
+    py::native_enum<ascendc_sim::Rule> rule(m, "Rule", "enum.Enum",
+                                            "The rules the emulator checks (docs/emulator.md).");
 #define ASCEND_ACTS_RULE_VALUE(name) rule.value(#name, ascendc_sim::Rule::name);
     ASCENDC_SIM_RULES(ASCEND_ACTS_RULE_VALUE)
 #undef ASCEND_ACTS_RULE_VALUE
@@ -165,13 +181,16 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("l0c_bytes", &ascendc_sim::Platform::l0cBytes)
         .def_readonly("bias_table_bytes", &ascendc_sim::Platform::biasTableBytes)
         .def_readonly("fixpipe_buffer_bytes", &ascendc_sim::Platform::fixpipeBufferBytes);
-    m.def("platforms", [] {
-        py::tuple all(ascendc_sim::kPlatformCount);
-        for (uint32_t i = 0; i < ascendc_sim::kPlatformCount; ++i) {
-            all[i] = py::cast(&ascendc_sim::kPlatforms[i], py::return_value_policy::reference);
-        }
-        return all;
-    }, "The platform table, the default (ascend910b1) first.");
+    m.def(
+        "platforms",
+        [] {
+            py::tuple all(ascendc_sim::kPlatformCount);
+            for (uint32_t i = 0; i < ascendc_sim::kPlatformCount; ++i) {
+                all[i] = py::cast(&ascendc_sim::kPlatforms[i], py::return_value_policy::reference);
+            }
+            return all;
+        },
+        "The platform table, the default (ascend910b1) first.");
 
     using ascend_acts_sim::LaunchCounters;
     auto tupleOf = [](const std::vector<uint64_t>& v) { return py::tuple(py::cast(v)); };
@@ -193,9 +212,11 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("block_dim", &LaunchCounters::blockDim)
         .def_readonly("tile_length", &LaunchCounters::tileLength)
         .def_property_readonly("block_bytes_in", [tupleOf](const LaunchCounters& c) { return tupleOf(c.blockBytesIn); })
-        .def_property_readonly("block_bytes_out", [tupleOf](const LaunchCounters& c) { return tupleOf(c.blockBytesOut); })
+        .def_property_readonly("block_bytes_out",
+                               [tupleOf](const LaunchCounters& c) { return tupleOf(c.blockBytesOut); })
         .def_property_readonly("buffer_bytes_in", [dictOf](const LaunchCounters& c) { return dictOf(c.bufferBytesIn); })
-        .def_property_readonly("buffer_bytes_out", [dictOf](const LaunchCounters& c) { return dictOf(c.bufferBytesOut); });
+        .def_property_readonly("buffer_bytes_out",
+                               [dictOf](const LaunchCounters& c) { return dictOf(c.bufferBytesOut); });
 
     ReadOnlyClass<ElementwiseTiling>(m, "ElementwiseTiling", "op_host/elementwise_tiling.h's struct.")
         .def_readonly("total_length", &ElementwiseTiling::totalLength)
@@ -213,7 +234,8 @@ PYBIND11_MODULE(_sim, m) {
           py::arg("negative_slope") = 0.0f, py::arg("lower") = 0.0f, py::arg("span") = 0.0f, py::arg("index_base") = 0,
           "ComputeElementwiseTiling for `kernel`; vector_cores 0: the platform's. ValueError when it has none.");
 
-    ReadOnlyClass<BatchNormLeakyReluTiling>(m, "BatchNormLeakyReluTiling", "op_host/batch_norm_leaky_relu_tiling.h's struct.")
+    ReadOnlyClass<BatchNormLeakyReluTiling>(m, "BatchNormLeakyReluTiling",
+                                            "op_host/batch_norm_leaky_relu_tiling.h's struct.")
         .def_readonly("batch", &BatchNormLeakyReluTiling::batch)
         .def_readonly("channels", &BatchNormLeakyReluTiling::channels)
         .def_readonly("plane_size", &BatchNormLeakyReluTiling::planeSize)
@@ -229,35 +251,53 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("update_running_stats", &BatchNormLeakyReluTiling::updateRunningStats)
         .def_readonly("inverse_count", &BatchNormLeakyReluTiling::inverseCount)
         .def_readonly("unbias_factor", &BatchNormLeakyReluTiling::unbiasFactor);
-    m.def("batch_norm_leaky_relu_tiling", &BatchNormTilingFor, py::arg("kernel"), py::arg("batch"),
-          py::arg("channels"), py::arg("plane_size"), py::arg("element_size"), py::arg("platform") = "ascend910b1",
+    m.def("batch_norm_leaky_relu_tiling", &BatchNormTilingFor, py::arg("kernel"), py::arg("batch"), py::arg("channels"),
+          py::arg("plane_size"), py::arg("element_size"), py::arg("platform") = "ascend910b1",
           py::arg("vector_cores") = 0, py::arg("negative_slope") = 0.0f, py::arg("eps") = 0.0f,
           py::arg("momentum") = 0.0f, py::arg("update_running_stats") = false,
           "ComputeBatchNormLeakyReluTiling for `kernel`; vector_cores 0: the platform's. ValueError when it has none.");
 
-    ReadOnlyClass<ConvGeometry>(m, "ConvGeometry", "The eval kernel's convolution (padding: top and left; the "
-                                                   "output size carries bottom/right).")
-        .def_readonly("batch", &ConvGeometry::batch).def_readonly("in_channels", &ConvGeometry::inChannels)
-        .def_readonly("height", &ConvGeometry::height).def_readonly("width", &ConvGeometry::width)
-        .def_readonly("out_channels", &ConvGeometry::outChannels).def_readonly("kernel_h", &ConvGeometry::kernelH)
-        .def_readonly("kernel_w", &ConvGeometry::kernelW).def_readonly("stride_h", &ConvGeometry::strideH)
-        .def_readonly("stride_w", &ConvGeometry::strideW).def_readonly("pad_top", &ConvGeometry::padH)
-        .def_readonly("pad_left", &ConvGeometry::padW).def_readonly("dilation_h", &ConvGeometry::dilationH)
-        .def_readonly("dilation_w", &ConvGeometry::dilationW).def_readonly("out_height", &ConvGeometry::outHeight)
+    ReadOnlyClass<ConvGeometry>(m, "ConvGeometry",
+                                "The eval kernel's convolution (padding: top and left; the "
+                                "output size carries bottom/right).")
+        .def_readonly("batch", &ConvGeometry::batch)
+        .def_readonly("in_channels", &ConvGeometry::inChannels)
+        .def_readonly("height", &ConvGeometry::height)
+        .def_readonly("width", &ConvGeometry::width)
+        .def_readonly("out_channels", &ConvGeometry::outChannels)
+        .def_readonly("kernel_h", &ConvGeometry::kernelH)
+        .def_readonly("kernel_w", &ConvGeometry::kernelW)
+        .def_readonly("stride_h", &ConvGeometry::strideH)
+        .def_readonly("stride_w", &ConvGeometry::strideW)
+        .def_readonly("pad_top", &ConvGeometry::padH)
+        .def_readonly("pad_left", &ConvGeometry::padW)
+        .def_readonly("dilation_h", &ConvGeometry::dilationH)
+        .def_readonly("dilation_w", &ConvGeometry::dilationW)
+        .def_readonly("out_height", &ConvGeometry::outHeight)
         .def_readonly("out_width", &ConvGeometry::outWidth);
     // TCubeTiling's documented field names
     ReadOnlyClass<CubeTilingFields>(m, "CubeTiling", "The Matmul blocking the eval tiling chose (TCubeTiling names).")
-        .def_readonly("usedCoreNum", &CubeTilingFields::usedCoreNum).def_readonly("M", &CubeTilingFields::M)
-        .def_readonly("N", &CubeTilingFields::N).def_readonly("Ka", &CubeTilingFields::Ka)
-        .def_readonly("Kb", &CubeTilingFields::Kb).def_readonly("singleCoreM", &CubeTilingFields::singleCoreM)
+        .def_readonly("usedCoreNum", &CubeTilingFields::usedCoreNum)
+        .def_readonly("M", &CubeTilingFields::M)
+        .def_readonly("N", &CubeTilingFields::N)
+        .def_readonly("Ka", &CubeTilingFields::Ka)
+        .def_readonly("Kb", &CubeTilingFields::Kb)
+        .def_readonly("singleCoreM", &CubeTilingFields::singleCoreM)
         .def_readonly("singleCoreN", &CubeTilingFields::singleCoreN)
-        .def_readonly("singleCoreK", &CubeTilingFields::singleCoreK).def_readonly("baseM", &CubeTilingFields::baseM)
-        .def_readonly("baseN", &CubeTilingFields::baseN).def_readonly("baseK", &CubeTilingFields::baseK)
-        .def_readonly("depthA1", &CubeTilingFields::depthA1).def_readonly("depthB1", &CubeTilingFields::depthB1)
-        .def_readonly("stepM", &CubeTilingFields::stepM).def_readonly("stepN", &CubeTilingFields::stepN)
-        .def_readonly("stepKa", &CubeTilingFields::stepKa).def_readonly("stepKb", &CubeTilingFields::stepKb)
-        .def_readonly("isBias", &CubeTilingFields::isBias).def_readonly("iterateOrder", &CubeTilingFields::iterateOrder)
-        .def_readonly("dbL0A", &CubeTilingFields::dbL0A).def_readonly("dbL0B", &CubeTilingFields::dbL0B)
+        .def_readonly("singleCoreK", &CubeTilingFields::singleCoreK)
+        .def_readonly("baseM", &CubeTilingFields::baseM)
+        .def_readonly("baseN", &CubeTilingFields::baseN)
+        .def_readonly("baseK", &CubeTilingFields::baseK)
+        .def_readonly("depthA1", &CubeTilingFields::depthA1)
+        .def_readonly("depthB1", &CubeTilingFields::depthB1)
+        .def_readonly("stepM", &CubeTilingFields::stepM)
+        .def_readonly("stepN", &CubeTilingFields::stepN)
+        .def_readonly("stepKa", &CubeTilingFields::stepKa)
+        .def_readonly("stepKb", &CubeTilingFields::stepKb)
+        .def_readonly("isBias", &CubeTilingFields::isBias)
+        .def_readonly("iterateOrder", &CubeTilingFields::iterateOrder)
+        .def_readonly("dbL0A", &CubeTilingFields::dbL0A)
+        .def_readonly("dbL0B", &CubeTilingFields::dbL0B)
         .def_readonly("dbL0C", &CubeTilingFields::dbL0C);
     ReadOnlyClass<ConvBnLeakyReluEvalTiling>(m, "ConvBnLeakyReluEvalTiling",
                                              "op_host/conv_bn_leaky_relu_eval_tiling.h's struct.")
@@ -275,23 +315,28 @@ PYBIND11_MODULE(_sim, m) {
     m.def("conv_bn_leaky_relu_eval_tiling", &ConvEvalTilingFor, py::arg("x_shape"), py::arg("weight_shape"),
           py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("element_size"),
           py::arg("platform") = "ascend910b1", py::arg("negative_slope") = 0.0f,
-          "ComputeConvBnLeakyReluEvalTiling (groups = 1; padding top, bottom, left, right). ValueError when it has none.");
+          "ComputeConvBnLeakyReluEvalTiling (groups = 1; padding top, bottom, left, right). ValueError when it has "
+          "none.");
 
-    m.def("kernels", [] {
-        py::list rows;
-        for (const KernelEntry& k : kOpKernels) {
-            py::list params;
-            for (const auto& p : k.params) {
-                const char* direction = p.direction == ascend_acts_sim::Direction::In ? "in"
-                                        : p.direction == ascend_acts_sim::Direction::Out ? "out" : "inout";
-                params.append(py::make_tuple(p.name, direction));
+    m.def(
+        "kernels",
+        [] {
+            py::list rows;
+            for (const KernelEntry& k : kOpKernels) {
+                py::list params;
+                for (const auto& p : k.params) {
+                    const char* direction = p.direction == ascend_acts_sim::Direction::In    ? "in"
+                                            : p.direction == ascend_acts_sim::Direction::Out ? "out"
+                                                                                             : "inout";
+                    params.append(py::make_tuple(p.name, direction));
+                }
+                rows.append(py::dict(py::arg("name") = k.name, py::arg("entry") = k.entry,
+                                     py::arg("tiling") = TilingName(k.tiling),
+                                     py::arg("wraps_integers") = k.wrapsIntegers, py::arg("params") = params));
             }
-            rows.append(py::dict(py::arg("name") = k.name, py::arg("entry") = k.entry,
-                                 py::arg("tiling") = TilingName(k.tiling), py::arg("wraps_integers") = k.wrapsIntegers,
-                                 py::arg("params") = params));
-        }
-        return rows;
-    }, "The launch table: one dict per kernel (name, entry, tiling, wraps_integers, params).");
+            return rows;
+        },
+        "The launch table: one dict per kernel (name, entry, tiling, wraps_integers, params).");
 
     ascend_acts_sim::DefineLaunch(m, kTable);
 }

@@ -53,9 +53,10 @@ struct TilingTraits<ascend_acts::ConvBnLeakyReluEvalTiling> {
     }
     static std::vector<uint8_t> Buffer(const T& t) {
         const ascend_acts::CubeTilingFields& f = t.cube;
-        TCubeTiling cube{f.usedCoreNum, f.M,      f.N,      f.Ka,      f.Kb,     f.singleCoreM, f.singleCoreN, f.singleCoreK,
-                         f.baseM,       f.baseN,  f.baseK,  f.depthA1, f.depthB1, f.stepM,      f.stepN,       f.stepKa,
-                         f.stepKb,      f.isBias, f.iterateOrder, f.dbL0A, f.dbL0B, f.dbL0C};
+        TCubeTiling cube{f.usedCoreNum,  f.M,           f.N,     f.Ka,     f.Kb,     f.singleCoreM,
+                         f.singleCoreN,  f.singleCoreK, f.baseM, f.baseN,  f.baseK,  f.depthA1,
+                         f.depthB1,      f.stepM,       f.stepN, f.stepKa, f.stepKb, f.isBias,
+                         f.iterateOrder, f.dbL0A,       f.dbL0B, f.dbL0C};
         std::vector<uint8_t> bytes(ascend_acts::conv_eval_tiling::kCubeTilingOffset + sizeof(TCubeTiling));
         std::memcpy(bytes.data(), &t, sizeof(T));
         std::memcpy(bytes.data() + ascend_acts::conv_eval_tiling::kCubeTilingOffset, &cube, sizeof(cube));

@@ -29,8 +29,8 @@ constexpr bool LiteralTilingKey() {
 }
 }  // namespace ascendc_sim
 #define TILING_KEY_IS(key) ACTS_SIM_TILING_KEY_IS_EXPANDED(key)
-#define ACTS_SIM_TILING_KEY_IS_EXPANDED(key)                                                  \
-    (::ascendc_sim::LiteralTilingKey<::ascendc_sim::IsIntegerLiteral(#key)>() &&             \
+#define ACTS_SIM_TILING_KEY_IS_EXPANDED(key)                                     \
+    (::ascendc_sim::LiteralTilingKey<::ascendc_sim::IsIntegerLiteral(#key)>() && \
      ::ascendc_sim::Ctx().tilingKey == static_cast<uint64_t>(key))
 
 // Kernel types (KERNEL_TASK_TYPE_DEFAULT): the launcher decides how a kernel runs (Launch: vector cores

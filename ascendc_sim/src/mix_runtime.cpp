@@ -40,22 +40,25 @@ uint32_t CapacityOf(Memory memory) {
 void RequireCore(CoreType type, const char* what) {
     const Context& ctx = Ctx();
     if (!ctx.mix || ctx.coreType == type) return;
-    Fail(ascendc_sim::Rule::wrong_core, std::string(what) + " on the " + (ctx.coreType == CoreType::AIC ? "cube core (AIC)" : "vector core (AIV)") +
-         ": it exists only on the " + (type == CoreType::AIC ? "cube core (AIC): guard it with `if ASCEND_IS_AIC`" :
-                                       "vector cores (AIV): guard it with `if ASCEND_IS_AIV`"));
+    Fail(ascendc_sim::Rule::wrong_core,
+         std::string(what) + " on the " + (ctx.coreType == CoreType::AIC ? "cube core (AIC)" : "vector core (AIV)") +
+             ": it exists only on the " +
+             (type == CoreType::AIC ? "cube core (AIC): guard it with `if ASCEND_IS_AIC`"
+                                    : "vector cores (AIV): guard it with `if ASCEND_IS_AIV`"));
 }
 
 uint8_t* AllocateCube(Memory memory, uint64_t bytes) {
     auto& ctx = Ctx();
     if (!ctx.mix || ctx.coreType != CoreType::AIC) {
         Fail(ascendc_sim::Rule::wrong_core, std::string("InitBuffer in ") + MemoryName(memory) +
-             ": the cube core's memories exist only on the AIC of a MIX launch");
+                                                ": the cube core's memories exist only on the AIC of a MIX launch");
     }
     const size_t m = size_t(memory);
     const uint64_t end = uint64_t(ctx.cubeUsed[m]) + bytes;
     if (end > CapacityOf(memory)) {
-        Fail(ascendc_sim::Rule::cube_buffer_overflow, std::string("InitBuffer: ") + std::to_string(end) + " bytes of " + MemoryName(memory) +
-             " requested, " + ctx.platform.name + " has " + std::to_string(CapacityOf(memory)));
+        Fail(ascendc_sim::Rule::cube_buffer_overflow, std::string("InitBuffer: ") + std::to_string(end) + " bytes of " +
+                                                          MemoryName(memory) + " requested, " + ctx.platform.name +
+                                                          " has " + std::to_string(CapacityOf(memory)));
     }
     uint8_t* address = ctx.cubeMemory[m] + ctx.cubeUsed[m];
     ctx.cubeUsed[m] = static_cast<uint32_t>(end);
@@ -160,10 +163,12 @@ void PassBaton(std::unique_lock<std::mutex>&) {
     if (anyWaiting && !s.failed) {
         std::string waiting;
         for (uint32_t i = 0; i < n; ++i) {
-            if (s.cores[i].state == CoreSlot::State::Waiting) waiting += (waiting.empty() ? "" : ", ") + CoreName(i, s.blockDim);
+            if (s.cores[i].state == CoreSlot::State::Waiting)
+                waiting += (waiting.empty() ? "" : ", ") + CoreName(i, s.blockDim);
         }
         s.failed = true;
-        s.violation = RuleViolation(ascendc_sim::Rule::cross_core_deadlock, "every core still running waits on a flag no core will set: " + waiting);
+        s.violation = RuleViolation(ascendc_sim::Rule::cross_core_deadlock,
+                                    "every core still running waits on a flag no core will set: " + waiting);
         s.failedCore = -1;
     }
     s.aborted = true;
@@ -203,7 +208,8 @@ void RunCore(uint32_t core, const std::function<void()>& program) {
     try {
         try {
             program();
-            if (!Ctx().leaks.empty()) Fail(ascendc_sim::Rule::leaked_tensor, Ctx().leaks.front() + " when the kernel returned");
+            if (!Ctx().leaks.empty())
+                Fail(ascendc_sim::Rule::leaked_tensor, Ctx().leaks.front() + " when the kernel returned");
         } catch (const AbortUnwind&) {
             throw;
         } catch (const RuleViolation& violation) {
@@ -225,7 +231,8 @@ void RunCore(uint32_t core, const std::function<void()>& program) {
     std::unique_lock<std::mutex> lock(s.mutex);
     SaveCore(s.cores[core]);
     s.cores[core].state = CoreSlot::State::Done;
-    if (std::all_of(s.cores.begin(), s.cores.end(), [](const CoreSlot& c) { return c.state == CoreSlot::State::Done; })) {
+    if (std::all_of(s.cores.begin(), s.cores.end(),
+                    [](const CoreSlot& c) { return c.state == CoreSlot::State::Done; })) {
         s.aborted = true;  // every core finished: release the launcher
         s.wake.notify_all();
         return;
@@ -237,10 +244,12 @@ std::vector<uint32_t>& ClockOf(uint32_t core) { return g_mix->cores[core].clock;
 
 [[noreturn]] void Hazard(const std::string& what, uint64_t byte, uint32_t other, uint32_t otherEpoch) {
     const uint32_t me = Ctx().coreId;
-    Fail(ascendc_sim::Rule::cross_core_hazard, CoreName(me, g_mix->blockDim) + " " + what + " GM byte " + std::to_string(byte) + " that " +
-         CoreName(other, g_mix->blockDim) + " accessed in its epoch " + std::to_string(otherEpoch) +
-         " with no CrossCoreSetFlag/CrossCoreWaitFlag between them: on 910B cube and vector cores see each other's GM "
-         "writes only after a flag");
+    Fail(ascendc_sim::Rule::cross_core_hazard, CoreName(me, g_mix->blockDim) + " " + what + " GM byte " +
+                                                   std::to_string(byte) + " that " + CoreName(other, g_mix->blockDim) +
+                                                   " accessed in its epoch " + std::to_string(otherEpoch) +
+                                                   " with no CrossCoreSetFlag/CrossCoreWaitFlag between them: on 910B "
+                                                   "cube and vector cores see each other's GM "
+                                                   "writes only after a flag");
 }
 
 }  // namespace
@@ -282,9 +291,14 @@ void NoteMixGmAccess(size_t bufferIndex, uint64_t first, uint64_t bytes, bool wr
 
 void CrossCoreSet(uint8_t mode, uint16_t flagId) {
     auto& ctx = Ctx();
-    if (g_mix == nullptr) Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreSetFlag outside a MIX launch (AIC:AIV 1:2)");
-    if (mode != 2) Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreSetFlag mode " + std::to_string(mode) + " is not modelled (mode 2: AIC <-> its AIVs)");
-    if (flagId >= kCrossCoreFlags) Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreSetFlag: flag id " + std::to_string(flagId) + " is not in 0..15");
+    if (g_mix == nullptr)
+        Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreSetFlag outside a MIX launch (AIC:AIV 1:2)");
+    if (mode != 2)
+        Fail(ascendc_sim::Rule::cross_core_flag,
+             "CrossCoreSetFlag mode " + std::to_string(mode) + " is not modelled (mode 2: AIC <-> its AIVs)");
+    if (flagId >= kCrossCoreFlags)
+        Fail(ascendc_sim::Rule::cross_core_flag,
+             "CrossCoreSetFlag: flag id " + std::to_string(flagId) + " is not in 0..15");
     MixState& s = *g_mix;
     const uint32_t me = ctx.coreId;
     auto& clock = ClockOf(me);
@@ -297,8 +311,10 @@ void CrossCoreSet(uint8_t mode, uint16_t flagId) {
     for (uint32_t r : receivers) {
         auto& pending = s.flags[{r, flagId, me}];
         if (pending.size() >= kCrossCoreFlagDepth) {
-            Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreSetFlag: flag " + std::to_string(flagId) + " to " + CoreName(r, s.blockDim) +
-                 " already has " + std::to_string(pending.size()) + " sets nobody waited for (the counter holds 15)");
+            Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreSetFlag: flag " + std::to_string(flagId) + " to " +
+                                                         CoreName(r, s.blockDim) + " already has " +
+                                                         std::to_string(pending.size()) +
+                                                         " sets nobody waited for (the counter holds 15)");
         }
         pending.push_back(clock);
     }
@@ -308,9 +324,14 @@ void CrossCoreSet(uint8_t mode, uint16_t flagId) {
 
 void CrossCoreWait(uint8_t mode, uint16_t flagId) {
     auto& ctx = Ctx();
-    if (g_mix == nullptr) Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreWaitFlag outside a MIX launch (AIC:AIV 1:2)");
-    if (mode != 2) Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreWaitFlag mode " + std::to_string(mode) + " is not modelled (mode 2: AIC <-> its AIVs)");
-    if (flagId >= kCrossCoreFlags) Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreWaitFlag: flag id " + std::to_string(flagId) + " is not in 0..15");
+    if (g_mix == nullptr)
+        Fail(ascendc_sim::Rule::cross_core_flag, "CrossCoreWaitFlag outside a MIX launch (AIC:AIV 1:2)");
+    if (mode != 2)
+        Fail(ascendc_sim::Rule::cross_core_flag,
+             "CrossCoreWaitFlag mode " + std::to_string(mode) + " is not modelled (mode 2: AIC <-> its AIVs)");
+    if (flagId >= kCrossCoreFlags)
+        Fail(ascendc_sim::Rule::cross_core_flag,
+             "CrossCoreWaitFlag: flag id " + std::to_string(flagId) + " is not in 0..15");
     MixState& s = *g_mix;
     const uint32_t me = ctx.coreId;
     std::vector<uint32_t> senders;
@@ -341,9 +362,10 @@ LaunchResult LaunchMix(const char* kernel, const Platform& platform, uint32_t bl
     if (blockDim == 0 || blockDim > platform.cubeCores) {
         result.ok = false;
         result.rule = ascendc_sim::Rule::block_dim;
-        result.message = "blockDim " + std::to_string(blockDim) + " is outside 1.." + std::to_string(platform.cubeCores) +
-                         " (" + platform.name + " AI cores, MIX AIC:AIV 1:2)";
-        for (size_t i = 0; i < buffers.size(); ++i) result.bufferBytesIn.push_back(0), result.bufferBytesOut.push_back(0);
+        result.message = "blockDim " + std::to_string(blockDim) + " is outside 1.." +
+                         std::to_string(platform.cubeCores) + " (" + platform.name + " AI cores, MIX AIC:AIV 1:2)";
+        for (size_t i = 0; i < buffers.size(); ++i)
+            result.bufferBytesIn.push_back(0), result.bufferBytesOut.push_back(0);
         return result;
     }
     const uint32_t cores = 3 * blockDim;
@@ -358,7 +380,8 @@ LaunchResult LaunchMix(const char* kernel, const Platform& platform, uint32_t bl
         if (core < blockDim) {
             slot.type = CoreType::AIC;
             slot.blockIdx = core;
-            for (Memory m : {Memory::L1, Memory::L0A, Memory::L0B, Memory::L0C, Memory::BiasTable, Memory::FixpipeBuffer}) {
+            for (Memory m :
+                 {Memory::L1, Memory::L0A, Memory::L0B, Memory::L0C, Memory::BiasTable, Memory::FixpipeBuffer}) {
                 uint32_t bytes = 0;
                 switch (m) {
                     case Memory::L1: bytes = platform.l1Bytes; break;
@@ -389,10 +412,12 @@ LaunchResult LaunchMix(const char* kernel, const Platform& platform, uint32_t bl
         Ctx().blockDim = blockDim;
         std::vector<std::thread> threads;
         threads.reserve(cores);
-        for (uint32_t core = 0; core < cores; ++core) threads.emplace_back([core, &runCore] { RunCore(core, runCore); });
+        for (uint32_t core = 0; core < cores; ++core)
+            threads.emplace_back([core, &runCore] { RunCore(core, runCore); });
         for (auto& t : threads) t.join();
         if (state.failed) {
-            if (state.failedCore >= 0) RestoreCoreIds(uint32_t(state.failedCore), state.cores[state.failedCore].blockIdx);
+            if (state.failedCore >= 0)
+                RestoreCoreIds(uint32_t(state.failedCore), state.cores[state.failedCore].blockIdx);
             throw state.violation;
         }
     };

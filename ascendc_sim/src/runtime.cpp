@@ -36,9 +36,12 @@ GmBuffer* FindGm(const void* address, uint64_t bytes) {
 
 void RecordGmRead(const void* address, uint64_t bytes) {
     GmBuffer* buffer = FindGm(address, bytes);
-    if (buffer == nullptr) Fail(ascendc_sim::Rule::gm_out_of_bounds, "read of " + std::to_string(bytes) + " bytes outside the launch's buffers");
+    if (buffer == nullptr)
+        Fail(ascendc_sim::Rule::gm_out_of_bounds,
+             "read of " + std::to_string(bytes) + " bytes outside the launch's buffers");
     if (Ctx().mix) {
-        NoteMixGmAccess(size_t(buffer - Ctx().gm.data()), static_cast<const uint8_t*>(address) - buffer->base, bytes, false);
+        NoteMixGmAccess(size_t(buffer - Ctx().gm.data()), static_cast<const uint8_t*>(address) - buffer->base, bytes,
+                        false);
     }
     buffer->bytesIn += bytes;
     auto& c = Ctx().counters;
@@ -50,16 +53,21 @@ void RecordGmRead(const void* address, uint64_t bytes) {
 void RecordGmWrite(const void* address, uint64_t bytes) {
     auto& ctx = Ctx();
     GmBuffer* buffer = FindGm(address, bytes);
-    if (buffer == nullptr) Fail(ascendc_sim::Rule::gm_out_of_bounds, "write of " + std::to_string(bytes) + " bytes outside the launch's buffers");
-    if (ctx.mix) NoteMixGmAccess(size_t(buffer - ctx.gm.data()), static_cast<const uint8_t*>(address) - buffer->base, bytes, true);
+    if (buffer == nullptr)
+        Fail(ascendc_sim::Rule::gm_out_of_bounds,
+             "write of " + std::to_string(bytes) + " bytes outside the launch's buffers");
+    if (ctx.mix)
+        NoteMixGmAccess(size_t(buffer - ctx.gm.data()), static_cast<const uint8_t*>(address) - buffer->base, bytes,
+                        true);
     if (buffer->output) {
         auto block = static_cast<int16_t>(ctx.coreId);
         uint64_t first = static_cast<const uint8_t*>(address) - buffer->base;
         for (uint64_t i = first; i < first + bytes; ++i) {
             int16_t& owner = buffer->owner[i];
             if (owner != -1 && owner != block) {
-                Fail(ascendc_sim::Rule::overlapping_core_writes, "GM byte " + std::to_string(i) + " of an output is written by blocks " +
-                     std::to_string(owner) + " and " + std::to_string(block));
+                Fail(ascendc_sim::Rule::overlapping_core_writes,
+                     "GM byte " + std::to_string(i) + " of an output is written by blocks " + std::to_string(owner) +
+                         " and " + std::to_string(block));
             }
             owner = block;
         }
@@ -80,8 +88,9 @@ namespace {
 [[noreturn]] void ReservedUb(const char* what) {
     auto& ctx = Ctx();
     Fail(ascendc_sim::Rule::ub_reserved, std::string(what) + ": the block's buffers reach past UB byte " +
-         std::to_string(ctx.platform.selectTemporaryOffset) + " while it uses Select, whose temporary lives there on " +
-         ctx.platform.name + " (leave the top 8 KiB of UB free)");
+                                             std::to_string(ctx.platform.selectTemporaryOffset) +
+                                             " while it uses Select, whose temporary lives there on " +
+                                             ctx.platform.name + " (leave the top 8 KiB of UB free)");
 }
 }  // namespace
 
@@ -96,8 +105,10 @@ void NoteSelect(const char* op) {
 void NoteIntegerWrap(const char* op, const char* type) {
     auto& ctx = Ctx();
     if (!ctx.integerWrapAllowed) {
-        Fail(ascendc_sim::Rule::integer_overflow, std::string(op) + " on " + type + ": a result wrapped around; 910B documents no " +
-             "wraparound for integer vector arithmetic (declare the kernel's reliance at launch and check it on hardware)");
+        Fail(ascendc_sim::Rule::integer_overflow, std::string(op) + " on " + type +
+                                                      ": a result wrapped around; 910B documents no " +
+                                                      "wraparound for integer vector arithmetic (declare the kernel's "
+                                                      "reliance at launch and check it on hardware)");
     }
     ++ctx.counters.integerWraps;
 }
@@ -106,8 +117,9 @@ uint32_t AllocateUb(uint32_t bytes, const char* what) {
     auto& ctx = Ctx();
     uint64_t end = uint64_t(ctx.ubUsed) + bytes;
     if (end > ctx.platform.ubBytes) {
-        Fail(ascendc_sim::Rule::ub_overflow, std::string(what) + ": " + std::to_string(end) + " bytes of Unified Buffer requested, " +
-             ctx.platform.name + " has " + std::to_string(ctx.platform.ubBytes));
+        Fail(ascendc_sim::Rule::ub_overflow, std::string(what) + ": " + std::to_string(end) +
+                                                 " bytes of Unified Buffer requested, " + ctx.platform.name + " has " +
+                                                 std::to_string(ctx.platform.ubBytes));
     }
     if (ctx.selectIssued && end > ctx.platform.selectTemporaryOffset) ReservedUb(what);
     uint32_t offset = ctx.ubUsed;
@@ -123,7 +135,8 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
         auto& context = Ctx();
         if (blockDim == 0 || blockDim > platform.vectorCores) {
             Fail(ascendc_sim::Rule::block_dim, "blockDim " + std::to_string(blockDim) + " is outside 1.." +
-                 std::to_string(platform.vectorCores) + " (" + platform.name + " vector cores)");
+                                                   std::to_string(platform.vectorCores) + " (" + platform.name +
+                                                   " vector cores)");
         }
         for (uint32_t block = 0; block < blockDim; ++block) {
             context.blockIdx = block;
@@ -133,7 +146,8 @@ LaunchResult Launch(const char* kernel, const Platform& platform, uint32_t block
             context.leaks.clear();
             std::memset(context.ub, 0, platform.ubBytes);
             runBlock();
-            if (!context.leaks.empty()) Fail(ascendc_sim::Rule::leaked_tensor, context.leaks.front() + " when the kernel returned");
+            if (!context.leaks.empty())
+                Fail(ascendc_sim::Rule::leaked_tensor, context.leaks.front() + " when the kernel returned");
         }
     };
     return LaunchCores(kernel, platform, blockDim, tilingKey, buffers, body, wrapsIntegers);
@@ -176,15 +190,17 @@ LaunchResult LaunchCores(const char* kernel, const Platform& platform, uint32_t 
         for (const auto& gm : context.gm) {
             auto unwritten = std::find(gm.owner.begin(), gm.owner.end(), int16_t(-1));
             if (gm.output && unwritten != gm.owner.end()) {
-                Fail(ascendc_sim::Rule::unwritten_output, "output byte " + std::to_string(unwritten - gm.owner.begin()) + " of " +
-                     std::to_string(gm.bytes) + " was never written");
+                Fail(ascendc_sim::Rule::unwritten_output, "output byte " +
+                                                              std::to_string(unwritten - gm.owner.begin()) + " of " +
+                                                              std::to_string(gm.bytes) + " was never written");
             }
         }
     } catch (const RuleViolation& violation) {
         result.ok = false;
         result.rule = violation.rule;
         result.message = violation.what();
-        bool inBlock = !launchLevel && result.rule != ascendc_sim::Rule::block_dim && result.rule != ascendc_sim::Rule::cross_core_deadlock;
+        bool inBlock = !launchLevel && result.rule != ascendc_sim::Rule::block_dim &&
+                       result.rule != ascendc_sim::Rule::cross_core_deadlock;
         result.block = inBlock ? static_cast<int64_t>(context.blockIdx) : -1;
     }
     result.counters = context.counters;

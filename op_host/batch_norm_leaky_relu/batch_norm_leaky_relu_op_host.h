@@ -29,9 +29,9 @@ ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
     bool update = forward ? *attrs->GetAttrPointer<bool>(3) : false;
 
     ascend_acts::BatchNormLeakyReluTiling tiling;
-    if (!ascend_acts::ComputeBatchNormLeakyReluTiling(kPass, static_cast<uint32_t>(shape.GetDim(0)),
-                                                      static_cast<uint32_t>(shape.GetDim(1)), plane, elementSize, slope,
-                                                      eps, momentum, update, platform.GetCoreNumAiv(), ubBytes, tiling)) {
+    if (!ascend_acts::ComputeBatchNormLeakyReluTiling(
+            kPass, static_cast<uint32_t>(shape.GetDim(0)), static_cast<uint32_t>(shape.GetDim(1)), plane, elementSize,
+            slope, eps, momentum, update, platform.GetCoreNumAiv(), ubBytes, tiling)) {
         return ge::GRAPH_FAILED;
     }
     return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);

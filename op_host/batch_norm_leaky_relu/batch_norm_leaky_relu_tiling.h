@@ -55,10 +55,9 @@ inline uint64_t UbBytes(BatchNormPass pass, uint32_t dtypeSize, uint32_t tile, u
 
 // Returns false (tiling unset) when the shape cannot be tiled: empty, or the statistics of one core's
 // channels alone do not fit the Unified Buffer.
-inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, uint32_t channels,
-                                            uint64_t planeSize, uint32_t dtypeSize, float negativeSlope,
-                                            float eps, float momentum, bool updateRunningStats,
-                                            uint32_t vectorCoreNum, uint64_t ubBytes,
+inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, uint32_t channels, uint64_t planeSize,
+                                            uint32_t dtypeSize, float negativeSlope, float eps, float momentum,
+                                            bool updateRunningStats, uint32_t vectorCoreNum, uint64_t ubBytes,
                                             BatchNormLeakyReluTiling& tiling) {
     using namespace batch_norm_tiling;
     if (batch == 0 || channels == 0 || planeSize == 0 || vectorCoreNum == 0 || dtypeSize == 0) return false;

@@ -14,9 +14,18 @@ namespace optiling {
 
 inline bool TilingKeyOf(ge::DataType type, ascend_acts::DtypeKey& key, uint32_t& size) {
     switch (type) {
-        case ge::DT_FLOAT: key = ascend_acts::DtypeKey::Float32; size = 4; return true;
-        case ge::DT_FLOAT16: key = ascend_acts::DtypeKey::Float16; size = 2; return true;
-        case ge::DT_BF16: key = ascend_acts::DtypeKey::BFloat16; size = 2; return true;
+        case ge::DT_FLOAT:
+            key = ascend_acts::DtypeKey::Float32;
+            size = 4;
+            return true;
+        case ge::DT_FLOAT16:
+            key = ascend_acts::DtypeKey::Float16;
+            size = 2;
+            return true;
+        case ge::DT_BF16:
+            key = ascend_acts::DtypeKey::BFloat16;
+            size = 2;
+            return true;
         default: return false;
     }
 }

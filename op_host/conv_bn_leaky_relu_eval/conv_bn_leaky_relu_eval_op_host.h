@@ -52,10 +52,9 @@ inline ge::graphStatus ConvBnLeakyReluEvalTilingFunc(gert::TilingContext* contex
     const int64_t* dilations = attrs->GetListInt(2)->GetData();
     float slope = *attrs->GetAttrPointer<float>(3);
     auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
-    ascend_acts::ConvGeometry g{u(x.GetDim(0)),  u(x.GetDim(1)),   u(x.GetDim(2)),      u(x.GetDim(3)),
-                                u(w.GetDim(0)),  u(w.GetDim(2)),   u(w.GetDim(3)),      u(strides[0]),
-                                u(strides[1]),   u(pads[0]),       u(pads[2]),          u(dilations[0]),
-                                u(dilations[1]), u(y.GetDim(2)),   u(y.GetDim(3))};
+    ascend_acts::ConvGeometry g{u(x.GetDim(0)), u(x.GetDim(1)),  u(x.GetDim(2)),  u(x.GetDim(3)), u(w.GetDim(0)),
+                                u(w.GetDim(2)), u(w.GetDim(3)),  u(strides[0]),   u(strides[1]),  u(pads[0]),
+                                u(pads[2]),     u(dilations[0]), u(dilations[1]), u(y.GetDim(2)), u(y.GetDim(3))};
     ascend_acts::ConvBnLeakyReluEvalTiling plan;
     if (!ascend_acts::ComputeConvBnLeakyReluEvalTiling(g, size, slope, cube, plan)) return ge::GRAPH_FAILED;
 

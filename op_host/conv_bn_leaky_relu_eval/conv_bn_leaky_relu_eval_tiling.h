@@ -24,8 +24,8 @@
 namespace ascend_acts {
 
 struct CubePlatform {
-    uint32_t cubeCoreNum;     // AIC
-    uint32_t vectorCoreNum;   // AIV, two per AIC on 910B
+    uint32_t cubeCoreNum;    // AIC
+    uint32_t vectorCoreNum;  // AIV, two per AIC on 910B
     uint64_t ubBytes, l1Bytes, l0aBytes, l0bBytes, l0cBytes;
 };
 
@@ -34,9 +34,9 @@ constexpr CubePlatform kAscend910B3 = {20, 40, 192 * 1024, 512 * 1024, 64 * 1024
 
 namespace conv_eval_tiling {
 
-constexpr uint32_t kFractal = 16;        // cube fractal edge: base sizes are multiples of 16
+constexpr uint32_t kFractal = 16;  // cube fractal edge: base sizes are multiples of 16
 constexpr uint32_t kMaxBase = 128;
-constexpr uint32_t kBufferNum = 2;       // double-buffered output staging
+constexpr uint32_t kBufferNum = 2;  // double-buffered output staging
 constexpr uint32_t kBlockBytes = 32;
 
 inline uint64_t RoundUp(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
@@ -57,8 +57,9 @@ inline uint32_t BandRows(const ConvGeometry& g, uint32_t columnTile) {
 inline uint64_t UbBytes(const ConvGeometry& g, uint32_t dtypeSize, uint32_t baseM, uint32_t columnTile) {
     uint64_t block = uint64_t(baseM) * columnTile;
     uint64_t band = RoundUp((uint64_t(BandRows(g, columnTile)) * g.width + 1) * dtypeSize, kBlockBytes);
-    return block * sizeof(float) + kBufferNum * block * dtypeSize + RoundUp(uint64_t(g.outChannels) * sizeof(float), kBlockBytes) +
-           band + kBufferNum * RoundUp(uint64_t(columnTile) * dtypeSize, kBlockBytes) +
+    return block * sizeof(float) + kBufferNum * block * dtypeSize +
+           RoundUp(uint64_t(g.outChannels) * sizeof(float), kBlockBytes) + band +
+           kBufferNum * RoundUp(uint64_t(columnTile) * dtypeSize, kBlockBytes) +
            uint64_t(g.kernelH) * g.kernelW * columnTile * sizeof(uint32_t);
 }
 
@@ -79,9 +80,11 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
         return false;
     const uint64_t positions = uint64_t(g.outHeight) * g.outWidth;
     const uint32_t reduction = g.inChannels * g.kernelH * g.kernelW;
-    const uint32_t baseM = static_cast<uint32_t>(RoundUp(g.outChannels, kFractal) < kMaxBase ? RoundUp(g.outChannels, kFractal) : kMaxBase);
+    const uint32_t baseM = static_cast<uint32_t>(
+        RoundUp(g.outChannels, kFractal) < kMaxBase ? RoundUp(g.outChannels, kFractal) : kMaxBase);
 
-    uint32_t columnTile = static_cast<uint32_t>(RoundUp(positions, kFractal) < kMaxBase ? RoundUp(positions, kFractal) : kMaxBase);
+    uint32_t columnTile = static_cast<uint32_t>(RoundUp(positions, kFractal) < kMaxBase ? RoundUp(positions, kFractal)
+                                                                                        : kMaxBase);
     while (columnTile > kFractal && UbBytes(g, dtypeSize, baseM, columnTile) > p.ubBytes) columnTile -= kFractal;
     if (UbBytes(g, dtypeSize, baseM, columnTile) > p.ubBytes) return false;
 

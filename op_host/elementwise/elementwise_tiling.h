@@ -26,8 +26,8 @@ inline uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // unit more), and picks the largest tile that fits `ubBytes` (less Select's reserve) with all of the
 // op's buffers.
 // Returns false when the element size is unsupported or not even one tile quantum fits.
-inline bool ComputeElementwiseTiling(ElementwiseOp op, uint64_t totalLength, uint32_t elementSize,
-                                     uint32_t vectorCores, uint64_t ubBytes, ElementwiseTiling& tiling) {
+inline bool ComputeElementwiseTiling(ElementwiseOp op, uint64_t totalLength, uint32_t elementSize, uint32_t vectorCores,
+                                     uint64_t ubBytes, ElementwiseTiling& tiling) {
     if ((elementSize != 2 && elementSize != 4) || vectorCores == 0) return false;
     tiling = ElementwiseTiling{};
     tiling.totalLength = totalLength;

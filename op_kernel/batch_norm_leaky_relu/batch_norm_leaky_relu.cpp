@@ -22,7 +22,17 @@ using batch_norm_kernel::ChannelStats;
 using batch_norm_kernel::PlaneTile;
 
 enum class ForwardSlot : uint32_t {
-    SumShifted, SumSquaresShifted, Shift, Gamma, Beta, RunningMean, RunningVar, Mean, Variance, InvStd, Scale,
+    SumShifted,
+    SumSquaresShifted,
+    Shift,
+    Gamma,
+    Beta,
+    RunningMean,
+    RunningVar,
+    Mean,
+    Variance,
+    InvStd,
+    Scale,
     Bias,
 };
 static_assert(static_cast<uint32_t>(ForwardSlot::Bias) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
@@ -185,8 +195,8 @@ private:
     TBuf<TPosition::VECCALC> valuesBuf_, squaresBuf_, sumBuf_, sumSquaresBuf_, reduceWorkBuf_;
     ChannelStats<ForwardSlot> stats_;
     GlobalTensor<T> xGm_, outGm_;
-    GlobalTensor<float> gammaGm_, betaGm_, runningMeanGm_, runningVarGm_, saveMeanGm_, saveInvStdGm_,
-        runningMeanOutGm_, runningVarOutGm_;
+    GlobalTensor<float> gammaGm_, betaGm_, runningMeanGm_, runningVarGm_, saveMeanGm_, saveInvStdGm_, runningMeanOutGm_,
+        runningVarOutGm_;
 };
 
 }  // namespace
@@ -199,7 +209,6 @@ extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu(GM_ADDR x, GM_A
                                                                  GM_ADDR workspace, GM_ADDR tiling) {
     ascend_acts::BatchNormLeakyReluTiling t;
     ascend_acts::ReadTiling(t, tiling);
-    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluForward>(x, weight, bias, runningMean, runningVar, y,
-                                                                        saveMean, saveInvstd, runningMeanOut,
-                                                                        runningVarOut, t);
+    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluForward>(
+        x, weight, bias, runningMean, runningVar, y, saveMean, saveInvstd, runningMeanOut, runningVarOut, t);
 }

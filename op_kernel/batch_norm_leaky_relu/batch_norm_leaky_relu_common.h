@@ -39,11 +39,13 @@ __aicore__ inline AscendC::DataCopyExtParams ContiguousBytes(uint32_t count, uin
 // GM -> UB and UB -> GM of `count` contiguous elements, any count (DataCopyPad: exact bytes in GM).
 template <typename T>
 __aicore__ inline void CopyIn(const AscendC::LocalTensor<T>& dst, const AscendC::GlobalTensor<T>& src, uint32_t count) {
-    AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)), AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
+    AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)),
+                         AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
 }
 
 template <typename T>
-__aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const AscendC::LocalTensor<T>& src, uint32_t count) {
+__aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const AscendC::LocalTensor<T>& src,
+                               uint32_t count) {
     AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)));
 }
 
@@ -80,8 +82,9 @@ private:
 };
 
 // Sum of the first `count` floats of `values` as a scalar (the vector result read by the scalar unit).
-__aicore__ inline float SumToScalar(const AscendC::LocalTensor<float>& result, const AscendC::LocalTensor<float>& values,
-                                    const AscendC::LocalTensor<float>& work, uint32_t count) {
+__aicore__ inline float SumToScalar(const AscendC::LocalTensor<float>& result,
+                                    const AscendC::LocalTensor<float>& values, const AscendC::LocalTensor<float>& work,
+                                    uint32_t count) {
     AscendC::ReduceSum<float>(result, values, work, count);
     AscendC::PipeBarrier<PIPE_ALL>();
     return result.GetValue(0);

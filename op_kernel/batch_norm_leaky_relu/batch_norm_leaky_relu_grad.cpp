@@ -22,7 +22,16 @@ using batch_norm_kernel::ChannelStats;
 using batch_norm_kernel::PlaneTile;
 
 enum class BackwardSlot : uint32_t {
-    Gamma, Beta, InvStd, GradBeta, SumGradTimesCentered, GradGamma, CoefA, CoefB, CoefC, Scratch,
+    Gamma,
+    Beta,
+    InvStd,
+    GradBeta,
+    SumGradTimesCentered,
+    GradGamma,
+    CoefA,
+    CoefB,
+    CoefC,
+    Scratch,
 };
 static_assert(static_cast<uint32_t>(BackwardSlot::Scratch) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
 
@@ -187,6 +196,6 @@ extern "C" __global__ __aicore__ void acts_batch_norm_leaky_relu_grad(GM_ADDR dy
                                                                       GM_ADDR workspace, GM_ADDR tiling) {
     ascend_acts::BatchNormLeakyReluTiling t;
     ascend_acts::ReadTiling(t, tiling);
-    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluBackward>(dy, y, weight, bias, saveInvstd,
-                                                                         dx, gradWeight, gradBias, t);
+    ascend_acts::RunForDtypeKey<ascend_acts::BatchNormLeakyReluBackward>(dy, y, weight, bias, saveInvstd, dx,
+                                                                         gradWeight, gradBias, t);
 }

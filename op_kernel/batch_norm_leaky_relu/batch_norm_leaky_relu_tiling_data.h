@@ -11,27 +11,27 @@
 namespace ascend_acts {
 
 struct BatchNormLeakyReluTiling {
-    uint32_t batch;           // N
-    uint32_t channels;        // C
-    uint64_t planeSize;       // H * W elements
-    uint32_t usedCoreNum;     // blockDim
-    uint32_t channelsPerCore; // channels of a small core; big cores take one more
+    uint32_t batch;            // N
+    uint32_t channels;         // C
+    uint64_t planeSize;        // H * W elements
+    uint32_t usedCoreNum;      // blockDim
+    uint32_t channelsPerCore;  // channels of a small core; big cores take one more
     uint32_t bigCoreCount;
-    uint32_t tileLength;      // elements per UB tile, a multiple of kFloatRepeat
-    uint32_t statsLength;     // floats per per-core statistics array: channels of a big core, 8-aligned
-    uint32_t reduceWorkLength; // floats of the ReduceSum work buffer for one tile
+    uint32_t tileLength;        // elements per UB tile, a multiple of kFloatRepeat
+    uint32_t statsLength;       // floats per per-core statistics array: channels of a big core, 8-aligned
+    uint32_t reduceWorkLength;  // floats of the ReduceSum work buffer for one tile
     float negativeSlope;
     float eps;
-    float momentum;           // running = (1 - momentum) * running + momentum * batch statistic
-    uint32_t updateRunningStats; // 0 or 1
-    float inverseCount;       // 1 / (N * H * W)
-    float unbiasFactor;       // n / (n - 1), n = N * H * W: the running variance is the unbiased one
+    float momentum;               // running = (1 - momentum) * running + momentum * batch statistic
+    uint32_t updateRunningStats;  // 0 or 1
+    float inverseCount;           // 1 / (N * H * W)
+    float unbiasFactor;           // n / (n - 1), n = N * H * W: the running variance is the unbiased one
 };
 
 namespace batch_norm_tiling {
 
-constexpr uint32_t kFloatRepeat = 64;     // floats per 256-byte vector repeat
-constexpr uint32_t kFloatsPerBlock = 8;   // floats per 32-byte block
+constexpr uint32_t kFloatRepeat = 64;    // floats per 256-byte vector repeat
+constexpr uint32_t kFloatsPerBlock = 8;  // floats per 32-byte block
 // GM double buffering: two UB buffers per queue.
 constexpr uint32_t kBufferNum = 2;
 // Per-core channel arrays (the kernels' StatsSlot enums): forward 12, backward 10; sized for 12.
@@ -40,8 +40,8 @@ constexpr uint32_t kStatsArrays = 12;
 }  // namespace batch_norm_tiling
 
 // First channel and channel count of core `blockIdx`.
-__aicore__ inline void BatchNormChannelRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx,
-                                             uint32_t& first, uint32_t& count) {
+__aicore__ inline void BatchNormChannelRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx, uint32_t& first,
+                                             uint32_t& count) {
     bool big = blockIdx < tiling.bigCoreCount;
     count = tiling.channelsPerCore + (big ? 1 : 0);
     first = blockIdx * tiling.channelsPerCore + (big ? blockIdx : tiling.bigCoreCount);

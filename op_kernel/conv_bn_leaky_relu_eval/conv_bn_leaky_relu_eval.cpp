@@ -27,9 +27,18 @@ namespace {
 
 template <typename T>
 struct GatherBits;  // Gather moves bits: 16-bit types as uint16_t, float as uint32_t
-template <> struct GatherBits<float> { using Type = uint32_t; };
-template <> struct GatherBits<half> { using Type = uint16_t; };
-template <> struct GatherBits<bfloat16_t> { using Type = uint16_t; };
+template <>
+struct GatherBits<float> {
+    using Type = uint32_t;
+};
+template <>
+struct GatherBits<half> {
+    using Type = uint16_t;
+};
+template <>
+struct GatherBits<bfloat16_t> {
+    using Type = uint16_t;
+};
 
 template <typename T>
 class ConvBnLeakyReluEval {
@@ -180,7 +189,8 @@ private:
         const uint32_t width = t_.columnTile;
         LocalTensor<float> bias = biasBuf_.Get<float>();
         PipeBarrier<PIPE_ALL>();
-        for (uint32_t r = 0; r < rows; ++r) Adds(block[r * width], block[r * width], bias.GetValue(rowStart + r), width);
+        for (uint32_t r = 0; r < rows; ++r)
+            Adds(block[r * width], block[r * width], bias.GetValue(rowStart + r), width);
         LeakyRelu(block, block, t_.negativeSlope, rows * width);
         LocalTensor<T> staged = outQueue_.template AllocTensor<T>();
         FromFloat(staged, block, rows * width);

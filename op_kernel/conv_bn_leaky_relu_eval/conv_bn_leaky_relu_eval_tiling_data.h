@@ -24,20 +24,20 @@ struct CubeTilingFields {
     int32_t depthA1, depthB1;
     int32_t stepM, stepN, stepKa, stepKb;
     int32_t isBias;
-    int32_t iterateOrder;  // 0: along M first, then N
+    int32_t iterateOrder;         // 0: along M first, then N
     int32_t dbL0A, dbL0B, dbL0C;  // 2 = double-buffered
 };
 
 struct ConvBnLeakyReluEvalTiling {
     ConvGeometry conv;
-    uint32_t reduction;        // K = C_in * kh * kw
-    uint32_t columnTile;       // output positions per work item (= baseN), a multiple of 16
-    uint32_t tilesPerImage;    // ceil(Ho*Wo / columnTile)
-    uint32_t workItems;        // batch * tilesPerImage
-    uint32_t usedCoreNum;      // AIVs that take work items (blockIdx, blockIdx + usedCoreNum, ...)
-    uint32_t blockDim;         // AI cores (AIC + 2 AIV) to launch: ceil(usedCoreNum / 2)
-    uint32_t bandRows;         // input rows one column tile needs (all taps), per input channel
-    uint64_t workspaceSlab;    // elements of one AIV's workspace slab: K * columnTile
+    uint32_t reduction;      // K = C_in * kh * kw
+    uint32_t columnTile;     // output positions per work item (= baseN), a multiple of 16
+    uint32_t tilesPerImage;  // ceil(Ho*Wo / columnTile)
+    uint32_t workItems;      // batch * tilesPerImage
+    uint32_t usedCoreNum;    // AIVs that take work items (blockIdx, blockIdx + usedCoreNum, ...)
+    uint32_t blockDim;       // AI cores (AIC + 2 AIV) to launch: ceil(usedCoreNum / 2)
+    uint32_t bandRows;       // input rows one column tile needs (all taps), per input channel
+    uint64_t workspaceSlab;  // elements of one AIV's workspace slab: K * columnTile
     float negativeSlope;
     CubeTilingFields cube;
 };

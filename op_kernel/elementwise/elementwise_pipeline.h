@@ -64,7 +64,8 @@ private:
             if (WholeBlocks(count)) {
                 AscendC::DataCopy(local, inGm_[i][offset], count);
             } else {  // the tail: exact bytes from GM
-                AscendC::DataCopyPad(local, inGm_[i][offset], Bytes(count), AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
+                AscendC::DataCopyPad(local, inGm_[i][offset], Bytes(count),
+                                     AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
             }
             inQueue_[i].EnQue(local);
         }
@@ -94,7 +95,8 @@ private:
         outQueue_.EnQue(out);
     }
 
-    __aicore__ inline AscendC::LocalTensor<float> AsFloat(const AscendC::LocalTensor<T>& local, uint32_t slot, uint32_t lanes) {
+    __aicore__ inline AscendC::LocalTensor<float> AsFloat(const AscendC::LocalTensor<T>& local, uint32_t slot,
+                                                          uint32_t lanes) {
         if constexpr (kCast) {
             AscendC::LocalTensor<float> converted = castBuffer_.template Get<float>()[slot * tile_];
             AscendC::Cast(converted, local, AscendC::RoundMode::CAST_NONE, lanes);
@@ -131,8 +133,7 @@ __aicore__ inline void RunPipeline(GM_ADDR const* inputs, GM_ADDR output, const 
     pipeline.Process(activation, tiling.indexBase);
 }
 
-static_assert(static_cast<uint32_t>(DtypeKey::Float32) == 0 &&
-                  static_cast<uint32_t>(DtypeKey::Float16) == 1 &&
+static_assert(static_cast<uint32_t>(DtypeKey::Float32) == 0 && static_cast<uint32_t>(DtypeKey::Float16) == 1 &&
                   static_cast<uint32_t>(DtypeKey::BFloat16) == 2,
               "RunElementwise tests the keys as literals");
 

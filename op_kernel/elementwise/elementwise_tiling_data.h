@@ -20,10 +20,10 @@ struct ElementwiseTiling {
     uint64_t indexBase;        // flat index of element 0, for the RReLU noise (0 unless launched in pieces)
     uint32_t blockDim;         // 0 only when totalLength is 0: nothing to launch
     uint32_t bigCoreCount;
-    uint32_t tileLength;       // elements per UB tile, a multiple of kTileQuantum
-    float slope;               // LeakyRelu(Grad): negative_slope
-    float lower;               // RRelu(Grad): float32(lower)
-    float span;                // RRelu(Grad): float32(float32(upper) - lower)
+    uint32_t tileLength;  // elements per UB tile, a multiple of kTileQuantum
+    float slope;          // LeakyRelu(Grad): negative_slope
+    float lower;          // RRelu(Grad): float32(lower)
+    float span;           // RRelu(Grad): float32(float32(upper) - lower)
 };
 
 // The UB buffers each op's kernel allocates, per tile element (op_kernel/elementwise/elementwise_pipeline.h).
@@ -33,15 +33,15 @@ struct ElementwiseBuffers {
     bool mask;            // one bit per element (CompareScalar/Select)
 };
 
-constexpr uint32_t kQueueBuffers = 2;     // double buffering
-constexpr uint32_t kGmBlockBytes = 32;    // DataCopy granularity
-constexpr uint32_t kTileQuantum = 256;    // 1 KiB of float: whole 256-byte repeats, 32-byte-aligned masks
+constexpr uint32_t kQueueBuffers = 2;   // double buffering
+constexpr uint32_t kGmBlockBytes = 32;  // DataCopy granularity
+constexpr uint32_t kTileQuantum = 256;  // 1 KiB of float: whole 256-byte repeats, 32-byte-aligned masks
 
 constexpr ElementwiseBuffers BuffersOf(ElementwiseOp op) {
     switch (op) {
         case ElementwiseOp::LeakyRelu: return {1, 0, false};
         case ElementwiseOp::LeakyReluGrad: return {2, 1, true};
-        case ElementwiseOp::RRelu: return {1, 4, true};    // noise, hash, two scratch words
+        case ElementwiseOp::RRelu: return {1, 4, true};  // noise, hash, two scratch words
         case ElementwiseOp::RReluGrad: return {2, 4, true};
     }
     return {0, 0, false};

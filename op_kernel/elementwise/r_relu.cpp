@@ -12,7 +12,8 @@ struct RReluForward : RReluNoise {
 };
 }  // namespace ascend_acts
 
-extern "C" __global__ __aicore__ void acts_r_relu(GM_ADDR x, GM_ADDR seed, GM_ADDR y, GM_ADDR workspace, GM_ADDR tiling) {
+extern "C" __global__ __aicore__ void acts_r_relu(GM_ADDR x, GM_ADDR seed, GM_ADDR y, GM_ADDR workspace,
+                                                  GM_ADDR tiling) {
     ascend_acts::ElementwiseTiling t;
     ascend_acts::ReadTiling(t, tiling);
     GM_ADDR inputs[] = {x};

@@ -102,9 +102,9 @@ __aicore__ inline void Noise(const AscendC::LocalTensor<float>& noise, const Has
     Fmix32(v, count);
     AscendC::ShiftRight(v.h, v.h, 8u, count);
     AscendC::Cast(noise, v.h.ReinterpretCast<int32_t>(), AscendC::RoundMode::CAST_NONE, count);  // < 2^24: exact
-    AscendC::Muls(noise, noise, 1.0f / 16777216.0f, count);                                     // exact
-    AscendC::Muls(noise, noise, span, count);                                                   // rounding 1
-    AscendC::Adds(noise, noise, lower, count);                                                  // rounding 2
+    AscendC::Muls(noise, noise, 1.0f / 16777216.0f, count);                                      // exact
+    AscendC::Muls(noise, noise, span, count);                                                    // rounding 1
+    AscendC::Adds(noise, noise, lower, count);                                                   // rounding 2
 }
 
 }  // namespace rng

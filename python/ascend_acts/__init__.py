@@ -8,4 +8,5 @@ from .functional import leaky_relu, rrelu
 
 __version__ = "0.1.0"
 
-__all__ = ["available_backends", "conv_bn_leaky_relu", "convert", "leaky_relu", "nn", "rrelu", "use_backend", "__version__"]
+__all__ = ["available_backends", "conv_bn_leaky_relu", "convert", "leaky_relu", "nn", "rrelu", "use_backend",
+           "__version__"]

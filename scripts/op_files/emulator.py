@@ -49,7 +49,8 @@ def _entry(kernel) -> str:
     return (f'    {{"{kernel.base}", "{kernel.entry}", TilingKind::{struct}, uint32_t({variant}), '
             f"/*wrapsIntegers=*/{str(kernel.int_wraparound).lower()}, /*mix=*/false,\n"
             f"     {{{listed}}},\n"
-            f"     [](GM_ADDR const* gm, GM_ADDR workspace, GM_ADDR tiling) {{ {kernel.entry}({gm}, workspace, tiling); }}}},")
+            "     [](GM_ADDR const* gm, GM_ADDR workspace, GM_ADDR tiling) "
+            f"{{ {kernel.entry}({gm}, workspace, tiling); }}}},")
 
 
 def files(table) -> dict[Path, str]:

@@ -228,9 +228,7 @@ void matmul_after_its_scope() {
     TPipe pipe;
     SmallMatmul mm;
     TCubeTiling tiling = SquareTiling(16);
-    {
-        REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
-    }
+    { REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling); }
     MatmulSteps(pipe, mm, true, true);
 }
 
@@ -343,22 +341,35 @@ std::vector<KernelEntry> BrokenKernels() {
         return KernelEntry{name, name, TilingKind::Raw, 0, false, false, params, run};
     };
     return {
-        row("ub_overflow", Run<UbOverflow>), row("unaligned_datacopy", Run<UnalignedDataCopy>),
-        row("gm_read_out_of_bounds", Run<GmReadOutOfBounds>), row("gm_write_out_of_bounds", Run<GmWriteOutOfBounds>),
-        row("alloc_past_depth", Run<AllocPastDepth>), row("deque_empty", Run<DeQueEmpty>),
-        row("leaked_tensor", Run<LeakedTensor>), row("foreign_free", Run<ForeignFree>),
-        row("overlapping_core_writes", Run<OverlappingCoreWrites>), row("unwritten_output", Run<UnwrittenOutput>),
-        row("unsupported_dtype", Run<UnsupportedDtype>), row("unaligned_local", Run<UnalignedLocal>),
-        row("matmul_l0_overflow", Run<matmul_l0_overflow>), row("matmul_without_iterate", Run<matmul_without_iterate>),
-        row("matmul_after_initbuffer", Run<matmul_after_initbuffer>), row("matmul_without_end", Run<matmul_without_end>),
+        row("ub_overflow", Run<UbOverflow>),
+        row("unaligned_datacopy", Run<UnalignedDataCopy>),
+        row("gm_read_out_of_bounds", Run<GmReadOutOfBounds>),
+        row("gm_write_out_of_bounds", Run<GmWriteOutOfBounds>),
+        row("alloc_past_depth", Run<AllocPastDepth>),
+        row("deque_empty", Run<DeQueEmpty>),
+        row("leaked_tensor", Run<LeakedTensor>),
+        row("foreign_free", Run<ForeignFree>),
+        row("overlapping_core_writes", Run<OverlappingCoreWrites>),
+        row("unwritten_output", Run<UnwrittenOutput>),
+        row("unsupported_dtype", Run<UnsupportedDtype>),
+        row("unaligned_local", Run<UnalignedLocal>),
+        row("matmul_l0_overflow", Run<matmul_l0_overflow>),
+        row("matmul_without_iterate", Run<matmul_without_iterate>),
+        row("matmul_after_initbuffer", Run<matmul_after_initbuffer>),
+        row("matmul_without_end", Run<matmul_without_end>),
         row("matmul_registered_in_init", Run<matmul_registered_in_init>),
-        row("matmul_after_its_scope", Run<matmul_after_its_scope>), row("matmul_correct", Run<matmul_correct>),
-        row("gather_out_of_bounds", Run<GatherOutOfBounds>), row("select_in_reserved_ub", Run<SelectInReservedUb>),
+        row("matmul_after_its_scope", Run<matmul_after_its_scope>),
+        row("matmul_correct", Run<matmul_correct>),
+        row("gather_out_of_bounds", Run<GatherOutOfBounds>),
+        row("select_in_reserved_ub", Run<SelectInReservedUb>),
         row("allocation_after_select_in_reserved_ub", Run<AllocationAfterSelectInReservedUb>),
-        row("vec_index_past_2_24", Run<VecIndexPast2To24>), row("integer_wraparound", Run<IntegerWraparound>),
-        row("rng_without_declared_wraparound", Run<RngWithoutDeclaredWraparound>), row("not_in_ub", Run<NotInUb>),
+        row("vec_index_past_2_24", Run<VecIndexPast2To24>),
+        row("integer_wraparound", Run<IntegerWraparound>),
+        row("rng_without_declared_wraparound", Run<RngWithoutDeclaredWraparound>),
+        row("not_in_ub", Run<NotInUb>),
         row("compare_scalar_partial_repeat", Run<CompareScalarPartialRepeat>),
-        row("select_in_scalar_mode", Run<SelectInScalarMode>), row("flag_outside_mix", Run<FlagOutsideMix>),
+        row("select_in_scalar_mode", Run<SelectInScalarMode>),
+        row("flag_outside_mix", Run<FlagOutsideMix>),
         row("correct", Run<Correct>),
     };
 }

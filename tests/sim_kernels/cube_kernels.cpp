@@ -29,8 +29,23 @@ uint32_t Positions() { return OutSide(g_args.height) * OutSide(g_args.width); }
 uint32_t PositionsAligned() { return (Positions() + 15) / 16 * 16; }
 uint32_t ReductionK() { return kC0 * g_args.kernel * g_args.kernel; }
 
-enum class Break { None, NoFlag, WrongL0Position, UnalignedL0, L1Overflow, BadChannelSize, FixpipeQuant, CubeOnVector,
-                   Deadlock, L0cOverflow, OverwriteBeforeRelease, LoadPastL0, MmadZeroM, MmadWinograd, FlagIdPast15 };
+enum class Break {
+    None,
+    NoFlag,
+    WrongL0Position,
+    UnalignedL0,
+    L1Overflow,
+    BadChannelSize,
+    FixpipeQuant,
+    CubeOnVector,
+    Deadlock,
+    L0cOverflow,
+    OverwriteBeforeRelease,
+    LoadPastL0,
+    MmadZeroM,
+    MmadWinograd,
+    FlagIdPast15
+};
 Break g_break = Break::None;
 
 void CubeSide() {
@@ -58,11 +73,10 @@ void CubeSide() {
     const uint32_t fractals = kCout * k * 4 / 512 + (g_break == Break::LoadPastL0 ? 1 : 0);  // one past L0A
     LoadData(a, weights, LoadData2DParams{0, uint8_t(fractals), 1, 0, 0, false, 0});
     uint8_t pads[4] = {uint8_t(g_args.pad), uint8_t(g_args.pad), uint8_t(g_args.pad), uint8_t(g_args.pad)};
-    LoadData3DParamsV2<float> img2col(pads, uint16_t(g_args.height), uint16_t(g_args.width),
-                                      uint16_t(g_break == Break::BadChannelSize ? 4 : kC0), uint16_t(k), uint16_t(n), 0, 0,
-                                      uint8_t(g_args.stride), uint8_t(g_args.stride), uint8_t(g_args.kernel),
-                                      uint8_t(g_args.kernel), uint8_t(g_args.dilation), uint8_t(g_args.dilation), false,
-                                      false, 0.0f);
+    LoadData3DParamsV2<float> img2col(
+        pads, uint16_t(g_args.height), uint16_t(g_args.width), uint16_t(g_break == Break::BadChannelSize ? 4 : kC0),
+        uint16_t(k), uint16_t(n), 0, 0, uint8_t(g_args.stride), uint8_t(g_args.stride), uint8_t(g_args.kernel),
+        uint8_t(g_args.kernel), uint8_t(g_args.dilation), uint8_t(g_args.dilation), false, false, 0.0f);
     if (g_break == Break::WrongL0Position) {
         LoadData(weightL1.Get<float>(), map, img2col);  // B1 is not an img2col destination (A2 / B2)
     }
@@ -70,7 +84,8 @@ void CubeSide() {
     LocalTensor<float> c = resultL0c.Get<float>();
     const uint16_t m = g_break == Break::MmadZeroM ? 0 : kCout;
     const bool winograd = g_break == Break::MmadWinograd;  // not modelled
-    Mmad(c, weightL0.Get<float>(), columnsL0.Get<float>(), MmadParams(m, uint16_t(n), uint16_t(k), false, 0, false, winograd, false));
+    Mmad(c, weightL0.Get<float>(), columnsL0.Get<float>(),
+         MmadParams(m, uint16_t(n), uint16_t(k), false, 0, false, winograd, false));
     FixpipeParamsV220 out(uint16_t(n), uint16_t(kCout), 16, n, false);
     if (g_break == Break::FixpipeQuant) out.quantPre = QuantMode_t::F322F16;
     Fixpipe(ring, c, out);
@@ -102,7 +117,8 @@ void VectorSide() {
     DataCopy(block, ring[first * n], rows * n);
     Muls(block, block, 2.0f, rows * n);
     DataCopyPad(out[first * Positions()], block,
-                DataCopyExtParams{uint16_t(rows), uint32_t(Positions() * 4), uint32_t((n * 4 - (Positions() * 4 + 31) / 32 * 32) / 32), 0, 0});
+                DataCopyExtParams{uint16_t(rows), uint32_t(Positions() * 4),
+                                  uint32_t((n * 4 - (Positions() * 4 + 31) / 32 * 32) / 32), 0, 0});
 }
 
 void Entry() {
@@ -149,14 +165,21 @@ std::vector<KernelEntry> CubeKernels() {
         return KernelEntry{name, name, TilingKind::Raw, 0, false, /*mix=*/true, params, run, RingBytes};
     };
     return {
-        row("cube_correct", Run<Break::None>), row("cube_missing_flag", Run<Break::NoFlag>),
-        row("cube_wrong_position", Run<Break::WrongL0Position>), row("cube_unaligned_l0", Run<Break::UnalignedL0>),
-        row("cube_l1_overflow", Run<Break::L1Overflow>), row("cube_bad_channel_size", Run<Break::BadChannelSize>),
-        row("cube_fixpipe_quant", Run<Break::FixpipeQuant>), row("cube_api_on_vector", Run<Break::CubeOnVector>),
-        row("cube_deadlock", Run<Break::Deadlock>), row("cube_l0c_overflow", Run<Break::L0cOverflow>),
+        row("cube_correct", Run<Break::None>),
+        row("cube_missing_flag", Run<Break::NoFlag>),
+        row("cube_wrong_position", Run<Break::WrongL0Position>),
+        row("cube_unaligned_l0", Run<Break::UnalignedL0>),
+        row("cube_l1_overflow", Run<Break::L1Overflow>),
+        row("cube_bad_channel_size", Run<Break::BadChannelSize>),
+        row("cube_fixpipe_quant", Run<Break::FixpipeQuant>),
+        row("cube_api_on_vector", Run<Break::CubeOnVector>),
+        row("cube_deadlock", Run<Break::Deadlock>),
+        row("cube_l0c_overflow", Run<Break::L0cOverflow>),
         row("cube_overwrite_before_release", Run<Break::OverwriteBeforeRelease>),
-        row("cube_load_past_l0", Run<Break::LoadPastL0>), row("cube_mmad_zero_m", Run<Break::MmadZeroM>),
-        row("cube_mmad_winograd", Run<Break::MmadWinograd>), row("cube_flag_id_past_15", Run<Break::FlagIdPast15>),
+        row("cube_load_past_l0", Run<Break::LoadPastL0>),
+        row("cube_mmad_zero_m", Run<Break::MmadZeroM>),
+        row("cube_mmad_winograd", Run<Break::MmadWinograd>),
+        row("cube_flag_id_past_15", Run<Break::FlagIdPast15>),
     };
 }
 

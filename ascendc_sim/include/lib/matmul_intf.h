@@ -129,7 +129,8 @@ public:
         ascendc_sim::RecordGmRead(a_.Address() + m0 * k, uint64_t(rows_) * k * sizeof(SrcT));
         const bool bFitsL1 = uint64_t(t_.stepKb) * t_.baseK >= k;
         if (!bFitsL1 || bLoaded_ != nBlock) {
-            for (uint64_t r = 0; r < k; ++r) ascendc_sim::RecordGmRead(b_.Address() + r * t_.N + n0, cols_ * sizeof(SrcT));
+            for (uint64_t r = 0; r < k; ++r)
+                ascendc_sim::RecordGmRead(b_.Address() + r * t_.N + n0, cols_ * sizeof(SrcT));
             bLoaded_ = nBlock;
         }
         block_.assign(size_t(rows_) * cols_, 0.0f);
@@ -170,20 +171,25 @@ public:
     }
 
 private:
-    [[noreturn]] static void Fail(const std::string& message) { ascendc_sim::Fail(ascendc_sim::Rule::matmul, "Matmul: " + message); }
+    [[noreturn]] static void Fail(const std::string& message) {
+        ascendc_sim::Fail(ascendc_sim::Rule::matmul, "Matmul: " + message);
+    }
     static uint64_t Buffers(int32_t db) { return db == 2 ? 2 : 1; }
     static void Capacity(const char* memory, uint64_t bytes, uint64_t capacity) {
         if (bytes > capacity) {
-            ascendc_sim::Fail(ascendc_sim::Rule::matmul_capacity, std::string("Matmul tiling needs ") + std::to_string(bytes) +
-                              " bytes of " + memory + ", the platform has " + std::to_string(capacity));
+            ascendc_sim::Fail(ascendc_sim::Rule::matmul_capacity, std::string("Matmul tiling needs ") +
+                                                                      std::to_string(bytes) + " bytes of " + memory +
+                                                                      ", the platform has " + std::to_string(capacity));
         }
     }
     void Ready(const char* op) const {
         if (!initialised_) Fail(std::string(op) + " before REGIST_MATMUL_OBJ");
         if (serviceEnded_) {
-            ascendc_sim::Fail(ascendc_sim::Rule::matmul_scope, std::string("Matmul ") + op +
-                              " after the scope of its REGIST_MATMUL_OBJ ended (its client's destructor has ended the "
-                              "cube service): expand REGIST_MATMUL_OBJ in the kernel entry around every Matmul call");
+            ascendc_sim::Fail(
+                ascendc_sim::Rule::matmul_scope,
+                std::string("Matmul ") + op +
+                    " after the scope of its REGIST_MATMUL_OBJ ended (its client's destructor has ended the "
+                    "cube service): expand REGIST_MATMUL_OBJ in the kernel entry around every Matmul call");
         }
     }
     void Restart() {
@@ -213,10 +219,11 @@ public:
     MatmulRegistration(M& mm, const TCubeTiling* tiling, AscendC::TPipe* pipe, const char* function) : mm_(mm) {
         const char* entry = ascendc_sim::Ctx().kernel;
         if (std::string(function) != entry) {
-            ascendc_sim::Fail(ascendc_sim::Rule::matmul_scope, std::string("REGIST_MATMUL_OBJ expanded in ") + function +
-                              "(), not in the kernel entry " + entry + "(): on the AIC its `return` would only leave " +
-                              function + "(), and on the AIV its client ends the cube service when " + function +
-                              "() returns");
+            ascendc_sim::Fail(
+                ascendc_sim::Rule::matmul_scope,
+                std::string("REGIST_MATMUL_OBJ expanded in ") + function + "(), not in the kernel entry " + entry +
+                    "(): on the AIC its `return` would only leave " + function +
+                    "(), and on the AIV its client ends the cube service when " + function + "() returns");
         }
         mm_.Init(tiling, pipe);
     }
@@ -232,6 +239,6 @@ private:
 
 // REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling): binds the Matmul object to its tiling
 // for the rest of the enclosing scope.
-#define REGIST_MATMUL_OBJ(pipe, workspace, mm, tiling)                                                  \
-    static_cast<void>(workspace);                                                                        \
+#define REGIST_MATMUL_OBJ(pipe, workspace, mm, tiling) \
+    static_cast<void>(workspace);                      \
     ::matmul::MatmulRegistration actsSimMatmulRegistration_((mm), (tiling), (pipe), __func__)

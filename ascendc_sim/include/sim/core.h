@@ -110,14 +110,14 @@ struct Context {
     std::unique_ptr<uint8_t[]> ubStorage;
     uint8_t* ub = nullptr;  // 32-byte aligned
     uint32_t ubUsed = 0;
-    std::vector<std::string> leaks;  // tensors still held when a queue went away
-    bool selectIssued = false;       // this block used Select: the UB from selectTemporaryOffset is taken
-    bool integerWrapAllowed = false; // the launch declares that its kernel relies on integer wraparound
+    std::vector<std::string> leaks;   // tensors still held when a queue went away
+    bool selectIssued = false;        // this block used Select: the UB from selectTemporaryOffset is taken
+    bool integerWrapAllowed = false;  // the launch declares that its kernel relies on integer wraparound
     Counters counters;
     // MIX launches (LaunchMix): the running core, its type and sub-block, its cube memories
     bool mix = false;
     CoreType coreType = CoreType::AIV;
-    uint32_t coreId = 0;       // index into per-core counters and ownership: blockIdx, or AIC c / AIV 2c+s after
+    uint32_t coreId = 0;  // index into per-core counters and ownership: blockIdx, or AIC c / AIV 2c+s after
     uint32_t subBlockIdx = 0;
     uint8_t* cubeMemory[size_t(Memory::Count)] = {};
     uint32_t cubeUsed[size_t(Memory::Count)] = {};

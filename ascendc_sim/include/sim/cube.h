@@ -55,9 +55,10 @@ struct LoadData3DParamsV2 {
     LoadData3DParamsV2() {}
     LoadData3DParamsV2(const uint8_t padListIn[PAD_SIZE], const uint16_t l1HIn, const uint16_t l1WIn,
                        const uint16_t channelSizeIn, const uint16_t kExtensionIn, const uint16_t mExtensionIn,
-                       const uint16_t kStartPtIn, const uint16_t mStartPtIn, const uint8_t strideWIn, const uint8_t strideHIn,
-                       const uint8_t filterWIn, const uint8_t filterHIn, const uint8_t dilationFilterWIn,
-                       const uint8_t dilationFilterHIn, const bool enTransposeIn, const bool enSmallKIn, const T padValueIn)
+                       const uint16_t kStartPtIn, const uint16_t mStartPtIn, const uint8_t strideWIn,
+                       const uint8_t strideHIn, const uint8_t filterWIn, const uint8_t filterHIn,
+                       const uint8_t dilationFilterWIn, const uint8_t dilationFilterHIn, const bool enTransposeIn,
+                       const bool enSmallKIn, const T padValueIn)
         : l1H(l1HIn), l1W(l1WIn), channelSize(channelSizeIn), kExtension(kExtensionIn), mExtension(mExtensionIn),
           kStartPt(kStartPtIn), mStartPt(mStartPtIn), strideW(strideWIn), strideH(strideHIn), filterW(filterWIn),
           filterH(filterHIn), dilationFilterW(dilationFilterWIn), dilationFilterH(dilationFilterHIn),
@@ -96,13 +97,14 @@ constexpr IsResetLoad3dConfig IS_RESER_LOAD3D_DEFAULT_CONFIG = {true, true};
 
 struct MmadParams {
     MmadParams() {}
-    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const bool isBiasIn, const int32_t fmOffsetIn,
-               const bool enSsparseIn, const bool enWinogradAIn, const bool enWinogradBIn)
+    MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const bool isBiasIn,
+               const int32_t fmOffsetIn, const bool enSsparseIn, const bool enWinogradAIn, const bool enWinogradBIn)
         : m(mIn), n(nIn), k(kIn), isBias(isBiasIn), fmOffset(fmOffsetIn), enSsparse(enSsparseIn),
           enWinogradA(enWinogradAIn), enWinogradB(enWinogradBIn) {}
     MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn, const uint8_t unitFlagIn,
                const bool cmatrixSourceIn, const bool cmatrixInitValIn)
-        : m(mIn), n(nIn), k(kIn), unitFlag(unitFlagIn), cmatrixSource(cmatrixSourceIn), cmatrixInitVal(cmatrixInitValIn) {}
+        : m(mIn), n(nIn), k(kIn), unitFlag(unitFlagIn), cmatrixSource(cmatrixSourceIn),
+          cmatrixInitVal(cmatrixInitValIn) {}
     uint16_t m = 0;
     uint16_t n = 0;
     uint16_t k = 0;
@@ -127,8 +129,8 @@ constexpr FixpipeConfig CFG_COLUMN_MAJOR = {CO2Layout::COLUMN_MAJOR};
 
 struct FixpipeParamsV220 {
     FixpipeParamsV220() {}
-    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn, const uint32_t dstStrideIn,
-                      const bool reluEnIn)
+    FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn, const uint16_t srcStrideIn,
+                      const uint32_t dstStrideIn, const bool reluEnIn)
         : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn), reluEn(reluEnIn) {}
     uint16_t nSize = 0;
     uint16_t mSize = 0;
@@ -147,7 +149,9 @@ struct FixpipeParamsV220 {
 namespace cube_detail {
 
 template <typename T>
-constexpr uint32_t C0() { return 32 / sizeof(T); }
+constexpr uint32_t C0() {
+    return 32 / sizeof(T);
+}
 inline uint32_t Ceil(uint32_t value, uint32_t to) { return (value + to - 1) / to * to; }
 
 inline const char* PositionName(TPosition p) {
@@ -176,27 +180,31 @@ void CheckTensor(const LocalTensor<T>& t, std::initializer_list<TPosition> allow
         names += std::string(names.empty() ? "" : " / ") + PositionName(p);
     }
     if (!ok) {
-        Fail(ascendc_sim::Rule::cube_position, std::string(op) + ": " + role + " is in " + PositionName(t.GetPosition()) + ", expected " + names);
+        Fail(ascendc_sim::Rule::cube_position,
+             std::string(op) + ": " + role + " is in " + PositionName(t.GetPosition()) + ", expected " + names);
     }
     auto& ctx = ascendc_sim::Ctx();
     const size_t m = size_t(MemoryOf(t.GetPosition()));
     auto* bytes = reinterpret_cast<uint8_t*>(t.Address());
     if (bytes < ctx.cubeMemory[m] || bytes >= ctx.cubeMemory[m] + ctx.cubeUsed[m]) {
         Fail(ascendc_sim::Rule::cube_position, std::string(op) + ": " + role + " is not a tensor allocated in " +
-             ascendc_sim::MemoryName(MemoryOf(t.GetPosition())));
+                                                   ascendc_sim::MemoryName(MemoryOf(t.GetPosition())));
     }
     if ((bytes - ctx.cubeMemory[m]) % alignment != 0) {
-        Fail(ascendc_sim::Rule::cube_alignment, std::string(op) + ": " + role + " at " + ascendc_sim::MemoryName(MemoryOf(t.GetPosition())) +
-             " offset " + std::to_string(bytes - ctx.cubeMemory[m]) + " is not " + std::to_string(alignment) + "-byte aligned");
+        Fail(ascendc_sim::Rule::cube_alignment,
+             std::string(op) + ": " + role + " at " + ascendc_sim::MemoryName(MemoryOf(t.GetPosition())) + " offset " +
+                 std::to_string(bytes - ctx.cubeMemory[m]) + " is not " + std::to_string(alignment) + "-byte aligned");
     }
     if (count > t.GetSize()) {
         Fail(ascendc_sim::Rule::cube_out_of_bounds, std::string(op) + ": " + role + " needs " + std::to_string(count) +
-             " elements, its tensor holds " + std::to_string(t.GetSize()));
+                                                        " elements, its tensor holds " + std::to_string(t.GetSize()));
     }
 }
 
 template <typename T>
-float ToFloat(T value) { return static_cast<float>(value); }
+float ToFloat(T value) {
+    return static_cast<float>(value);
+}
 
 }  // namespace cube_detail
 
@@ -205,12 +213,14 @@ template <typename T>
 void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& params) {
     using namespace cube_detail;
     if (MemoryOf(dst.GetPosition()) == ascendc_sim::Memory::UB) {
-        Fail(ascendc_sim::Rule::cube_position, "DataCopy with DataCopyParams: the emulator models it GM -> A1 / B1 (use DataCopyPad to UB)");
+        Fail(ascendc_sim::Rule::cube_position,
+             "DataCopy with DataCopyParams: the emulator models it GM -> A1 / B1 (use DataCopyPad to UB)");
     }
     const uint64_t unit = 32 / sizeof(T);
     const uint64_t span = (uint64_t(params.blockCount) * (params.blockLen + params.dstStride)) * unit;
     CheckTensor(dst, {TPosition::A1, TPosition::B1, TPosition::C1}, span, 32, "DataCopy GM -> L1", "dst");
-    if (params.blockCount == 0 || params.blockLen == 0) Fail(ascendc_sim::Rule::cube_params, "DataCopy: blockCount and blockLen must be >= 1");
+    if (params.blockCount == 0 || params.blockLen == 0)
+        Fail(ascendc_sim::Rule::cube_params, "DataCopy: blockCount and blockLen must be >= 1");
     for (uint32_t b = 0; b < params.blockCount; ++b) {
         const uint64_t from = uint64_t(b) * (params.blockLen + params.srcStride) * unit;
         const uint64_t to = uint64_t(b) * (params.blockLen + params.dstStride) * unit;
@@ -253,28 +263,36 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
     constexpr uint32_t c0 = C0<T>();
     const char* op = "LoadData 3Dv2";
     if (p.enTranspose || p.enSmallK || p.filterSizeW || p.filterSizeH || p.fMatrixCtrl) {
-        Fail(ascendc_sim::Rule::cube_params, std::string(op) + ": enTranspose / enSmallK / filterSize / fMatrixCtrl are not modelled");
+        Fail(ascendc_sim::Rule::cube_params,
+             std::string(op) + ": enTranspose / enSmallK / filterSize / fMatrixCtrl are not modelled");
     }
     if (p.l1H == 0 || p.l1W == 0 || p.channelSize == 0 || p.channelSize % c0 != 0) {
-        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": l1H, l1W >= 1 and channelSize a positive multiple of C0 = " +
-             std::to_string(c0) + " (got channelSize " + std::to_string(p.channelSize) + ")");
+        Fail(ascendc_sim::Rule::load3d_params,
+             std::string(op) + ": l1H, l1W >= 1 and channelSize a positive multiple of C0 = " + std::to_string(c0) +
+                 " (got channelSize " + std::to_string(p.channelSize) + ")");
     }
     if (p.strideW < 1 || p.strideW > 63 || p.strideH < 1 || p.strideH > 63 || p.filterW < 1 || p.filterH < 1 ||
         p.dilationFilterW < 1 || p.dilationFilterH < 1) {
-        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": strides must be 1..63, filter sizes and dilations 1..255");
+        Fail(ascendc_sim::Rule::load3d_params,
+             std::string(op) + ": strides must be 1..63, filter sizes and dilations 1..255");
     }
-    if (p.kExtension == 0 || p.kExtension % c0 || p.kStartPt % c0 || p.mExtension == 0 || p.mExtension % 16 || p.mStartPt % 16) {
-        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": kStartPt/kExtension must be multiples of C0 = " + std::to_string(c0) +
-             " and mStartPt/mExtension multiples of 16 (whole fractals), kExtension and mExtension >= 1");
+    if (p.kExtension == 0 || p.kExtension % c0 || p.kStartPt % c0 || p.mExtension == 0 || p.mExtension % 16 ||
+        p.mStartPt % 16) {
+        Fail(ascendc_sim::Rule::load3d_params,
+             std::string(op) + ": kStartPt/kExtension must be multiples of C0 = " + std::to_string(c0) +
+                 " and mStartPt/mExtension multiples of 16 (whole fractals), kExtension and mExtension >= 1");
     }
     const int32_t effH = (p.filterH - 1) * p.dilationFilterH + 1, effW = (p.filterW - 1) * p.dilationFilterW + 1;
     const int32_t paddedH = p.l1H + p.padList[2] + p.padList[3], paddedW = p.l1W + p.padList[0] + p.padList[1];
-    if (paddedH < effH || paddedW < effW) Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": the filter is larger than the padded map");
+    if (paddedH < effH || paddedW < effW)
+        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": the filter is larger than the padded map");
     const uint32_t outW = (paddedW - effW) / p.strideW + 1, outH = (paddedH - effH) / p.strideH + 1;
     const uint32_t kTotal = uint32_t(p.channelSize) * p.filterH * p.filterW;
     if (uint32_t(p.kStartPt) + p.kExtension > kTotal) {
-        Fail(ascendc_sim::Rule::load3d_params, std::string(op) + ": K range [" + std::to_string(p.kStartPt) + ", " +
-             std::to_string(p.kStartPt + p.kExtension) + ") is past channelSize * filterH * filterW = " + std::to_string(kTotal));
+        Fail(ascendc_sim::Rule::load3d_params,
+             std::string(op) + ": K range [" + std::to_string(p.kStartPt) + ", " +
+                 std::to_string(p.kStartPt + p.kExtension) +
+                 ") is past channelSize * filterH * filterW = " + std::to_string(kTotal));
     }
     CheckTensor(src, {TPosition::A1, TPosition::B1}, uint64_t(p.channelSize) * p.l1H * p.l1W, 32, op, "src");
     const bool toB = dst.GetPosition() == TPosition::B2;
@@ -306,18 +324,21 @@ template <typename DstT, typename Src0T, typename Src1T>
 void MmadCompute(const LocalTensor<DstT>& dst, const LocalTensor<Src0T>& a, const LocalTensor<Src1T>& b,
                  const float* bias, const MmadParams& p) {
     using namespace cube_detail;
-    static_assert(std::is_same<DstT, float>::value && std::is_same<Src0T, Src1T>::value &&
-                      (std::is_same<Src0T, half>::value || std::is_same<Src0T, bfloat16_t>::value ||
-                       std::is_same<Src0T, float>::value),
-                  "Mmad on 910B (dav_c220 MmadCal SupportType): float <- half x half, bfloat16 x bfloat16, float x float "
-                  "(the emulator does not model int8)");
+    static_assert(
+        std::is_same<DstT, float>::value && std::is_same<Src0T, Src1T>::value &&
+            (std::is_same<Src0T, half>::value || std::is_same<Src0T, bfloat16_t>::value ||
+             std::is_same<Src0T, float>::value),
+        "Mmad on 910B (dav_c220 MmadCal SupportType): float <- half x half, bfloat16 x bfloat16, float x float "
+        "(the emulator does not model int8)");
     constexpr uint32_t c0 = C0<Src0T>();
     if (p.m == 0 || p.n == 0 || p.k == 0 || p.m > 4095 || p.n > 4095 || p.k > 4095) {
-        Fail(ascendc_sim::Rule::mmad_params, "Mmad: m, n, k must be 1..4095 (got " + std::to_string(p.m) + ", " + std::to_string(p.n) + ", " +
-             std::to_string(p.k) + ")");
+        Fail(ascendc_sim::Rule::mmad_params, "Mmad: m, n, k must be 1..4095 (got " + std::to_string(p.m) + ", " +
+                                                 std::to_string(p.n) + ", " + std::to_string(p.k) + ")");
     }
-    if (p.fmOffset || p.enSsparse || p.enWinogradA || p.enWinogradB || p.unitFlag || p.kDirectionAlign || p.cmatrixSource) {
-        Fail(ascendc_sim::Rule::cube_params, "Mmad: fmOffset / sparse / winograd / unitFlag / kDirectionAlign / cmatrixSource are not modelled");
+    if (p.fmOffset || p.enSsparse || p.enWinogradA || p.enWinogradB || p.unitFlag || p.kDirectionAlign ||
+        p.cmatrixSource) {
+        Fail(ascendc_sim::Rule::cube_params,
+             "Mmad: fmOffset / sparse / winograd / unitFlag / kDirectionAlign / cmatrixSource are not modelled");
     }
     const uint32_t mA = Ceil(p.m, 16), nA = Ceil(p.n, 16), kA = Ceil(p.k, c0);
     CheckTensor(a, {TPosition::A2}, uint64_t(mA) * kA, 512, "Mmad", "fm (A)");
@@ -343,7 +364,8 @@ void MmadCompute(const LocalTensor<DstT>& dst, const LocalTensor<Src0T>& a, cons
 }
 
 template <typename DstT, typename Src0T, typename Src1T>
-void Mmad(const LocalTensor<DstT>& dst, const LocalTensor<Src0T>& fm, const LocalTensor<Src1T>& filter, const MmadParams& p) {
+void Mmad(const LocalTensor<DstT>& dst, const LocalTensor<Src0T>& fm, const LocalTensor<Src1T>& filter,
+          const MmadParams& p) {
     MmadCompute(dst, fm, filter, nullptr, p);
 }
 
@@ -366,20 +388,26 @@ void Fixpipe(const GlobalTensor<DstT>& dst, const LocalTensor<SrcT>& src, const 
     const char* op = "Fixpipe";
     // dav_c220 CheckCommonFixpipeParam / CheckFixpipeL0C2GMParam (kernel_operator_fixpipe_v2_impl.h)
     if (p.nSize < 1 || p.nSize > 4095 || p.mSize < 1 || p.mSize > 8192 || p.dstStride == 0) {
-        Fail(ascendc_sim::Rule::fixpipe_params, "Fixpipe: nSize must be 1..4095, mSize 1..8192 (ROW_MAJOR), dstStride >= 1");
+        Fail(ascendc_sim::Rule::fixpipe_params,
+             "Fixpipe: nSize must be 1..4095, mSize 1..8192 (ROW_MAJOR), dstStride >= 1");
     }
     constexpr bool toFloat = std::is_same<DstT, float>::value, toHalf = std::is_same<DstT, half>::value,
                    toBf16 = std::is_same<DstT, bfloat16_t>::value;
     static_assert(toFloat || toHalf || toBf16, "the emulator models Fixpipe float -> float / half / bfloat16_t");
     const QuantMode_t expected = toFloat ? QuantMode_t::NoQuant : toHalf ? QuantMode_t::F322F16 : QuantMode_t::F322BF16;
     if (p.quantPre != expected) {
-        Fail(ascendc_sim::Rule::fixpipe_params, "Fixpipe: float L0C to this dtype needs quantPre " +
-             std::string(toFloat ? "NoQuant" : toHalf ? "F322F16" : "F322BF16"));
+        Fail(ascendc_sim::Rule::fixpipe_params,
+             "Fixpipe: float L0C to this dtype needs quantPre " + std::string(toFloat  ? "NoQuant"
+                                                                              : toHalf ? "F322F16"
+                                                                                       : "F322BF16"));
     }
-    if (p.ndNum != 1 || p.isChannelSplit || p.unitFlag) Fail(ascendc_sim::Rule::cube_params, "Fixpipe: ndNum > 1 / channel split / unitFlag are not modelled");
+    if (p.ndNum != 1 || p.isChannelSplit || p.unitFlag)
+        Fail(ascendc_sim::Rule::cube_params, "Fixpipe: ndNum > 1 / channel split / unitFlag are not modelled");
     if (p.srcStride % 16 != 0 || p.srcStride < Ceil(p.mSize, 16) || p.dstStride < p.nSize) {
-        Fail(ascendc_sim::Rule::fixpipe_params, "Fixpipe: srcStride must be a multiple of 16 holding mSize rows, dstStride at least nSize "
-             "(got srcStride " + std::to_string(p.srcStride) + ", dstStride " + std::to_string(p.dstStride) + ")");
+        Fail(ascendc_sim::Rule::fixpipe_params,
+             "Fixpipe: srcStride must be a multiple of 16 holding mSize rows, dstStride at least nSize "
+             "(got srcStride " +
+                 std::to_string(p.srcStride) + ", dstStride " + std::to_string(p.dstStride) + ")");
     }
     const uint32_t nBlocks = Ceil(p.nSize, 16) / 16;
     CheckTensor(src, {TPosition::CO1}, uint64_t(nBlocks) * p.srcStride * 16, 64, op, "src");
@@ -398,9 +426,13 @@ void Fixpipe(const GlobalTensor<DstT>& dst, const LocalTensor<SrcT>& src, const 
 
 // --- cross-core flags (kernel_operator_common_intf.h) -------------------------------------------------
 template <uint8_t modeId, pipe_t pipe>
-void CrossCoreSetFlag(uint16_t flagId) { ascendc_sim::CrossCoreSet(modeId, flagId); }
+void CrossCoreSetFlag(uint16_t flagId) {
+    ascendc_sim::CrossCoreSet(modeId, flagId);
+}
 
 template <uint8_t modeId = 0, pipe_t pipe = PIPE_S>
-void CrossCoreWaitFlag(uint16_t flagId) { ascendc_sim::CrossCoreWait(modeId, flagId); }
+void CrossCoreWaitFlag(uint16_t flagId) {
+    ascendc_sim::CrossCoreWait(modeId, flagId);
+}
 
 }  // namespace AscendC

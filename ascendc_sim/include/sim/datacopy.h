@@ -35,8 +35,10 @@ struct DataCopyPadExtParams {
 namespace detail {
 inline void CheckDataCopyBytes(uint64_t bytes) {
     if (bytes % 32 != 0) {
-        ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopy of " + std::to_string(bytes) +
-                          " bytes: not a multiple of 32 (the hardware would silently drop the rest; use DataCopyPad)");
+        ascendc_sim::Fail(
+            ascendc_sim::Rule::unaligned_datacopy,
+            "DataCopy of " + std::to_string(bytes) +
+                " bytes: not a multiple of 32 (the hardware would silently drop the rest; use DataCopyPad)");
     }
 }
 inline uint64_t UbBlockBytes(uint32_t blockLen) { return (uint64_t(blockLen) + 31) / 32 * 32; }
@@ -65,19 +67,22 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t co
 template <typename T>
 void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyExtParams& params,
                  const DataCopyPadExtParams<T>& pad) {
-    if (params.blockLen % sizeof(T) != 0) ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: blockLen is not whole elements");
+    if (params.blockLen % sizeof(T) != 0)
+        ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: blockLen is not whole elements");
     uint64_t ubStride = detail::UbBlockBytes(params.blockLen + (pad.leftPadding + pad.rightPadding) * sizeof(T)) +
                         uint64_t(params.dstStride) * 32;
     for (uint32_t block = 0; block < params.blockCount; ++block) {
         uint64_t gmOffset = uint64_t(block) * (params.blockLen + params.srcStride);
-        if (gmOffset % sizeof(T) != 0) ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: GM stride is not whole elements");
+        if (gmOffset % sizeof(T) != 0)
+            ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: GM stride is not whole elements");
         uint64_t first = gmOffset / sizeof(T), count = params.blockLen / sizeof(T);
         src.CheckRange(first, count, "DataCopyPad");
         LocalTensor<T> row = dst[static_cast<uint32_t>(block * ubStride / sizeof(T))];
         row.Check(count + pad.leftPadding + pad.rightPadding, "DataCopyPad");
         if (pad.isPad) {
             for (uint32_t i = 0; i < pad.leftPadding; ++i) row.Address()[i] = pad.paddingValue;
-            for (uint32_t i = 0; i < pad.rightPadding; ++i) row.Address()[pad.leftPadding + count + i] = pad.paddingValue;
+            for (uint32_t i = 0; i < pad.rightPadding; ++i)
+                row.Address()[pad.leftPadding + count + i] = pad.paddingValue;
         }
         std::memcpy(row.Address() + (pad.isPad ? pad.leftPadding : 0), src.Address() + first, params.blockLen);
         ascendc_sim::RecordGmRead(src.Address() + first, params.blockLen);
@@ -86,11 +91,13 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
 
 template <typename T>
 void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& params) {
-    if (params.blockLen % sizeof(T) != 0) ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: blockLen is not whole elements");
+    if (params.blockLen % sizeof(T) != 0)
+        ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: blockLen is not whole elements");
     uint64_t ubStride = detail::UbBlockBytes(params.blockLen) + uint64_t(params.srcStride) * 32;
     for (uint32_t block = 0; block < params.blockCount; ++block) {
         uint64_t gmOffset = uint64_t(block) * (params.blockLen + params.dstStride);
-        if (gmOffset % sizeof(T) != 0) ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: GM stride is not whole elements");
+        if (gmOffset % sizeof(T) != 0)
+            ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: GM stride is not whole elements");
         uint64_t first = gmOffset / sizeof(T), count = params.blockLen / sizeof(T);
         dst.CheckRange(first, count, "DataCopyPad");
         LocalTensor<T> row = src[static_cast<uint32_t>(block * ubStride / sizeof(T))];

@@ -13,7 +13,7 @@ extern const uint32_t kPlatformCount;
 struct LaunchBuffer {
     void* data;
     uint64_t bytes;
-    bool output;  // poisoned before the launch; every byte must be written by exactly one block
+    bool output;                // poisoned before the launch; every byte must be written by exactly one block
     bool keepContents = false;  // an output the kernel also reads (updated in place): not poisoned
 };
 

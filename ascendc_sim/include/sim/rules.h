@@ -6,14 +6,43 @@
 #include <cstdint>
 
 // X(name): one entry per rule; the name is the stable spelling users match on.
-#define ASCENDC_SIM_RULES(X)                                                                                      \
-    X(ub_overflow) X(ub_reserved) X(unaligned_local) X(not_in_ub) X(ub_out_of_bounds) X(unaligned_datacopy)      \
-    X(gm_out_of_bounds) X(queue_depth) X(deque_empty) X(foreign_free) X(leaked_tensor) X(unsupported_dtype)     \
-    X(unsupported_mode) X(vector_alignment) X(vec_index_precision) X(integer_overflow) X(block_dim)              \
-    X(overlapping_core_writes) X(unwritten_output) X(matmul_capacity) X(matmul) X(matmul_scope)                 \
-    X(cube_buffer_overflow) X(wrong_core) X(cube_position) X(cube_alignment) X(cube_out_of_bounds)              \
-    X(load3d_params) X(mmad_params) X(fixpipe_params) X(cube_params) X(cross_core_hazard) X(cross_core_deadlock) \
+// clang-format off
+#define ASCENDC_SIM_RULES(X) \
+    X(ub_overflow) \
+    X(ub_reserved) \
+    X(unaligned_local) \
+    X(not_in_ub) \
+    X(ub_out_of_bounds) \
+    X(unaligned_datacopy) \
+    X(gm_out_of_bounds) \
+    X(queue_depth) \
+    X(deque_empty) \
+    X(foreign_free) \
+    X(leaked_tensor) \
+    X(unsupported_dtype) \
+    X(unsupported_mode) \
+    X(vector_alignment) \
+    X(vec_index_precision) \
+    X(integer_overflow) \
+    X(block_dim) \
+    X(overlapping_core_writes) \
+    X(unwritten_output) \
+    X(matmul_capacity) \
+    X(matmul) \
+    X(matmul_scope) \
+    X(cube_buffer_overflow) \
+    X(wrong_core) \
+    X(cube_position) \
+    X(cube_alignment) \
+    X(cube_out_of_bounds) \
+    X(load3d_params) \
+    X(mmad_params) \
+    X(fixpipe_params) \
+    X(cube_params) \
+    X(cross_core_hazard) \
+    X(cross_core_deadlock) \
     X(cross_core_flag)
+// clang-format on
 
 namespace ascendc_sim {
 

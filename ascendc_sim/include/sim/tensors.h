@@ -12,14 +12,33 @@ enum pipe_t { PIPE_S, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_FIX,
 namespace AscendC {
 
 template <typename A, typename B>
-struct IsSameType { static constexpr bool value = std::is_same<A, B>::value; };
+struct IsSameType {
+    static constexpr bool value = std::is_same<A, B>::value;
+};
 
 // The positions of CANN 8.1 (basic_api/impl/kernel_event.h, in its order). Where each lives on 910B
 // (GetPhyType there, __CCE_AICORE__ == 220): A1/B1/C1 L1, A2 L0A, B2 L0B, CO1 L0C, C2 the bias table,
 // C2PIPE2GM the fixpipe buffer, the VEC* positions UB.
 enum class TPosition : uint8_t {
-    GM, A1, A2, B1, B2, C1, C2, CO1, CO2, VECIN, VECOUT, VECCALC, LCM = VECCALC, SPM, SHM = SPM, TSCM,
-    C2PIPE2GM, C2PIPE2LOCAL, MAX
+    GM,
+    A1,
+    A2,
+    B1,
+    B2,
+    C1,
+    C2,
+    CO1,
+    CO2,
+    VECIN,
+    VECOUT,
+    VECCALC,
+    LCM = VECCALC,
+    SPM,
+    SHM = SPM,
+    TSCM,
+    C2PIPE2GM,
+    C2PIPE2LOCAL,
+    MAX
 };
 using QuePosition = TPosition;
 
@@ -32,7 +51,9 @@ inline int64_t GetTaskRation() { return ascendc_sim::Ctx().mix ? 2 : 1; }
 // The memory a position lives in on 910B, as the emulator allocates it.
 constexpr ascendc_sim::Memory MemoryOf(TPosition position) {
     switch (position) {
-        case TPosition::A1: case TPosition::B1: case TPosition::C1: return ascendc_sim::Memory::L1;
+        case TPosition::A1:
+        case TPosition::B1:
+        case TPosition::C1: return ascendc_sim::Memory::L1;
         case TPosition::A2: return ascendc_sim::Memory::L0A;
         case TPosition::B2: return ascendc_sim::Memory::L0B;
         case TPosition::CO1: return ascendc_sim::Memory::L0C;
@@ -49,8 +70,9 @@ class GlobalTensor {
 public:
     void SetGlobalBuffer(__gm__ T* buffer, uint64_t size) {
         if (ascendc_sim::FindGm(buffer, size * sizeof(T)) == nullptr) {
-            ascendc_sim::Fail(ascendc_sim::Rule::gm_out_of_bounds, "SetGlobalBuffer: window of " + std::to_string(size) +
-                              " elements is not inside a buffer passed to the launch");
+            ascendc_sim::Fail(ascendc_sim::Rule::gm_out_of_bounds,
+                              "SetGlobalBuffer: window of " + std::to_string(size) +
+                                  " elements is not inside a buffer passed to the launch");
         }
         data_ = buffer;
         size_ = size;
@@ -74,9 +96,10 @@ public:
     // Elements [0, count) must lie inside the window given to SetGlobalBuffer.
     void CheckRange(uint64_t first, uint64_t count, const char* op) const {
         if (data_ == nullptr || first + count > size_) {
-            ascendc_sim::Fail(ascendc_sim::Rule::gm_out_of_bounds, std::string(op) + ": elements [" + std::to_string(first) + ", " +
-                              std::to_string(first + count) + ") outside the GM window of " +
-                              std::to_string(size_) + " elements");
+            ascendc_sim::Fail(ascendc_sim::Rule::gm_out_of_bounds,
+                              std::string(op) + ": elements [" + std::to_string(first) + ", " +
+                                  std::to_string(first + count) + ") outside the GM window of " +
+                                  std::to_string(size_) + " elements");
         }
     }
     T* Address() const { return data_; }
@@ -98,12 +121,18 @@ public:
     }
     template <typename U>
     LocalTensor<U> ReinterpretCast() const {
-        return LocalTensor<U>(reinterpret_cast<U*>(data_), static_cast<uint32_t>(uint64_t(capacity_) * sizeof(T) / sizeof(U)),
-                              position_);
+        return LocalTensor<U>(reinterpret_cast<U*>(data_),
+                              static_cast<uint32_t>(uint64_t(capacity_) * sizeof(T) / sizeof(U)), position_);
     }
     TPosition GetPosition() const { return position_; }
-    T GetValue(uint32_t index) const { Check(index + 1, "GetValue", false); return data_[index]; }
-    void SetValue(uint32_t index, T value) const { Check(index + 1, "SetValue", false); data_[index] = value; }
+    T GetValue(uint32_t index) const {
+        Check(index + 1, "GetValue", false);
+        return data_[index];
+    }
+    void SetValue(uint32_t index, T value) const {
+        Check(index + 1, "SetValue", false);
+        data_[index] = value;
+    }
     uint32_t GetSize() const { return capacity_; }
     T* Address() const { return data_; }
 
@@ -112,15 +141,18 @@ public:
         auto& ctx = ascendc_sim::Ctx();
         auto* bytes = reinterpret_cast<uint8_t*>(data_);
         if (data_ == nullptr || bytes < ctx.ub || bytes >= ctx.ub + ctx.ubUsed) {
-            ascendc_sim::Fail(ascendc_sim::Rule::not_in_ub, std::string(op) + ": operand is not a tensor in the Unified Buffer");
+            ascendc_sim::Fail(ascendc_sim::Rule::not_in_ub,
+                              std::string(op) + ": operand is not a tensor in the Unified Buffer");
         }
         if (aligned && (bytes - ctx.ub) % 32 != 0) {
             ascendc_sim::Fail(ascendc_sim::Rule::unaligned_local, std::string(op) + ": LocalTensor at UB offset " +
-                              std::to_string(bytes - ctx.ub) + " is not 32-byte aligned");
+                                                                      std::to_string(bytes - ctx.ub) +
+                                                                      " is not 32-byte aligned");
         }
         if (count > capacity_) {
             ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds, std::string(op) + ": " + std::to_string(count) +
-                              " elements exceed the tensor's " + std::to_string(capacity_));
+                                                                       " elements exceed the tensor's " +
+                                                                       std::to_string(capacity_));
         }
     }
 
@@ -141,7 +173,8 @@ public:
     ~TQue() override {
         for (size_t i = 0; i < state_.size(); ++i) {
             if (state_[i] != Slot::Free) {
-                ascendc_sim::Ctx().leaks.push_back("a tensor of a queue was never freed (buffer " + std::to_string(i) + ")");
+                ascendc_sim::Ctx().leaks.push_back("a tensor of a queue was never freed (buffer " + std::to_string(i) +
+                                                   ")");
             }
         }
     }
@@ -160,15 +193,18 @@ public:
                 return LocalTensor<T>(reinterpret_cast<T*>(slots_[i]), len_ / sizeof(T), position);
             }
         }
-        ascendc_sim::Fail(ascendc_sim::Rule::queue_depth, "AllocTensor: all " + std::to_string(slots_.size()) +
-                          " buffers of the queue are in use (free or dequeue them first)");
+        ascendc_sim::Fail(ascendc_sim::Rule::queue_depth,
+                          "AllocTensor: all " + std::to_string(slots_.size()) +
+                              " buffers of the queue are in use (free or dequeue them first)");
     }
     template <typename T>
     void EnQue(const LocalTensor<T>& tensor) {
         size_t slot = SlotOf(tensor.Address(), "EnQue");
-        if (state_[slot] != Slot::Held) ascendc_sim::Fail(ascendc_sim::Rule::foreign_free, "EnQue: tensor is not allocated");
+        if (state_[slot] != Slot::Held)
+            ascendc_sim::Fail(ascendc_sim::Rule::foreign_free, "EnQue: tensor is not allocated");
         if (queued_.size() >= static_cast<size_t>(depth)) {
-            ascendc_sim::Fail(ascendc_sim::Rule::queue_depth, "EnQue: queue of depth " + std::to_string(depth) + " is full");
+            ascendc_sim::Fail(ascendc_sim::Rule::queue_depth,
+                              "EnQue: queue of depth " + std::to_string(depth) + " is full");
         }
         state_[slot] = Slot::Queued;
         queued_.push_back(slot);
@@ -185,7 +221,8 @@ public:
     void FreeTensor(const LocalTensor<T>& tensor) {
         size_t slot = SlotOf(tensor.Address(), "FreeTensor");
         if (state_[slot] != Slot::Held) {
-            ascendc_sim::Fail(ascendc_sim::Rule::foreign_free, "FreeTensor: tensor is not held (never allocated, still queued, or freed twice)");
+            ascendc_sim::Fail(ascendc_sim::Rule::foreign_free,
+                              "FreeTensor: tensor is not held (never allocated, still queued, or freed twice)");
         }
         state_[slot] = Slot::Free;
     }
@@ -207,12 +244,18 @@ private:
 template <TPosition position>
 class TBuf {
 public:
-    void Init(uint8_t* base, uint32_t len) { base_ = base; len_ = len; }
+    void Init(uint8_t* base, uint32_t len) {
+        base_ = base;
+        len_ = len;
+    }
     template <typename T>
-    LocalTensor<T> Get() const { return LocalTensor<T>(reinterpret_cast<T*>(base_), len_ / sizeof(T), position); }
+    LocalTensor<T> Get() const {
+        return LocalTensor<T>(reinterpret_cast<T*>(base_), len_ / sizeof(T), position);
+    }
     template <typename T>
     LocalTensor<T> Get(uint32_t count) const {
-        if (uint64_t(count) * sizeof(T) > len_) ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds, "TBuf::Get: more than the buffer holds");
+        if (uint64_t(count) * sizeof(T) > len_)
+            ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds, "TBuf::Get: more than the buffer holds");
         return LocalTensor<T>(reinterpret_cast<T*>(base_), count, position);
     }
 
@@ -238,7 +281,8 @@ private:
     // UB on a vector core; L1, L0A/L0B/L0C, bias table and fixpipe buffer on the cube core (sim/cube.h)
     uint8_t* Allocate(ascendc_sim::Memory memory, uint64_t bytes) {
         if (memory != ascendc_sim::Memory::UB) return ascendc_sim::AllocateCube(memory, bytes);
-        if (bytes > UINT32_MAX) ascendc_sim::Fail(ascendc_sim::Rule::ub_overflow, "InitBuffer: request larger than 4 GiB");
+        if (bytes > UINT32_MAX)
+            ascendc_sim::Fail(ascendc_sim::Rule::ub_overflow, "InitBuffer: request larger than 4 GiB");
         ascendc_sim::RequireCore(ascendc_sim::CoreType::AIV, "InitBuffer of a UB position (VECIN/VECOUT/VECCALC)");
         return ascendc_sim::Ctx().ub + ascendc_sim::AllocateUb(static_cast<uint32_t>(bytes), "InitBuffer");
     }

@@ -33,7 +33,8 @@ constexpr const char* TypeName() {
 
 template <typename T>
 [[noreturn]] void Unsupported(const char* op) {
-    ascendc_sim::Fail(ascendc_sim::Rule::unsupported_dtype, std::string(op) + " does not take " + TypeName<T>() + " on 910B");
+    ascendc_sim::Fail(ascendc_sim::Rule::unsupported_dtype,
+                      std::string(op) + " does not take " + TypeName<T>() + " on 910B");
 }
 
 // Counts one vector instruction over `count` elements and checks every operand.
@@ -71,41 +72,45 @@ T Wrap(const char* op, T a, T b, F compute) {
 
 }  // namespace detail
 
-#define ASCENDC_SIM_BINARY(NAME, SUPPORTED, EXPR)                                                   \
-    template <typename T>                                                                            \
-    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1,     \
-              uint32_t count) {                                                                      \
-        if constexpr (!SUPPORTED<T>) {                                                               \
-            detail::Unsupported<T>(#NAME);                                                           \
-        } else {                                                                                     \
-            detail::Issue<T>(#NAME, count, dst, src0, src1);                                         \
-            T* d = dst.Address(); const T* a = src0.Address(); const T* b = src1.Address();          \
-            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(#NAME, a[i], b[i], [](auto x, auto y) { return EXPR; }); \
-        }                                                                                            \
+#define ASCENDC_SIM_BINARY(NAME, SUPPORTED, EXPR)                                                                  \
+    template <typename T>                                                                                          \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint32_t count) { \
+        if constexpr (!SUPPORTED<T>) {                                                                             \
+            detail::Unsupported<T>(#NAME);                                                                         \
+        } else {                                                                                                   \
+            detail::Issue<T>(#NAME, count, dst, src0, src1);                                                       \
+            T* d = dst.Address();                                                                                  \
+            const T* a = src0.Address();                                                                           \
+            const T* b = src1.Address();                                                                           \
+            for (uint32_t i = 0; i < count; ++i)                                                                   \
+                d[i] = detail::Wrap<T>(#NAME, a[i], b[i], [](auto x, auto y) { return EXPR; });                    \
+        }                                                                                                          \
     }
 
-#define ASCENDC_SIM_SCALAR(NAME, SUPPORTED, EXPR)                                                   \
-    template <typename T>                                                                            \
-    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, T scalar, uint32_t count) {      \
-        if constexpr (!SUPPORTED<T>) {                                                               \
-            detail::Unsupported<T>(#NAME);                                                           \
-        } else {                                                                                     \
-            detail::Issue<T>(#NAME, count, dst, src);                                                \
-            T* d = dst.Address(); const T* a = src.Address();                                        \
-            for (uint32_t i = 0; i < count; ++i) d[i] = detail::Wrap<T>(#NAME, a[i], scalar, [](auto x, auto y) { return EXPR; }); \
-        }                                                                                            \
+#define ASCENDC_SIM_SCALAR(NAME, SUPPORTED, EXPR)                                                 \
+    template <typename T>                                                                         \
+    void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, T scalar, uint32_t count) {   \
+        if constexpr (!SUPPORTED<T>) {                                                            \
+            detail::Unsupported<T>(#NAME);                                                        \
+        } else {                                                                                  \
+            detail::Issue<T>(#NAME, count, dst, src);                                             \
+            T* d = dst.Address();                                                                 \
+            const T* a = src.Address();                                                           \
+            for (uint32_t i = 0; i < count; ++i)                                                  \
+                d[i] = detail::Wrap<T>(#NAME, a[i], scalar, [](auto x, auto y) { return EXPR; }); \
+        }                                                                                         \
     }
 
 ASCENDC_SIM_BINARY(Add, detail::kArithmetic, x + y)
 ASCENDC_SIM_BINARY(Sub, detail::kArithmetic, x - y)
-ASCENDC_SIM_BINARY(Mul, detail::kArithmetic, x * y)
+ASCENDC_SIM_BINARY(Mul, detail::kArithmetic, x* y)
 ASCENDC_SIM_BINARY(Div, detail::kFloating, x / y)
 ASCENDC_SIM_BINARY(Max, detail::kArithmetic, (x > y ? x : y))
 ASCENDC_SIM_BINARY(Min, detail::kArithmetic, (x < y ? x : y))
-ASCENDC_SIM_BINARY(And, detail::kBitwise, x & y)
+ASCENDC_SIM_BINARY(And, detail::kBitwise, x& y)
 ASCENDC_SIM_BINARY(Or, detail::kBitwise, x | y)
 ASCENDC_SIM_SCALAR(Adds, detail::kArithmetic, x + y)
-ASCENDC_SIM_SCALAR(Muls, detail::kArithmetic, x * y)
+ASCENDC_SIM_SCALAR(Muls, detail::kArithmetic, x* y)
 ASCENDC_SIM_SCALAR(Maxs, detail::kArithmetic, (x > y ? x : y))
 ASCENDC_SIM_SCALAR(Mins, detail::kArithmetic, (x < y ? x : y))
 #undef ASCENDC_SIM_BINARY
@@ -141,7 +146,8 @@ void Sqrt(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) 
         detail::Unsupported<T>("Sqrt");
     } else {
         detail::Issue<T>("Sqrt", count, dst, src);
-        for (uint32_t i = 0; i < count; ++i) dst.Address()[i] = static_cast<T>(std::sqrt(static_cast<float>(src.Address()[i])));
+        for (uint32_t i = 0; i < count; ++i)
+            dst.Address()[i] = static_cast<T>(std::sqrt(static_cast<float>(src.Address()[i])));
     }
 }
 
@@ -162,7 +168,8 @@ void ShiftLeft(const LocalTensor<T>& dst, const LocalTensor<T>& src, T bits, uin
     } else {
         detail::Issue<T>("ShiftLeft", count, dst, src);
         using U = std::make_unsigned_t<T>;
-        for (uint32_t i = 0; i < count; ++i) dst.Address()[i] = static_cast<T>(static_cast<U>(src.Address()[i]) << bits);
+        for (uint32_t i = 0; i < count; ++i)
+            dst.Address()[i] = static_cast<T>(static_cast<U>(src.Address()[i]) << bits);
     }
 }
 
@@ -195,8 +202,8 @@ void CreateVecIndex(const LocalTensor<T>& dst, T firstValue, uint32_t count) {
                     if (double(viaFloat) != double(int64_t(firstValue) + i)) {
                         ascendc_sim::Fail(ascendc_sim::Rule::vec_index_precision,
                                           "CreateVecIndex<" + std::string(detail::TypeName<T>()) + "> from " +
-                                          std::to_string(firstValue) + ": CANN 8.x computes element " +
-                                          std::to_string(i) + " as float(first) + i, which is not exact past 2^24");
+                                              std::to_string(firstValue) + ": CANN 8.x computes element " +
+                                              std::to_string(i) + " as float(first) + i, which is not exact past 2^24");
                     }
                     dst.Address()[i] = static_cast<T>(firstValue + static_cast<T>(i));
                 } else {  // the integer Adds of the later blocks
@@ -212,9 +219,8 @@ void CreateVecIndex(const LocalTensor<T>& dst, T firstValue, uint32_t count) {
 
 namespace detail {
 template <typename Dst, typename Src>
-constexpr bool kCastable =
-    (std::is_same_v<Dst, float> && OneOf<Src, half, bfloat16_t, int32_t>) ||
-    (OneOf<Dst, half, bfloat16_t, int32_t> && std::is_same_v<Src, float>);
+constexpr bool kCastable = (std::is_same_v<Dst, float> && OneOf<Src, half, bfloat16_t, int32_t>) ||
+                           (OneOf<Dst, half, bfloat16_t, int32_t> && std::is_same_v<Src, float>);
 
 inline float RoundFloat(float x, RoundMode mode) {
     switch (mode) {
@@ -231,8 +237,9 @@ inline float RoundFloat(float x, RoundMode mode) {
 template <typename Dst, typename Src>
 void Cast(const LocalTensor<Dst>& dst, const LocalTensor<Src>& src, RoundMode mode, uint32_t count) {
     if constexpr (!detail::kCastable<Dst, Src>) {
-        ascendc_sim::Fail(ascendc_sim::Rule::unsupported_dtype, std::string("Cast from ") + detail::TypeName<Src>() + " to " +
-                          detail::TypeName<Dst>() + " is not a 910B conversion");
+        ascendc_sim::Fail(ascendc_sim::Rule::unsupported_dtype, std::string("Cast from ") + detail::TypeName<Src>() +
+                                                                    " to " + detail::TypeName<Dst>() +
+                                                                    " is not a 910B conversion");
     } else {
         src.Check(count, "Cast");
         dst.Check(count, "Cast");
@@ -254,7 +261,8 @@ void CompareScalar(const LocalTensor<uint8_t>& dst, const LocalTensor<T>& src, T
         detail::Unsupported<T>("CompareScalar");
     } else {
         if (uint64_t(count) * sizeof(T) % 256 != 0) {
-            ascendc_sim::Fail(ascendc_sim::Rule::vector_alignment, "CompareScalar: count * sizeof(T) must be a multiple of 256 bytes");
+            ascendc_sim::Fail(ascendc_sim::Rule::vector_alignment,
+                              "CompareScalar: count * sizeof(T) must be a multiple of 256 bytes");
         }
         src.Check(count, "CompareScalar");
         dst.Check((count + 7) / 8, "CompareScalar");
@@ -263,8 +271,12 @@ void CompareScalar(const LocalTensor<uint8_t>& dst, const LocalTensor<T>& src, T
         std::memset(mask, 0, (count + 7) / 8);
         for (uint32_t i = 0; i < count; ++i) {
             T x = src.Address()[i];
-            bool bit = mode == CMPMODE::GT ? x > scalar : mode == CMPMODE::LT ? x < scalar : mode == CMPMODE::GE ? x >= scalar
-                     : mode == CMPMODE::LE ? x <= scalar : mode == CMPMODE::EQ ? x == scalar : x != scalar;
+            bool bit = mode == CMPMODE::GT   ? x > scalar
+                       : mode == CMPMODE::LT ? x < scalar
+                       : mode == CMPMODE::GE ? x >= scalar
+                       : mode == CMPMODE::LE ? x <= scalar
+                       : mode == CMPMODE::EQ ? x == scalar
+                                             : x != scalar;
             mask[i / 8] |= static_cast<uint8_t>(bit) << (i % 8);
         }
     }
@@ -277,7 +289,9 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<uint8_t>& mask, const L
     if constexpr (!detail::kFloating<T>) {
         detail::Unsupported<T>("Select");
     } else {
-        if (mode != SELMODE::VSEL_TENSOR_TENSOR_MODE) ascendc_sim::Fail(ascendc_sim::Rule::unsupported_mode, "Select: tensor operands need VSEL_TENSOR_TENSOR_MODE");
+        if (mode != SELMODE::VSEL_TENSOR_TENSOR_MODE)
+            ascendc_sim::Fail(ascendc_sim::Rule::unsupported_mode,
+                              "Select: tensor operands need VSEL_TENSOR_TENSOR_MODE");
         ascendc_sim::NoteSelect("Select");  // tensor-tensor mode: its temporary at selectTemporaryOffset
         mask.Check((count + 7) / 8, "Select");
         detail::Issue<T>("Select", count, dst, src0, src1);
@@ -305,9 +319,10 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
         for (uint32_t i = 0; i < count; ++i) {
             uint64_t offset = uint64_t(srcBaseAddr) + srcOffset.Address()[i];
             if (offset % sizeof(T) != 0 || offset + sizeof(T) > srcBytes) {
-                ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds, "Gather: element " + std::to_string(i) + " reads byte offset " +
-                                  std::to_string(offset) + ", outside the " + std::to_string(srcBytes) +
-                                  "-byte source or not a whole element");
+                ascendc_sim::Fail(ascendc_sim::Rule::ub_out_of_bounds,
+                                  "Gather: element " + std::to_string(i) + " reads byte offset " +
+                                      std::to_string(offset) + ", outside the " + std::to_string(srcBytes) +
+                                      "-byte source or not a whole element");
             }
             std::memcpy(dst.Address() + i, base + offset, sizeof(T));
         }

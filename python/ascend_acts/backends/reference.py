@@ -16,7 +16,11 @@ import torch
 from ..reference import activations
 from ..reference.rng import MASK64
 from .reference_conv_bn import (  # noqa: F401
-    conv_bias_leaky_relu, conv_bias_leaky_relu_backward, conv_bn_leaky_relu_train, conv_bn_leaky_relu_train_backward)
+    conv_bias_leaky_relu,
+    conv_bias_leaky_relu_backward,
+    conv_bn_leaky_relu_train,
+    conv_bn_leaky_relu_train_backward,
+)
 
 
 def unavailable_reason() -> str | None:

@@ -55,12 +55,13 @@ void RunAclnn(const char* api, const at::Tensor& on_device, GetWorkspaceSize get
 
 // ACTS_ACLNN(ActsLeakyRelu, t, args...) calls aclnnActsLeakyReluGetWorkspaceSize(args..., &size, &executor),
 // then aclnnActsLeakyRelu, with the workspace allocated on t's device.
-#define ACTS_ACLNN(op, on_device, ...)                                                              \
-    RunAclnn("aclnn" #op, on_device,                                                                \
-             [&](uint64_t* workspace_size, aclOpExecutor** executor) {                              \
-                 return aclnn##op##GetWorkspaceSize(__VA_ARGS__, workspace_size, executor);         \
-             },                                                                                     \
-             aclnn##op)
+#define ACTS_ACLNN(op, on_device, ...)                                                 \
+    RunAclnn(                                                                          \
+        "aclnn" #op, on_device,                                                        \
+        [&](uint64_t* workspace_size, aclOpExecutor** executor) {                      \
+            return aclnn##op##GetWorkspaceSize(__VA_ARGS__, workspace_size, executor); \
+        },                                                                             \
+        aclnn##op)
 
 aclDataType AclType(at::ScalarType type) {
     switch (type) {
@@ -120,8 +121,8 @@ at::Tensor Prepared(const at::Tensor& t) {
 
 void CheckPair(const at::Tensor& grad_output, const at::Tensor& saved) {
     TORCH_CHECK(grad_output.sizes() == saved.sizes() && grad_output.scalar_type() == saved.scalar_type(),
-                "ascend_acts: grad_output and self must have the same shape and dtype, got ", grad_output.sizes(),
-                " ", grad_output.scalar_type(), " and ", saved.sizes(), " ", saved.scalar_type());
+                "ascend_acts: grad_output and self must have the same shape and dtype, got ", grad_output.sizes(), " ",
+                grad_output.scalar_type(), " and ", saved.sizes(), " ", saved.scalar_type());
 }
 
 // The same error as ascend_acts.ops._library.check_result_based_backward.
@@ -219,7 +220,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> PlatformConvBackward(const at::Te
         grad, padded, weight, at::OptionalIntArrayRef(weight.sizes().slice(0, 1)), stride, {0, 0}, dilation, false,
         {0, 0}, groups, {true, true, true});
     at::Tensor grad_input = grad_padded.slice(2, padding[0], padded.size(2) - padding[1])
-                                .slice(3, padding[2], padded.size(3) - padding[3]).contiguous();
+                                .slice(3, padding[2], padded.size(3) - padding[3])
+                                .contiguous();
     return {grad_input, grad_weight, grad_bias};
 }
 
@@ -246,8 +248,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrain(
     at::Tensor staged_mean = update ? Floats(*running_mean) : at::zeros_like(gamma);
     at::Tensor staged_var = update ? Floats(*running_var) : at::ones_like(gamma);
     AclTensor y_acl = AsAclShaped(y), gamma_acl = AsAcl(gamma), beta_acl = AsAcl(beta),
-              running_mean_acl = AsAcl(staged_mean), running_var_acl = AsAcl(staged_var),
-              out_acl = AsAclShaped(out), mean_acl = AsAcl(mean), invstd_acl = AsAcl(invstd);
+              running_mean_acl = AsAcl(staged_mean), running_var_acl = AsAcl(staged_var), out_acl = AsAclShaped(out),
+              mean_acl = AsAcl(mean), invstd_acl = AsAcl(invstd);
     ACTS_ACLNN(ActsBatchNormLeakyRelu, y, y_acl.get(), gamma_acl.get(), beta_acl.get(), running_mean_acl.get(),
                running_var_acl.get(), negative_slope, eps, momentum, update, out_acl.get(), mean_acl.get(),
                invstd_acl.get());
@@ -261,8 +263,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrain(
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrainBackward(
     const at::Tensor& grad_out, const at::Tensor& saved, bool saved_is_output, const at::Tensor& input,
     const at::Tensor& weight, const at::Tensor& bn_weight, const at::Tensor& bn_bias, const at::Tensor& mean,
-    const at::Tensor& invstd, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-    int64_t groups, double negative_slope) {
+    const at::Tensor& invstd, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+    double negative_slope) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
     at::Tensor gamma = Floats(bn_weight), beta = Floats(bn_bias), grad_y, grad_gamma, grad_beta;
     if (saved_is_output) {  // InPlace-ABN: our kernel inverts LeakyReLU and the affine
@@ -282,11 +284,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLea
         grad_gamma = (dz * xhat).sum({0, 2, 3});
         grad_beta = dz.sum({0, 2, 3});
         at::Tensor dxhat = dz * Channel(gamma);
-        grad_y = (Channel(invstd.to(at::kFloat)) * (dxhat - dxhat.mean({0, 2, 3}, true) -
-                                                    xhat * (dxhat * xhat).mean({0, 2, 3}, true))).to(input.scalar_type());
+        grad_y = (Channel(invstd.to(at::kFloat)) *
+                  (dxhat - dxhat.mean({0, 2, 3}, true) - xhat * (dxhat * xhat).mean({0, 2, 3}, true)))
+                     .to(input.scalar_type());
     }
-    auto [grad_input, grad_weight, grad_bias] =
-        PlatformConvBackward(grad_y, input, weight, stride, padding, dilation, groups);
+    auto [grad_input, grad_weight, grad_bias] = PlatformConvBackward(grad_y, input, weight, stride, padding, dilation,
+                                                                     groups);
     return {grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.scalar_type()),
             grad_beta.to(bn_bias.scalar_type())};
 }

@@ -10,13 +10,26 @@ tests and benchmarks.
 """
 
 from .batch_norm_leaky_relu import (  # noqa: F401
-    batch_norm_leaky_relu, batch_norm_leaky_relu_grad, conv_bn_leaky_relu_train, conv_bn_leaky_relu_train_backward)
+    batch_norm_leaky_relu,
+    batch_norm_leaky_relu_grad,
+    conv_bn_leaky_relu_train,
+    conv_bn_leaky_relu_train_backward,
+)
 from .batch_norm_leaky_relu import tiling as batch_norm_leaky_relu_tiling  # noqa: F401
 from .conv_bn_leaky_relu_eval import (  # noqa: F401
-    conv_bias_leaky_relu, conv_bias_leaky_relu_backward, conv_bn_leaky_relu_eval)
+    conv_bias_leaky_relu,
+    conv_bias_leaky_relu_backward,
+    conv_bn_leaky_relu_eval,
+)
 from .conv_bn_leaky_relu_eval import tiling as conv_bn_leaky_relu_eval_tiling  # noqa: F401
-from .elementwise import (  # noqa: F401
-    leaky_relu, leaky_relu_backward, rrelu_with_seed, rrelu_with_seed_backward)
+from .elementwise import leaky_relu, leaky_relu_backward, rrelu_with_seed, rrelu_with_seed_backward  # noqa: F401
 from .elementwise import tiling as elementwise_tiling  # noqa: F401
 from .emulator import (  # noqa: F401
-    EmulatorError, Launch, Rule, last_launch, launch_settings, platforms, unavailable_reason)
+    EmulatorError,
+    Launch,
+    Rule,
+    last_launch,
+    launch_settings,
+    platforms,
+    unavailable_reason,
+)

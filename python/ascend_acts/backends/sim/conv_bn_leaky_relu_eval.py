@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import reference_conv_bn
 from ...reference.conv_bn import output_shape
+from .. import reference_conv_bn
 from . import emulator
 
 conv_bias_leaky_relu_backward = reference_conv_bn.conv_bias_leaky_relu_backward

@@ -59,7 +59,7 @@ class _Settings:
 
 
 _settings_var: contextvars.ContextVar[_Settings] = contextvars.ContextVar("ascend_acts_sim_settings",
-                                                                         default=_Settings())
+                                                                         default=_Settings())  # noqa: B039 (frozen)
 _last_var: contextvars.ContextVar = contextvars.ContextVar("ascend_acts_sim_last", default=None)
 
 
