@@ -57,10 +57,14 @@ def _run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...]
                   for t, split in zip(flats, per_element) if split)
     written = torch.empty_like(flat_out) if shifted else flat_out
     step = max(LAUNCH_BYTES // data.element_size(), 1)
+    # the emulator poisons outputs before a launch, so an output that aliases an input is launched into a
+    # temporary of one piece's size, one for all pieces (allocated once: no allocator churn per piece)
+    aliased = any(_overlaps(written, t) for t, split in zip(flats, per_element) if split)
+    scratch = torch.empty(min(step, written.numel()), dtype=written.dtype) if aliased else None
     for start in range(0, max(data.numel(), 1), step):  # one (empty) launch for an empty tensor
         piece = slice(start, start + step)
         pieces = [t[piece] if split else t for t, split in zip(flats, per_element)]
-        _launch_piece(spec, written[piece], pieces, per_element, index_base + start, attrs)
+        _launch_piece(spec, written[piece], pieces, index_base + start, attrs, scratch)
     if written is not flat_out:
         flat_out.copy_(written)
     if target is not result:
@@ -68,10 +72,8 @@ def _run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...]
     return result
 
 
-def _launch_piece(spec, out, inputs, per_element, index_base, attrs) -> None:
-    # the emulator poisons outputs before a launch, so an output that aliases an input gets its own buffer
-    aliased = any(_overlaps(out, t) for t, split in zip(inputs, per_element) if split)
-    target = torch.empty_like(out) if aliased else out
+def _launch_piece(spec, out, inputs, index_base, attrs, scratch) -> None:
+    target = out if scratch is None else scratch[:out.numel()]
     settings = emulator.settings()
     launch_tiling = emulator.binding().elementwise_tiling(
         spec.base, out.numel(), out.element_size(), settings.platform, settings.vector_cores, index_base=index_base,
@@ -92,7 +94,7 @@ def _bounds(lower: float, upper: float) -> dict:
     return {"lower": float(lo), "span": float(torch.tensor(upper, dtype=torch.float32) - lo)}
 
 
-def leaky_relu(self: torch.Tensor, negative_slope: float, out: torch.Tensor | None = None) -> torch.Tensor:
+def leaky_relu(self: torch.Tensor, negative_slope: float, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _run("leaky_relu", out, (self,), negative_slope=negative_slope)
 
 
@@ -102,7 +104,7 @@ def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_
 
 
 def rrelu_with_seed(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float,
-                    out: torch.Tensor | None = None, *, index_base: int = 0) -> torch.Tensor:
+                    *, out: torch.Tensor | None = None, index_base: int = 0) -> torch.Tensor:
     """`index_base`: the flat index of element 0 (the noise is keyed on (seed, flat index))."""
     return _run("r_relu", out, (self, _seed(seed)), index_base, **_bounds(lower, upper))
 
