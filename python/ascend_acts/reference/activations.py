@@ -77,10 +77,6 @@ def _select(values, test, slopes: Slopes, out) -> None:
     for_chunks(values.size, body)
 
 
-def _constant(slope: float) -> Slopes:
-    return lambda start, stop, ctype: ctype.type(slope)
-
-
 def _noise(seed: int, lower: float, upper: float) -> Slopes:
     keys = rng.round_keys(seed)
     return lambda start, stop, ctype: rng.noise_range(keys, start, stop, lower, upper, ctype)
