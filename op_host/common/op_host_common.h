@@ -30,6 +30,15 @@ inline bool TilingKeyOf(ge::DataType type, ascend_acts::DtypeKey& key, uint32_t&
     }
 }
 
+// What every vector TilingFunc starts from: the platform's UB bytes (GetCoreMemSize) and input 0's dtype key and
+// element size; false for a dtype the kernels do not take.
+inline bool ReadVectorBasics(gert::TilingContext* context, const platform_ascendc::PlatformAscendC& platform,
+                             uint64_t& ubBytes, ascend_acts::DtypeKey& key, uint32_t& elementSize) {
+    ubBytes = 0;
+    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
+    return TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, elementSize);
+}
+
 // The launch of a kernel whose tiling is one plain struct: blockDim, the dtype key, the struct copied into
 // the raw tiling data, and the system workspace only (no user workspace).
 template <typename Tiling>

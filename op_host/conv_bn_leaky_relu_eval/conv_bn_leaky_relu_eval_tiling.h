@@ -29,9 +29,6 @@ struct CubePlatform {
     uint64_t ubBytes, l1Bytes, l0aBytes, l0bBytes, l0cBytes;
 };
 
-constexpr CubePlatform kAscend910B1 = {24, 48, 192 * 1024, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024};
-constexpr CubePlatform kAscend910B3 = {20, 40, 192 * 1024, 512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024};
-
 namespace conv_eval_tiling {
 
 constexpr uint32_t kFractal = 16;  // cube fractal edge: base sizes are multiples of 16

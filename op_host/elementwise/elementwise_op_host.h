@@ -13,10 +13,9 @@ template <ascend_acts::ElementwiseOp kOp>
 ge::graphStatus ElementwiseTilingFunc(gert::TilingContext* context) {
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
     uint64_t ubBytes = 0;
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
     ascend_acts::DtypeKey key;
     uint32_t elementSize = 0;
-    if (!TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, elementSize)) return ge::GRAPH_FAILED;
+    if (!ReadVectorBasics(context, platform, ubBytes, key, elementSize)) return ge::GRAPH_FAILED;
     uint64_t total = context->GetInputShape(0)->GetStorageShape().GetShapeSize();
 
     ascend_acts::ElementwiseTiling tiling;

@@ -1,6 +1,7 @@
 // Invariants of the fused Conv+BN+LeakyReLU tilings (training BN split and eval GEMM blocking), over a
 // grid of shapes and both 910B platforms. Prints each violation; exit status = number of violations.
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "../../op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h"
@@ -110,9 +111,31 @@ static ConvGeometry Geometry(uint32_t n, uint32_t cin, uint32_t h, uint32_t w, u
     return g;
 }
 
-int main() {
-    // GetCoreMemSize(UB) on 910B: 196352 bytes
-    const Platform bnPlatforms[] = {{"910B1", 48, 192 * 1024}, {"910B3", 40, 192 * 1024}, {"910B1 host", 48, 196352}};
+// argv: one platform per argument, "name:cubeCores:vectorCores:ub:l1:l0a:l0b:l0c" (the emulator's platform table,
+// ascend_acts._sim.platforms(), passed by tests/test_conv_bn_tiling.py: there is no second table here).
+int main(int argc, char** argv) {
+    std::vector<std::string> names;
+    std::vector<CubePlatform> cubes;
+    std::vector<Platform> bnPlatforms;
+    for (int i = 1; i < argc; ++i) {
+        char name[64];
+        unsigned long long v[7];
+        if (std::sscanf(argv[i], "%63[^:]:%llu:%llu:%llu:%llu:%llu:%llu:%llu", name, &v[0], &v[1], &v[2], &v[3], &v[4],
+                        &v[5], &v[6]) != 8) {
+            std::printf("bad platform argument %s\n", argv[i]);
+            return 2;
+        }
+        names.emplace_back(name);
+        cubes.push_back({uint32_t(v[0]), uint32_t(v[1]), v[2], v[3], v[4], v[5], v[6]});
+    }
+    if (names.empty()) {
+        std::printf("no platform given\n");
+        return 2;
+    }
+    for (size_t i = 0; i < names.size(); ++i)
+        bnPlatforms.push_back({names[i].c_str(), cubes[i].vectorCoreNum, uint32_t(cubes[i].ubBytes)});
+    // GetCoreMemSize(UB) as CANN's host reports it on 910B: 196352 bytes
+    bnPlatforms.push_back({"host-reported UB", cubes[0].vectorCoreNum, 196352});
     const uint32_t channels[] = {1, 3, 7, 40, 47, 48, 49, 97, 512, 4096};
     const uint64_t planes[] = {1, 7, 64, 65, 1000, 4096, 16385, 1ull << 33};
     for (const Platform& p : bnPlatforms)
@@ -142,12 +165,10 @@ int main() {
     };
     for (const ConvGeometry& g : geometries)
         for (uint32_t size : {2u, 4u}) {
-            CheckEval(g, size, kAscend910B1, "910B1");
-            CheckEval(g, size, kAscend910B3, "910B3");
+            for (size_t i = 0; i < names.size(); ++i) CheckEval(g, size, cubes[i], names[i].c_str());
         }
     ConvBnLeakyReluEvalTiling eval{};
-    CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(0, 3, 8, 8, 4, 3, 1, 1, 1), 4, 0.2f, kAscend910B1, eval),
-          "N=0 eval");
+    CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(0, 3, 8, 8, 4, 3, 1, 1, 1), 4, 0.2f, cubes[0], eval), "N=0 eval");
     std::printf("%d failures\n", failures);
     return failures;
 }
