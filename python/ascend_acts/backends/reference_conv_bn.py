@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..reference import activations
 from ..reference import batch_norm_leaky_relu as kernels
+from .torch_ops.conv_bn import conv2d as platform_conv2d
+from .torch_ops.conv_bn import conv2d_backward as platform_conv2d_backward
 from .torch_ops.conv_bn import update_running_statistics
 
 
@@ -31,37 +32,6 @@ def array(t: torch.Tensor | None, dtype: torch.dtype):
 
 def tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
-
-
-def _symmetric(padding) -> tuple[int, int] | None:
-    top, bottom, left, right = padding
-    return (top, left) if top == bottom and left == right else None
-
-
-def _pad(input: torch.Tensor, padding) -> torch.Tensor:
-    top, bottom, left, right = padding
-    return F.pad(input, (left, right, top, bottom))
-
-
-def platform_conv2d(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
-    """torch's convolution; padding is (top, bottom, left, right), an asymmetric one applied by F.pad."""
-    symmetric = _symmetric(padding)
-    if symmetric is None:
-        input, symmetric = _pad(input, padding), (0, 0)
-    return F.conv2d(input, weight, bias, stride, symmetric, dilation, groups).contiguous()
-
-
-def platform_conv2d_backward(grad, input, weight, stride, padding, dilation, groups):
-    """(grad_input, grad_weight, grad_bias) of platform_conv2d, from one aten::convolution_backward."""
-    symmetric = _symmetric(padding)
-    padded = input if symmetric is not None else _pad(input, padding)
-    grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
-        grad, padded, weight, [weight.shape[0]], stride, symmetric or (0, 0), dilation, False, (0, 0), groups,
-        (True, True, True))
-    if symmetric is None:
-        top, _, left, _ = padding
-        grad_input = grad_input[:, :, top: top + input.shape[2], left: left + input.shape[3]]
-    return grad_input.contiguous(), grad_weight, grad_bias
 
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,

@@ -18,19 +18,37 @@ def channel(v: torch.Tensor) -> torch.Tensor:
     return v[None, :, None, None]
 
 
-def conv2d(input, weight, bias, stride, padding, dilation, groups):
+def _symmetric(padding) -> tuple[int, int] | None:
     top, bottom, left, right = padding
-    return F.conv2d(F.pad(input, (left, right, top, bottom)), weight, bias, stride, 0, dilation, groups)
+    return (top, left) if top == bottom and left == right else None
+
+
+def _pad(input: torch.Tensor, padding) -> torch.Tensor:
+    top, bottom, left, right = padding
+    return F.pad(input, (left, right, top, bottom))
+
+
+def conv2d(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
+    """The platform's convolution (every backend's: ours never implement one), in the tensors' dtype; padding is
+    (top, bottom, left, right), an asymmetric one applied by F.pad."""
+    symmetric = _symmetric(padding)
+    if symmetric is None:
+        input, symmetric = _pad(input, padding), (0, 0)
+    return F.conv2d(input, weight, bias, stride, symmetric, dilation, groups).contiguous()
 
 
 def conv2d_backward(grad, input, weight, stride, padding, dilation, groups):
-    """(grad_input, grad_weight, grad_bias) of conv2d, with grad in the input's dtype."""
-    top, bottom, left, right = padding
-    padded = F.pad(input, (left, right, top, bottom))
-    grad_padded = torch.nn.grad.conv2d_input(padded.shape, weight, grad, stride, 0, dilation, groups)
-    grad_input = grad_padded[:, :, top: padded.shape[2] - bottom, left: padded.shape[3] - right]
-    grad_weight = torch.nn.grad.conv2d_weight(padded, weight.shape, grad, stride, 0, dilation, groups)
-    return grad_input.contiguous(), grad_weight, grad.sum((0, 2, 3))
+    """(grad_input, grad_weight, grad_bias) of conv2d from one aten::convolution_backward, with grad in the
+    input's dtype."""
+    symmetric = _symmetric(padding)
+    padded = input if symmetric is not None else _pad(input, padding)
+    grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
+        grad, padded, weight, [weight.shape[0]], stride, symmetric or (0, 0), dilation, False, (0, 0), groups,
+        (True, True, True))
+    if symmetric is None:
+        top, _, left, _ = padding
+        grad_input = grad_input[:, :, top: top + input.shape[2], left: left + input.shape[3]]
+    return grad_input.contiguous(), grad_weight, grad_bias
 
 
 def update_running_statistics(running_mean, running_var, mean, variance, count: int, momentum: float) -> None:
