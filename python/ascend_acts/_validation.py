@@ -13,8 +13,8 @@ FLOATING_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 def check_input(fn: str, input) -> None:
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"{fn}(): argument 'input' must be a torch.Tensor, got {type(input).__name__}")
-    if input.dtype not in FLOATING_DTYPES:
-        raise TypeError(
+    if input.dtype not in FLOATING_DTYPES:  # NotImplementedError, as torch's kernels have no such dtype
+        raise NotImplementedError(
             f"{fn}(): argument 'input' must be a floating-point tensor (float16, bfloat16, float32 or "
             f"float64), got {input.dtype}"
         )
@@ -41,7 +41,8 @@ def check_bounds(fn: str, lower, upper) -> tuple[float, float]:
     lower = check_real(fn, "lower", lower, finite=True)
     upper = check_real(fn, "upper", upper, finite=True)
     if lower > upper:
-        raise ValueError(f"{fn}(): argument 'lower' ({lower}) must not be greater than 'upper' ({upper})")
+        raise RuntimeError(f"{fn}(): Lower bound should be less than or equal to the upper bound (argument 'lower' "
+                           f"{lower} is greater than 'upper' {upper})")
     return lower, upper
 
 
