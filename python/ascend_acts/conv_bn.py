@@ -6,6 +6,7 @@ import torch
 
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
 from ._conv_bn_validation import Checked, check_arguments
+from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
 
 ops = torch.ops.ascend_acts
 F = torch.nn.functional
@@ -75,7 +76,5 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
 def _empty_batch(input, weight, bias, bn_weight, bn_bias, args: Checked) -> torch.Tensor:
     """An empty batch in training: torch's own composite, as nn.BatchNorm2d handles it (an empty output
     still connected to the parameters, zero gradients, running statistics untouched)."""
-    top, bottom, left, right = args.padding
-    conv = F.conv2d(F.pad(input, [left, right, top, bottom]), weight, bias, args.stride, 0, args.dilation,
-                    args.groups)
+    conv = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
     return F.leaky_relu(F.batch_norm(conv, None, None, bn_weight, bn_bias, True, 0.0, args.eps), args.negative_slope)

@@ -26,6 +26,7 @@ from torch.autograd.function import once_differentiable
 
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
 from ._conv_bn_validation import FN, check_arguments
+from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
 from .conv_bn import conv_bn_leaky_relu, output_determines_batch_norm
 
 ops = torch.ops.ascend_acts
@@ -65,12 +66,7 @@ def sync_conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running
                            negative_slope, stride, padding, dilation, groups)
     if not args.eps > 0:
         raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
-    top, bottom, left, right = args.padding
-    if top == bottom and left == right:
-        conv_out = F.conv2d(input, weight, bias, args.stride, (top, left), args.dilation, args.groups)
-    else:  # padding="same" with an even kernel: the extra row/column bottom/right, as torch's conv2d
-        conv_out = F.conv2d(F.pad(input, [left, right, top, bottom]), weight, bias, args.stride, 0, args.dilation,
-                            args.groups)
+    conv_out = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
     save_output = output_determines_batch_norm(gamma, beta, args.negative_slope, conv_out.dtype)

@@ -29,12 +29,12 @@ def _pad(input: torch.Tensor, padding) -> torch.Tensor:
 
 
 def conv2d(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
-    """The platform's convolution (every backend's: ours never implement one), in the tensors' dtype; padding is
-    (top, bottom, left, right), an asymmetric one applied by F.pad."""
+    """The platform's convolution (every backend's: ours never implement one), in the tensors' dtype and
+    differentiable; padding is (top, bottom, left, right), an asymmetric one applied by F.pad."""
     symmetric = _symmetric(padding)
     if symmetric is None:
         input, symmetric = _pad(input, padding), (0, 0)
-    return F.conv2d(input, weight, bias, stride, symmetric, dilation, groups).contiguous()
+    return F.conv2d(input, weight, bias, stride, symmetric, dilation, groups)
 
 
 def conv2d_backward(grad, input, weight, stride, padding, dilation, groups):
