@@ -7,6 +7,7 @@ CHECK: wraparound | noise-past-2**24 | noise-past-2**31 | eval-kernel | timings
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -58,17 +59,27 @@ def check_noise_past_2_31(device):
 
 
 def check_eval_kernel(device):
-    """The one-launch eval kernel (Matmul on the cube, D3) finishes and matches the CPU; the shell's timeout
-    turns a hang into a failure."""
+    """Both eval paths (D3) finish and match the CPU: the default (torch_npu's convolution + our LeakyReLU
+    kernel) and the one-launch kernel asked for by ASCEND_ACTS_EVAL_KERNEL=fused (Matmul on the cube); the
+    shell's timeout turns a hang into a failure."""
     torch.manual_seed(0)
     block = ascend_acts.nn.ConvBNLeakyReLU2d(64, 128, 4, 2, 1, negative_slope=0.2).eval()
     x = torch.randn(16, 64, 32, 32)
     want = block(x)
-    got = block.to(device)(x.to(device))
-    if device == "npu":
-        torch.npu.synchronize()
-    error = (got.cpu().double() - want.double()).abs().max().item()
-    return error <= 2e-4 * max(1.0, want.abs().max().item()), f"eval kernel finished; max |error| {error:.3g}"
+    block = block.to(device)
+    errors = {}
+    for path in ("aclnn", "fused"):
+        os.environ["ASCEND_ACTS_EVAL_KERNEL"] = path  # read by the extension at each call
+        try:
+            got = block(x.to(device))
+            if device == "npu":
+                torch.npu.synchronize()
+        finally:
+            os.environ.pop("ASCEND_ACTS_EVAL_KERNEL")
+        errors[path] = (got.cpu().double() - want.double()).abs().max().item()
+    tolerance = 2e-4 * max(1.0, want.abs().max().item())
+    return max(errors.values()) <= tolerance, "eval paths finished; max |error| " + ", ".join(
+        f"{path} {error:.3g}" for path, error in errors.items())
 
 
 def check_timings(device):

@@ -92,6 +92,21 @@ def test_a_disagreement_is_detected(mutation):
         check(SOURCE.replace(old, new))
 
 
+def test_the_eval_kernel_runs_only_on_request():
+    """Issue: the fused eval kernel's floors are 2.4-16x aclnn conv + LeakyReLU's (benchmarks/fused_traffic.py),
+    so the NPU's eval is torch_npu's convolution + our LeakyReLU unless ASCEND_ACTS_EVAL_KERNEL=fused, and a
+    misspelt value is an error. Static (no NPU here): the default branch returns before the fused call."""
+    body = SOURCE[SOURCE.index("at::Tensor ConvBiasLeakyRelu("):]
+    body = body[:body.index("\n}\n")]
+    default = body.index("if (groups != 1 || !FusedEvalKernelRequested()) {")
+    leaky_relu = body.index("ACTS_ACLNN(ActsLeakyRelu,")
+    fused = body.index("ACTS_ACLNN(ActsConvBnLeakyReluEval,")
+    assert default < leaky_relu < body.index("return out;", leaky_relu) < fused
+    selector = SOURCE[SOURCE.index("bool FusedEvalKernelRequested() {"):]
+    selector = selector[:selector.index("\n}\n")]
+    assert 'getenv("ASCEND_ACTS_EVAL_KERNEL")' in selector and "TORCH_CHECK_VALUE" in selector
+
+
 def test_the_file_says_it_was_never_linked_or_run():
     assert "COMPILED, NEVER LINKED OR RUN" in (CSRC / "npu_ops.cpp").read_text().split("#include")[0]
 

@@ -206,7 +206,7 @@ TORCH_OPS: tuple[TorchOp, ...] = (
             ("batch_norm_leaky_relu_grad",)),
     TorchOp("conv_bias_leaky_relu",
             f"(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope) -> Tensor",
-            ("conv_bn_leaky_relu_eval",)),
+            ("leaky_relu", "conv_bn_leaky_relu_eval")),  # aclnn conv + ours; the fused kernel on request
     TorchOp("conv_bias_leaky_relu_backward",
             f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope) "
             "-> (Tensor, Tensor, Tensor)",

@@ -13,8 +13,10 @@
 // Written from Huawei's public documentation (aclCreateTensor, the generation rules of the aclnn API of custom
 // operators, c10_npu::getCurrentNPUStream); no code is taken from CANN or torch_npu.
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -197,8 +199,8 @@ at::Tensor RreluWithSeedBackward(const at::Tensor& grad_output, const at::Tensor
 }
 
 // --- the fused Conv2d + BatchNorm2d + LeakyReLU (schemas in python/ascend_acts/ops/conv_bn_leaky_relu.py) ------
-// Training: torch_npu's convolution, then our BatchNorm + LeakyReLU kernels; eval (groups = 1): our one-launch
-// kernel with the BN-folded weights. The convolution's backward is torch_npu's. Padding is (top, bottom, left,
+// Training: torch_npu's convolution, then our BatchNorm + LeakyReLU kernels; eval: torch_npu's convolution with the
+// BN-folded weights, then our LeakyReLU kernel (our one-launch eval kernel on request: ConvBiasLeakyRelu). The convolution's backward is torch_npu's. Padding is (top, bottom, left,
 // right); the statistics and the BN parameters the kernels take are float32.
 at::Tensor Padded(const at::Tensor& input, at::IntArrayRef padding) {
     return at::constant_pad_nd(input, {padding[2], padding[3], padding[0], padding[1]});
@@ -294,12 +296,31 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLea
             grad_beta.to(bn_bias.scalar_type())};
 }
 
+// Which eval path runs: ASCEND_ACTS_EVAL_KERNEL unset or "aclnn" (the default), or "fused" (our one-launch kernel,
+// to measure it on an NPU). Anything else is an error rather than a silent default.
+bool FusedEvalKernelRequested() {
+    const char* choice = std::getenv("ASCEND_ACTS_EVAL_KERNEL");
+    if (choice == nullptr || std::string_view(choice) == "aclnn") return false;
+    TORCH_CHECK_VALUE(std::string_view(choice) == "fused",
+                      "ascend_acts: ASCEND_ACTS_EVAL_KERNEL must be \"aclnn\" or \"fused\", got \"", choice, "\"");
+    return true;
+}
+
+// Eval: torch_npu's convolution (aclnnConvolution) on the folded W', b', then our LeakyReLU kernel, unless the
+// fused kernel is asked for: its floors (benchmarks/fused_traffic.py: GM bytes counted by the emulator, the cube's
+// compute floor) are 2.4-16x this path's on the DCGAN layers, so it is not known to be faster anywhere. The
+// fused kernel is groups = 1 only.
 at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                              double negative_slope) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
-    if (groups != 1) {  // our eval kernel is groups = 1 only
-        return at::leaky_relu(PlatformConv(input, weight, bias, stride, padding, dilation, groups), negative_slope);
+    if (groups != 1 || !FusedEvalKernelRequested()) {
+        at::Tensor y = Prepared(PlatformConv(input, weight, bias, stride, padding, dilation, groups));
+        at::Tensor out = at::empty_like(y);
+        if (y.numel() == 0) return out;
+        AclTensor y_acl = AsAcl(y), out_acl = AsAcl(out);
+        ACTS_ACLNN(ActsLeakyRelu, y, y_acl.get(), negative_slope, out_acl.get());
+        return out;
     }
     at::Tensor x = Prepared(input), w = Prepared(weight.to(input.scalar_type())), b = Floats(bias);
     std::vector<int64_t> shape = {x.size(0), w.size(0)};
