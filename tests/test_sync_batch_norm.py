@@ -335,3 +335,110 @@ def test_dcgan_example_with_two_processes(tmp_path):
     assert (tmp_path / "checkpoint.pt").is_file()
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=False)["discriminator"]
     assert int(state["2.1.num_batches_tracked"]) == 3 * 3  # per step: real, fake (D step), fake (G step)
+
+
+# --- ascend_acts.nn.SyncBatchNorm: the class, its state and `convert` (one process) -----------------------
+def _torch_sync_model(process_group=None):
+    model = scenarios.plain_model(F64, architecture="discriminator")
+    return nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group)
+
+
+def _randomised_state(model):
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, t in model.state_dict().items():
+            t.copy_(torch.randint(1, 9, ()) if name.endswith("num_batches_tracked") else torch.rand_like(t) + 0.5)
+    return {name: t.clone() for name, t in model.state_dict().items()}
+
+
+def _torch_models(architecture):
+    """torch's BatchNorm model and its convert_sync_batchnorm (torch.nn.SyncBatchNorm) version."""
+    return (scenarios.plain_model(F64, architecture=architecture),
+            nn.SyncBatchNorm.convert_sync_batchnorm(scenarios.plain_model(F64, architecture=architecture)))
+
+
+def _direct_block():
+    return ascend_acts.nn.ConvBNLeakyReLU2d(2, 4, 3, sync=True).double()
+
+
+def _torch_blocks():
+    return [nn.Sequential(nn.Conv2d(2, 4, 3, bias=False), bn, nn.LeakyReLU()).double()
+            for bn in (nn.BatchNorm2d(4), nn.SyncBatchNorm(4))]
+
+
+@pytest.mark.parametrize("ours, theirs", [
+    (lambda: scenarios.model_variant("sync_first", F64, architecture="discriminator"),
+     lambda: _torch_models("discriminator")),
+    (lambda: scenarios.model_variant("convert_twice", F64, architecture="discriminator"),
+     lambda: _torch_models("discriminator")),
+    (_direct_block, _torch_blocks)], ids=["sync_first", "convert_twice", "direct"])
+def test_state_dicts_load_both_ways_between_torch_and_converted_models(ours, theirs):
+    """Same keys, shapes and dtypes as torch's BatchNorm2d/1d and SyncBatchNorm models: strict loads both ways."""
+    ours = ours()
+    assert any(type(m) is ascend_acts.nn.SyncBatchNorm for m in ours.modules())
+    assert not any(isinstance(m, nn.SyncBatchNorm) for m in ours.modules())
+    for torch_model in theirs():
+        saved = _randomised_state(torch_model)
+        ours.load_state_dict(saved, strict=True)
+        mine = ours.state_dict()
+        assert list(mine) == list(saved)
+        for name, t in saved.items():
+            assert mine[name].dtype == t.dtype and torch.equal(mine[name], t), name
+        mine = _randomised_state(ours)
+        torch_model.load_state_dict(mine, strict=True)
+        for name, t in torch_model.state_dict().items():
+            assert torch.equal(t, mine[name]), name
+
+
+def test_convert_swaps_torchs_sync_batch_norm_in_place_keeping_its_process_group():
+    group = object()  # convert only carries it; the forward would use it
+    model = _torch_sync_model(group)
+    torch_bns = [m for m in model.modules() if isinstance(m, nn.SyncBatchNorm)]
+    hook = torch_bns[0].register_forward_hook(lambda *args: None)
+    parameters, buffers = list(model.parameters()), list(model.buffers())
+    assert ascend_acts.convert(model) is model
+    assert [type(m) for m in torch_bns] == [ascend_acts.nn.SyncBatchNorm] * 4
+    assert all(m.process_group is group for m in torch_bns)
+    assert all(mine is theirs for mine, theirs in zip(model.parameters(), parameters, strict=True))
+    assert all(mine is theirs for mine, theirs in zip(model.buffers(), buffers, strict=True))
+    assert hook.id in torch_bns[0]._forward_hooks
+    # either order ends in ours: convert_sync_batchnorm on a converted model puts torch's back, convert again swaps
+    again = nn.SyncBatchNorm.convert_sync_batchnorm(model, group)
+    assert sum(type(m) is nn.SyncBatchNorm for m in again.modules()) == 4
+    ascend_acts.convert(again)
+    assert sum(type(m) is ascend_acts.nn.SyncBatchNorm for m in again.modules()) == 4
+    assert ascend_acts.nn.ConvBNLeakyReLU2d(2, 4, 3, sync=True, process_group=group).bn.process_group is group
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (4, 3, 7), (3, 3, 4, 5)])
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_standalone_in_a_world_of_one_is_torchs_batch_norm(tmp_path, shape, momentum):
+    """Where torch's SyncBatchNorm raises on the CPU ("expected input tensor to be on GPU"), ours is
+    BatchNorm (a world of one needs no collective), 2-D to 4-D inputs like torch's."""
+    x = torch.randn(*shape, dtype=F64, requires_grad=True)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        with pytest.raises(ValueError, match="SyncBatchNorm expected input tensor to be on GPU"):
+            nn.SyncBatchNorm(3).double()(x)
+        torch_bn = (nn.BatchNorm1d if len(shape) < 4 else nn.BatchNorm2d)(3, momentum=momentum).double()
+        ours = ascend_acts.nn.SyncBatchNorm(3, momentum=momentum).double()
+        for _ in range(2):
+            outs = [bn(x) for bn in (torch_bn, ours)]
+            grads = [torch.autograd.grad(out, x, torch.ones_like(out))[0] for out in outs]
+            torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=0)
+            torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=0)
+        for mine, theirs in zip(ours.state_dict().values(), torch_bn.state_dict().values(), strict=True):
+            torch.testing.assert_close(mine, theirs, rtol=0, atol=0)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_standalone_bad_input_raises_like_torch_and_changes_nothing():
+    bn = ascend_acts.nn.SyncBatchNorm(3)
+    with pytest.raises(ValueError, match=r"expected at least 2D input \(got 1D input\)"):
+        bn(torch.zeros(3))
+    with pytest.raises(ValueError, match="number of input channels should be non-zero"):
+        ascend_acts.nn.SyncBatchNorm(0)(torch.zeros(2, 0))
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
+        bn(torch.zeros(1, 3))
+    assert int(bn.num_batches_tracked) == 0 and torch.equal(bn.running_var, torch.ones(3))
