@@ -51,7 +51,7 @@ TWO = {
     "ddp_convert_twice": steps("convert_twice", [3, 1], F64, ddp=True, architecture="discriminator",
                                optimizer="adam"),
     "ddp_sync_first": steps("sync_first", [1, 2], F64, ddp=True, architecture="discriminator"),
-    "compile": steps("direct", [2, 1], F64, steps=1, compile_backend="aot_eager", first_momentum=0.1),
+    "compile": steps("direct", [2, 1], F64, steps=2, compile_backend="aot_eager"),
 }
 THREE = {
     "empty_rank": steps("convert_first", [2, 0, 3], F64),
@@ -235,8 +235,9 @@ def test_ddp_refuses_torchs_sync_batch_norm_left_by_convert_first(two):
 
 @pytest.mark.slow
 def test_torch_compile_fullgraph(two):
-    """torch.compile(fullgraph=True): the collectives are traced into the graph (forward and backward)."""
-    check_against_torch(two, "compile", [2, 1], F64, steps=1, first_momentum=0.1)
+    """torch.compile(fullgraph=True): the collectives are traced into the graph (forward and backward), with
+    momentum=None on the first block (its 1 / num_batches_tracked stays a tensor)."""
+    check_against_torch(two, "compile", [2, 1], F64)
 
 
 # --- three processes ---------------------------------------------------------------------------------
@@ -305,6 +306,35 @@ def test_a_world_of_one_uses_no_collective(tmp_path, monkeypatch):
     finally:
         monkeypatch.undo()
         dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sync", [True, False])
+def test_compile_fullgraph_with_momentum_none_in_a_world_of_one(tmp_path, sync):
+    """momentum=None's factor 1 / num_batches_tracked is data-dependent: passing float() of it to the op broke
+    the graph (fullgraph=True raised). Compiled training steps equal torch's eager modules (whose own
+    BatchNorm2d(momentum=None) cannot compile with fullgraph=True in this torch)."""
+    torch.manual_seed(0)
+    theirs = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1, bias=False), nn.BatchNorm2d(4, momentum=None),
+                           nn.LeakyReLU(0.2)).double()
+    ours = ascend_acts.nn.ConvBNLeakyReLU2d(2, 4, 3, padding=1, momentum=None, negative_slope=0.2, sync=sync).double()
+    ours.load_state_dict(theirs.state_dict())
+    compiled = torch.compile(ours, fullgraph=True, backend="aot_eager")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        for _ in range(3):
+            x = torch.randn(3, 2, 5, 5, dtype=F64, requires_grad=True)
+            outs = [compiled(x), theirs(x)]
+            grads = [torch.autograd.grad(out, (x, *module.parameters()), torch.ones_like(out))
+                     for out, module in zip(outs, (ours, theirs))]
+            torch.testing.assert_close(outs[0], outs[1], rtol=1e-10, atol=1e-12)
+            for mine, torchs in zip(*grads, strict=True):
+                torch.testing.assert_close(mine, torchs, rtol=1e-10, atol=1e-12)
+            for mine, torchs in zip(ours.state_dict().values(), theirs.state_dict().values(), strict=True):
+                torch.testing.assert_close(mine, torchs, rtol=1e-12, atol=0)
+    finally:
+        dist.destroy_process_group()
+    assert int(ours.bn.num_batches_tracked) == 3
 
 
 def test_the_direct_api_checks_its_arguments():

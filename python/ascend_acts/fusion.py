@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-from .conv_bn import conv_bn_leaky_relu
+from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
 from .nn.activation import LeakyReLU
 from .nn.sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
 from .sync_batch_norm import sync_conv_bn_leaky_relu
@@ -66,11 +66,16 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slo
     if counts:
         bn.num_batches_tracked.add_(1)
     factor = 0.0 if bn.momentum is None else bn.momentum
-    if counts and bn.momentum is None:
-        factor = 1.0 / float(bn.num_batches_tracked)
     statistics = not bn.training or bn.track_running_stats
     sync = {"process_group": bn.process_group} if type(bn) in _SYNC_BATCH_NORMS else None
     fused = conv_bn_leaky_relu if sync is None else sync_conv_bn_leaky_relu
+    if counts and bn.momentum is None:
+        if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
+            # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor
+            factor = 1.0 / bn.num_batches_tracked.to(torch.float64)
+            fused = conv_bn_leaky_relu_tensor_momentum if sync is None else sync_conv_bn_leaky_relu
+        else:
+            factor = 1.0 / float(bn.num_batches_tracked)
     try:
         return fused(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
                      bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,

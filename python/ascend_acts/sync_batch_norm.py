@@ -27,7 +27,7 @@ from torch.autograd.function import once_differentiable
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
 from ._conv_bn_validation import FN, check_arguments
 from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
-from .conv_bn import conv_bn_leaky_relu, output_determines_batch_norm
+from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum, output_determines_batch_norm
 
 ops = torch.ops.ascend_acts
 F = torch.nn.functional
@@ -54,22 +54,26 @@ def sync_conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running
     Every argument is checked before anything is computed, communicated or written (the batch size check
     of BatchNorm, "more than 1 value per channel", is made on the count over all processes)."""
     group = synchronising_group(training, process_group)
+    tensor_momentum = isinstance(momentum, torch.Tensor)  # fusion.py's momentum=None under torch.compile
     if group is None:
-        return conv_bn_leaky_relu(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training,
-                                  momentum, eps, negative_slope, stride, padding, dilation, groups)
+        fused = conv_bn_leaky_relu_tensor_momentum if tensor_momentum else conv_bn_leaky_relu
+        return fused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+                     negative_slope, stride, padding, dilation, groups)
     # every check but the local batch size one, which the eval-mode validation leaves out
     c_out = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() > 0 else 0
     stand_in = None if running_mean is not None or not isinstance(weight, torch.Tensor) else weight.new_zeros(c_out)
     args = check_arguments(input, weight, bias, running_mean if stand_in is None else stand_in,
-                           running_var if stand_in is None else stand_in, bn_weight, bn_bias, False, momentum, eps,
-                           negative_slope, stride, padding, dilation, groups)
+                           running_var if stand_in is None else stand_in, bn_weight, bn_bias, False,
+                           0.0 if tensor_momentum else momentum, eps, negative_slope, stride, padding, dilation,
+                           groups)
     if not args.eps > 0:
         raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
     conv_out = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
     save_output = output_determines_batch_norm(gamma, beta, args.negative_slope, conv_out.dtype)
-    return _SyncBatchNormLeakyReLU.apply(conv_out, gamma, beta, running_mean, running_var, args.momentum, args.eps,
+    return _SyncBatchNormLeakyReLU.apply(conv_out, gamma, beta, running_mean, running_var,
+                                         momentum if tensor_momentum else args.momentum, args.eps,
                                          args.negative_slope, group, save_output)
 
 
