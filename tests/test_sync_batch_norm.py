@@ -472,3 +472,21 @@ def test_standalone_bad_input_raises_like_torch_and_changes_nothing():
     with pytest.raises(ValueError, match="Expected more than 1 value per channel"):
         bn(torch.zeros(1, 3))
     assert int(bn.num_batches_tracked) == 0 and torch.equal(bn.running_var, torch.ones(3))
+
+
+def test_the_synchronised_standalone_function_checks_before_communicating():
+    """Checked before the collective (no group is touched: None here would fail in it), with F.batch_norm's
+    error types."""
+    from ascend_acts.sync_batch_norm import sync_batch_norm
+
+    x = torch.randn(4, 3, 2, dtype=F64)
+    stats = (torch.zeros(3, dtype=F64), torch.ones(3, dtype=F64))
+    with pytest.raises(NotImplementedError, match="'input' must be a floating-point tensor"):
+        sync_batch_norm(x.int(), *stats, None, None, 0.1, 1e-5, None)
+    with pytest.raises(RuntimeError, match="'weight' must have the input's dtype"):
+        sync_batch_norm(x, *stats, torch.ones(3), None, 0.1, 1e-5, None)
+    with pytest.raises(RuntimeError, match=r"'running_var' must have shape \(3,\)"):
+        sync_batch_norm(x, stats[0], torch.ones(4, dtype=F64), None, None, 0.1, 1e-5, None)
+    with pytest.raises(RuntimeError, match="mixed dtype"):  # what torch says for the weight above
+        nn.functional.batch_norm(x, *stats, torch.ones(3), None, True)
+    assert torch.equal(stats[0], torch.zeros(3, dtype=F64)) and torch.equal(stats[1], torch.ones(3, dtype=F64))
