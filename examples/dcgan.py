@@ -12,8 +12,10 @@ Writes image grids, loss curves and checkpoints into --out.
 
 Several processes (--nproc N spawns them; or torchrun) split each batch of --batch images between them;
 the discriminator's fused block then synchronises its BatchNorm statistics over all of them
-(ConvBNLeakyReLU2d(..., sync=True)), and the gradients are averaged after each backward, so every
-process holds the same models. Rank 0 writes the outputs.
+(ConvBNLeakyReLU2d(..., sync=True): an ascend_acts.nn.SyncBatchNorm, which DistributedDataParallel accepts on
+the CPU too), and both models are wrapped in DistributedDataParallel, which averages the gradients, so every
+process holds the same models. The generator's BatchNorms stay per-process (as in a plain DDP DCGAN). Rank 0
+writes the outputs.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def make_generator() -> nn.Module:
 
 def make_discriminator(sync: bool = False) -> nn.Module:
     """16x16 image -> 8x8 -> 4x4 -> one logit. No BatchNorm on the first layer, as in DCGAN. `sync`: the
-    block's BatchNorm is an nn.SyncBatchNorm (statistics over all processes)."""
+    block's BatchNorm is an ascend_acts.nn.SyncBatchNorm (statistics over all processes)."""
     return nn.Sequential(
         nn.Conv2d(1, 64, 4, 2, 1), ascend_acts.nn.LeakyReLU(SLOPE),
         ascend_acts.nn.ConvBNLeakyReLU2d(64, 128, 4, 2, 1, negative_slope=SLOPE, sync=sync),
@@ -67,7 +69,7 @@ def init_weights(module: nn.Module) -> None:
     """DCGAN's initialisation: N(0, 0.02) convolutions, N(1, 0.02) BatchNorm scales."""
     if isinstance(module, (nn.Conv2d, nn.ConvTranspose2d)):
         nn.init.normal_(module.weight, 0.0, 0.02)
-    elif isinstance(module, (nn.BatchNorm2d, nn.SyncBatchNorm)):
+    elif isinstance(module, (nn.BatchNorm2d, nn.SyncBatchNorm, ascend_acts.nn.SyncBatchNorm)):
         nn.init.normal_(module.weight, 1.0, 0.02)
         nn.init.zeros_(module.bias)
 
@@ -117,15 +119,6 @@ def save_losses(d_losses: list[float], g_losses: list[float], path: Path) -> Non
     plt.close(fig)
 
 
-def average_gradients(model: nn.Module, world_size: int) -> None:
-    """What DistributedDataParallel does after backward (on the NPU DDP works as usual; on the CPU torch's
-    DDP refuses any nn.SyncBatchNorm at construction, so the example averages by hand on every device)."""
-    for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad)
-            p.grad /= world_size
-
-
 def train(args) -> None:
     from tqdm.auto import tqdm
 
@@ -136,6 +129,11 @@ def train(args) -> None:
     generator, discriminator = make_generator().to(device), make_discriminator(world_size > 1).to(device)
     generator.apply(init_weights)
     discriminator.apply(init_weights)
+    # training runs the DDP wrappers (gradients averaged in backward); sampling and saving the modules themselves
+    train_g, train_d = generator, discriminator
+    if world_size > 1:
+        train_g, train_d = nn.parallel.DistributedDataParallel(generator), nn.parallel.DistributedDataParallel(
+            discriminator)
     order_generator = torch.Generator().manual_seed(args.seed)  # the same batches in every process
     torch.manual_seed(args.seed + rank)  # each process its own noise
     opt_g = torch.optim.Adam(generator.parameters(), lr=args.lr, betas=(0.5, 0.999))
@@ -155,22 +153,18 @@ def train(args) -> None:
             order = torch.randperm(len(data), generator=order_generator).to(device)
         batch_index = order[(step % steps_per_epoch) * args.batch:][: args.batch]
         real = data[batch_index[rank::world_size]]  # this process's share of the batch
-        fake = generator(torch.randn(len(real), LATENT_SIZE, 1, 1, device=device))
+        fake = train_g(torch.randn(len(real), LATENT_SIZE, 1, 1, device=device))
         ones = torch.ones(len(real), 1, device=device)
         zeros = torch.zeros(len(real), 1, device=device)
 
-        d_loss = bce(discriminator(real), ones) + bce(discriminator(fake.detach()), zeros)
+        d_loss = bce(train_d(real), ones) + bce(train_d(fake.detach()), zeros)
         opt_d.zero_grad(set_to_none=True)
         d_loss.backward()
-        if world_size > 1:
-            average_gradients(discriminator, world_size)
         opt_d.step()
 
-        g_loss = bce(discriminator(fake), ones)
+        g_loss = bce(train_d(fake), ones)
         opt_g.zero_grad(set_to_none=True)
         g_loss.backward()
-        if world_size > 1:
-            average_gradients(generator, world_size)
         opt_g.step()
 
         d_losses.append(d_loss.item())

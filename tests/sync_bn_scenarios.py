@@ -1,8 +1,10 @@
 """The models, data and per-rank scenarios of test_sync_batch_norm.py (run in gloo workers by distributed_run).
 
-One model, two Conv2d -> BatchNorm2d -> LeakyReLU blocks: the first with momentum=None (cumulative running
+"blocks": two Conv2d -> BatchNorm2d -> LeakyReLU blocks, the first with momentum=None (cumulative running
 averages) and slope 0.2 (keeps only its output, InPlace-ABN), the second strided without conv bias and with
-slope 0.0 (not invertible: keeps the conv output). Every variant holds the same Parameters and buffers in the
+slope 0.0 (not invertible: keeps the conv output). "discriminator": a small DCGAN discriminator (conv +
+LeakyReLU, two fused blocks, a BN followed by ReLU and a BatchNorm1d after a Linear, which stay standalone
+SyncBatchNorms) for DistributedDataParallel training. Every variant holds the same Parameters and buffers in the
 same order, so results compare by position.
 """
 
@@ -18,30 +20,47 @@ from torch import nn
 import ascend_acts
 
 IN_CHANNELS = 2
+DISCRIMINATOR_SPATIAL = 8
 LEARNING_RATE = 0.5
 COLLECTIVES = ("all_gather", "all_gather_into_tensor", "all_reduce")
 
 
-def plain_model(dtype: torch.dtype, first_momentum: float | None = None, seed: int = 0) -> nn.Sequential:
+def plain_model(dtype: torch.dtype, first_momentum: float | None = None, seed: int = 0,
+                architecture: str = "blocks") -> nn.Sequential:
     torch.manual_seed(seed)
-    model = nn.Sequential(
-        nn.Conv2d(IN_CHANNELS, 4, 3, padding=1), nn.BatchNorm2d(4, momentum=first_momentum), nn.LeakyReLU(0.2),
-        nn.Conv2d(4, 3, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(3), nn.LeakyReLU(0.0))
+    if architecture == "blocks":
+        model = nn.Sequential(
+            nn.Conv2d(IN_CHANNELS, 4, 3, padding=1), nn.BatchNorm2d(4, momentum=first_momentum), nn.LeakyReLU(0.2),
+            nn.Conv2d(4, 3, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(3), nn.LeakyReLU(0.0))
+    elif architecture == "discriminator":  # no conv/linear bias before a BN: its gradient would be rounding noise
+        model = nn.Sequential(
+            nn.Conv2d(IN_CHANNELS, 4, 3, 2, 1), nn.LeakyReLU(0.2),
+            nn.Conv2d(4, 6, 3, 1, 1, bias=False), nn.BatchNorm2d(6, momentum=first_momentum), nn.LeakyReLU(0.2),
+            nn.Conv2d(6, 4, 3, 2, 1, bias=False), nn.BatchNorm2d(4), nn.LeakyReLU(0.2),
+            nn.Conv2d(4, 4, 1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
+            nn.Flatten(), nn.Linear(4 * (DISCRIMINATOR_SPATIAL // 4) ** 2, 5, bias=False), nn.BatchNorm1d(5),
+            nn.ReLU(), nn.Linear(5, 1))
+    else:
+        raise ValueError(f"unknown architecture {architecture!r}")
     with torch.no_grad():
-        for bn in (model[1], model[4]):
+        for bn in (m for m in model if isinstance(m, nn.modules.batchnorm._BatchNorm)):
             bn.weight.uniform_(0.5, 1.5)
             bn.bias.uniform_(-0.5, 0.5)
     return model.to(dtype)
 
 
-def model_variant(order: str, dtype: torch.dtype, first_momentum: float | None = None, process_group=None) -> nn.Module:
-    """`order`: plain (torch modules), convert_first (ascend_acts.convert, then convert_sync_batchnorm),
-    sync_first (the reverse), direct (ascend_acts.nn.ConvBNLeakyReLU2d(..., sync=True))."""
-    model = plain_model(dtype, first_momentum)
+def model_variant(order: str, dtype: torch.dtype, first_momentum: float | None = None, process_group=None,
+                  architecture: str = "blocks") -> nn.Module:
+    """`order`: plain (torch modules), convert_first (ascend_acts.convert, then convert_sync_batchnorm: torch's
+    SyncBatchNorm in our blocks), convert_twice (convert_first, then convert again: ours), sync_first (the
+    reverse: ours), direct (ascend_acts.nn.ConvBNLeakyReLU2d(..., sync=True))."""
+    model = plain_model(dtype, first_momentum, architecture=architecture)
     if order == "plain":
         return model
     if order == "convert_first":
         return nn.SyncBatchNorm.convert_sync_batchnorm(ascend_acts.convert(model), process_group)
+    if order == "convert_twice":
+        return ascend_acts.convert(nn.SyncBatchNorm.convert_sync_batchnorm(ascend_acts.convert(model), process_group))
     if order == "sync_first":
         return ascend_acts.convert(nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group))
     if order == "direct":
@@ -56,13 +75,17 @@ def model_variant(order: str, dtype: torch.dtype, first_momentum: float | None =
     raise ValueError(f"unknown order {order!r}")
 
 
-def data(sizes: list[int], dtype: torch.dtype, spatial: int, seed: int = 1):
+def data(sizes: list[int], dtype: torch.dtype, spatial: int, seed: int = 1, architecture: str = "blocks"):
     """The whole batch and a gradient for the model's output over it."""
     generator = torch.Generator().manual_seed(seed)
     total = sum(sizes)
-    out_spatial = (spatial - 1) // 2 + 1
+    if architecture == "discriminator":
+        spatial, out_sample = DISCRIMINATOR_SPATIAL, (1,)
+    else:
+        out_spatial = (spatial - 1) // 2 + 1
+        out_sample = (3, out_spatial, out_spatial)
     x = torch.randn(total, IN_CHANNELS, spatial, spatial, generator=generator, dtype=torch.float64) * 2 + 0.5
-    grad = torch.randn(total, 3, out_spatial, out_spatial, generator=generator, dtype=torch.float64)
+    grad = torch.randn(total, *out_sample, generator=generator, dtype=torch.float64)
     return x.to(dtype), grad.to(dtype)
 
 
@@ -95,10 +118,14 @@ def counted_collectives():
 
 
 def train(model: nn.Module, x: torch.Tensor, grad: torch.Tensor, steps: int, reduce_grads, forward=None,
-          count=True):
-    """`steps` SGD steps of the loss sum(model(x) * grad); returns the last output and the collectives per step."""
+          count=True, optimizer="sgd"):
+    """`steps` SGD (or Adam) steps of the loss sum(model(x) * grad); returns the last output and the collectives
+    per step."""
     forward = forward or model
-    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    if optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.05, betas=(0.5, 0.999))
     x = x.clone().requires_grad_()
     per_step = []
     for _ in range(steps):
@@ -113,22 +140,9 @@ def train(model: nn.Module, x: torch.Tensor, grad: torch.Tensor, steps: int, red
     return out.detach(), x.grad, per_step
 
 
-def ddp_on_cpu(model: nn.Module) -> nn.Module:
-    """DistributedDataParallel(model) on the CPU. torch's DDP refuses any nn.SyncBatchNorm in a CPU module at
-    construction ("SyncBatchNorm layers only work with GPU modules": its own check, made for torch's CUDA-only
-    SyncBatchNorm; an NPU module passes it). That check is skipped here, to run the rest of DDP (gradient
-    buckets, buffer broadcasts) with our synchronised blocks as it runs on the NPU."""
-    ddp = nn.parallel.DistributedDataParallel
-    check = ddp._passing_sync_batchnorm_handle
-    ddp._passing_sync_batchnorm_handle = lambda self, module: None
-    try:
-        return ddp(model)
-    finally:
-        ddp._passing_sync_batchnorm_handle = check
-
-
 def ddp_refuses_cpu(rank, world_size):
-    """torch's own DDP check on a CPU module holding a SyncBatchNorm (what ddp_on_cpu skips)."""
+    """torch's own DDP check on a CPU module holding torch's SyncBatchNorm: a model converted before
+    convert_sync_batchnorm, not converted again."""
     try:
         nn.parallel.DistributedDataParallel(model_variant("convert_first", torch.float64))
     except ValueError as error:
@@ -149,25 +163,25 @@ def state(model: nn.Module) -> dict:
 
 # --- scenarios (rank, world_size, **kwargs) -> dict ------------------------------------------------
 def steps(rank, world_size, order, sizes, dtype, spatial=5, backend="reference", steps=2, ddp=False,
-          compile_backend=None, first_momentum=None, subgroups=None):
-    """Training steps (optionally under DDP / torch.compile(fullgraph=True) / in the process group of
-    `subgroups` holding this rank), then an eval forward."""
+          compile_backend=None, first_momentum=None, subgroups=None, architecture="blocks", optimizer="sgd"):
+    """Training steps (optionally under DistributedDataParallel / torch.compile(fullgraph=True) / in the process
+    group of `subgroups` holding this rank), then an eval forward."""
     ascend_acts.use_backend(backend)
     group = None
     if subgroups is not None:  # every rank creates every group, in the same order
         groups = [dist.new_group(ranks) for ranks in subgroups]
         group = next(g for g, ranks in zip(groups, subgroups) if rank in ranks)
-    model = model_variant(order, dtype, first_momentum, group)
-    x, grad = (rank_slice(t, sizes, rank) for t in data(sizes, dtype, spatial))
+    model = model_variant(order, dtype, first_momentum, group, architecture)
+    x, grad = (rank_slice(t, sizes, rank) for t in data(sizes, dtype, spatial, architecture=architecture))
     forward = model
     if ddp:
-        forward = ddp_on_cpu(model)
+        forward = nn.parallel.DistributedDataParallel(model)
         grad = grad * world_size  # DDP averages the gradients; the oracle's loss is the sum over all ranks
     if compile_backend is not None:
         forward = torch.compile(forward, fullgraph=True, backend=compile_backend)
     reduce = (lambda m: None) if ddp else (lambda m: all_reduce_grads(m, group))
     counting = compile_backend is None  # a compiled graph calls the collectives it traced, not these functions
-    out, grad_input, collectives = train(model, x, grad, steps, reduce, forward, counting)
+    out, grad_input, collectives = train(model, x, grad, steps, reduce, forward, counting, optimizer)
     model.eval()
     with counted_collectives() if counting else contextlib.nullcontext({}) as eval_counts, torch.no_grad():
         eval_out = forward(x)

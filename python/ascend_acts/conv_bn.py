@@ -73,6 +73,26 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     return out
 
 
+def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, running_var, bn_weight, bn_bias,
+                                      training, momentum: torch.Tensor, eps, negative_slope, stride, padding,
+                                      dilation, groups):
+    """conv_bn_leaky_relu with a 0-dim tensor `momentum` (and running statistics): momentum=None's
+    1 / num_batches_tracked under torch.compile, where that number is data-dependent and the op's float argument
+    cannot take it. In training the op runs with momentum 1 on zeroed copies of the running statistics (which it
+    sets to the batch statistics exactly: 0 * 0 + 1 * batch); torch's update is then made here with the tensor."""
+    if not training:
+        return conv_bn_leaky_relu(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, False, 0.0, eps,
+                                  negative_slope, stride, padding, dilation, groups)
+    batch_mean, batch_var = torch.zeros_like(running_mean), torch.zeros_like(running_var)
+    out = conv_bn_leaky_relu(input, weight, bias, batch_mean, batch_var, bn_weight, bn_bias, True, 1.0, eps,
+                             negative_slope, stride, padding, dilation, groups)
+    if out.numel():  # an empty batch leaves the running statistics as they are (as torch)
+        with torch.no_grad():
+            running_mean.mul_(1 - momentum).add_(batch_mean * momentum)
+            running_var.mul_(1 - momentum).add_(batch_var * momentum)
+    return out
+
+
 def _empty_batch(input, weight, bias, bn_weight, bn_bias, args: Checked) -> torch.Tensor:
     """An empty batch in training: torch's own composite, as nn.BatchNorm2d handles it (an empty output
     still connected to the parameters, zero gradients, running statistics untouched)."""

@@ -1,5 +1,6 @@
 """`convert(model)`: run a model's LeakyReLU/RReLU modules and its Conv2d -> BatchNorm2d -> LeakyReLU runs
-on the ascend_acts ops, changing nothing a user can observe but the kernels that run."""
+on the ascend_acts ops, changing nothing a user can observe but the kernels that run (and, for
+torch.nn.SyncBatchNorm, the class, so that DistributedDataParallel accepts it on the CPU)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from . import nn as acts_nn
 # exact types: a user's own subclass may change behaviour, so it is left alone
 _ACTIVATIONS = {nn.LeakyReLU: acts_nn.LeakyReLU, nn.RReLU: acts_nn.RReLU}
 _CONTAINERS = {nn.Sequential: acts_nn.Sequential}
+# not a subclass (DDP refuses torch's in a CPU module); same attributes and state, so swapped in place too
+_SYNC_BATCH_NORMS = {nn.SyncBatchNorm: acts_nn.SyncBatchNorm}
 
 
 def convert(model: nn.Module, fuse: bool = True) -> nn.Module:
@@ -22,10 +25,16 @@ def convert(model: nn.Module, fuse: bool = True) -> nn.Module:
     strict), Parameters (optimizers built before keep working), hooks and their handles, and what `apply`
     sees are unchanged; a module that is not an exact torch.nn.Sequential (a user's own nn.Module, a
     subclass of Sequential) keeps its class and forward, only the modules inside it are converted.
+
+    Every exact torch.nn.SyncBatchNorm (in a fused run or not) becomes an ascend_acts.nn.SyncBatchNorm in place,
+    keeping its process_group, Parameters, buffers and hooks: the same results, but it also runs on the CPU and
+    DistributedDataParallel accepts it there. It is not a torch.nn.SyncBatchNorm subclass (DDP's CPU check is an
+    isinstance test), so `isinstance(m, nn.SyncBatchNorm)` turns False. A model converted before
+    `nn.SyncBatchNorm.convert_sync_batchnorm` holds torch's again: convert it once more (convert is idempotent).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"convert(): argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
-    swaps = {**_ACTIVATIONS, **(_CONTAINERS if fuse else {})}
+    swaps = {**_ACTIVATIONS, **_SYNC_BATCH_NORMS, **(_CONTAINERS if fuse else {})}
     for module in model.modules():
         subclass = swaps.get(type(module))
         if subclass is not None:

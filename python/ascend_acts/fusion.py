@@ -2,10 +2,11 @@
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact nn.Conv2d /
-nn.BatchNorm2d (or nn.SyncBatchNorm: sync_batch_norm.py) / LeakyReLU modules with no hooks of any kind (their own or
-the global module hooks), no instance-level forward and zero padding fuse; anything else runs module by module,
-which is torch's behaviour by definition. The fused call reproduces nn.BatchNorm2d.forward's bookkeeping
-(momentum=None, num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics).
+nn.BatchNorm2d (or a synchronised BN: ascend_acts.nn.SyncBatchNorm or nn.SyncBatchNorm, sync_batch_norm.py) /
+LeakyReLU modules with no hooks of any kind (their own or the global module hooks), no instance-level forward and
+zero padding fuse; anything else runs module by module, which is torch's behaviour by definition. The fused call
+reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None, num_batches_tracked, track_running_stats,
+affine=False, eval with or without running statistics).
 """
 
 from __future__ import annotations
@@ -13,20 +14,20 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
-from torch.utils import checkpoint as _checkpoint
 
-from .conv_bn import conv_bn_leaky_relu
+from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
 from .nn.activation import LeakyReLU
+from .nn.sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
 from .sync_batch_norm import sync_conv_bn_leaky_relu
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                       "_global_backward_pre_hooks")
 _ACTIVATIONS = (nn.LeakyReLU, LeakyReLU)  # exact types: a user's subclass may change the forward
-_BATCH_NORMS = (nn.BatchNorm2d, nn.SyncBatchNorm)  # a SyncBatchNorm runs the synchronised op (sync_batch_norm.py)
-# raised by torch.utils.checkpoint's recomputation once the last needed tensor is saved: inside the fused op's
-# autograd, after the op updated the running statistics, so the batch stays counted (as in torch)
-_RECOMPUTATION_STOPPED = getattr(_checkpoint, "_StopRecomputationError", ())
+# both run the synchronised op (sync_batch_norm.py); torch's is accepted for a model converted before
+# convert_sync_batchnorm put it in (DDP refuses it on the CPU until a second `convert` swaps in ours)
+_SYNC_BATCH_NORMS = (SyncBatchNorm, nn.SyncBatchNorm)
+_BATCH_NORMS = (nn.BatchNorm2d, *_SYNC_BATCH_NORMS)
 
 
 def _untouched(module: nn.Module) -> bool:
@@ -65,16 +66,21 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slo
     if counts:
         bn.num_batches_tracked.add_(1)
     factor = 0.0 if bn.momentum is None else bn.momentum
-    if counts and bn.momentum is None:
-        factor = 1.0 / float(bn.num_batches_tracked)
     statistics = not bn.training or bn.track_running_stats
-    sync = {"process_group": bn.process_group} if type(bn) is nn.SyncBatchNorm else None
+    sync = {"process_group": bn.process_group} if type(bn) in _SYNC_BATCH_NORMS else None
     fused = conv_bn_leaky_relu if sync is None else sync_conv_bn_leaky_relu
+    if counts and bn.momentum is None:
+        if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
+            # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor
+            factor = 1.0 / bn.num_batches_tracked.to(torch.float64)
+            fused = conv_bn_leaky_relu_tensor_momentum if sync is None else sync_conv_bn_leaky_relu
+        else:
+            factor = 1.0 / float(bn.num_batches_tracked)
     try:
         return fused(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
                      bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,
                      bn.eps, negative_slope, conv.stride, conv.padding, conv.dilation, conv.groups, **(sync or {}))
     except Exception as error:
-        if counts and not isinstance(error, _RECOMPUTATION_STOPPED):
+        if counts and not isinstance(error, RECOMPUTATION_STOPPED):
             bn.num_batches_tracked.sub_(1)
         raise

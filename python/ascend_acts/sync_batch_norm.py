@@ -27,11 +27,10 @@ from torch.autograd.function import once_differentiable
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
 from ._conv_bn_validation import FN, check_arguments
 from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
-from .conv_bn import conv_bn_leaky_relu, output_determines_batch_norm
+from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum, output_determines_batch_norm
 
 ops = torch.ops.ascend_acts
 F = torch.nn.functional
-_CHANNEL_DIMS = (0, 2, 3)
 
 
 def synchronising_group(training: bool, process_group=None):
@@ -55,31 +54,82 @@ def sync_conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running
     Every argument is checked before anything is computed, communicated or written (the batch size check
     of BatchNorm, "more than 1 value per channel", is made on the count over all processes)."""
     group = synchronising_group(training, process_group)
+    tensor_momentum = isinstance(momentum, torch.Tensor)  # fusion.py's momentum=None under torch.compile
     if group is None:
-        return conv_bn_leaky_relu(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training,
-                                  momentum, eps, negative_slope, stride, padding, dilation, groups)
+        fused = conv_bn_leaky_relu_tensor_momentum if tensor_momentum else conv_bn_leaky_relu
+        return fused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
+                     negative_slope, stride, padding, dilation, groups)
     # every check but the local batch size one, which the eval-mode validation leaves out
     c_out = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() > 0 else 0
     stand_in = None if running_mean is not None or not isinstance(weight, torch.Tensor) else weight.new_zeros(c_out)
     args = check_arguments(input, weight, bias, running_mean if stand_in is None else stand_in,
-                           running_var if stand_in is None else stand_in, bn_weight, bn_bias, False, momentum, eps,
-                           negative_slope, stride, padding, dilation, groups)
+                           running_var if stand_in is None else stand_in, bn_weight, bn_bias, False,
+                           0.0 if tensor_momentum else momentum, eps, negative_slope, stride, padding, dilation,
+                           groups)
     if not args.eps > 0:
         raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
     conv_out = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
     save_output = output_determines_batch_norm(gamma, beta, args.negative_slope, conv_out.dtype)
-    return _SyncBatchNormLeakyReLU.apply(conv_out, gamma, beta, running_mean, running_var, args.momentum, args.eps,
+    return _SyncBatchNormLeakyReLU.apply(conv_out, gamma, beta, running_mean, running_var,
+                                         momentum if tensor_momentum else args.momentum, args.eps,
                                          args.negative_slope, group, save_output)
+
+
+def sync_batch_norm(input, running_mean, running_var, weight, bias, momentum, eps, process_group):
+    """torch.nn.SyncBatchNorm's synchronised training forward for `input` of two or more dimensions
+    (N, C, ...): batch statistics over every process of `process_group` (a group, not None: see
+    synchronising_group), running statistics (when given) updated with `momentum` (a number). Differentiable
+    in input, weight and bias; the same collectives as the fused block. Checked before anything is
+    communicated or written."""
+    _check_batch_norm_arguments(input, running_mean, running_var, weight, bias)
+    channels = input.shape[1]
+    gamma = weight if weight is not None else input.new_ones(channels)
+    beta = bias if bias is not None else input.new_zeros(channels)
+    return _SyncBatchNormLeakyReLU.apply(input, gamma, beta, running_mean, running_var, float(momentum), float(eps),
+                                         None, process_group, False)
+
+
+def _check_batch_norm_arguments(input, running_mean, running_var, weight, bias) -> None:
+    """F.batch_norm's CPU checks (its error types), made before the collective."""
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"sync_batch_norm(): argument 'input' must be a Tensor, got {type(input).__name__}")
+    if not input.is_floating_point():
+        raise NotImplementedError(f"sync_batch_norm(): argument 'input' must be a floating-point tensor, got "
+                                  f"{input.dtype}")
+    if input.dim() < 2:
+        raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+    if input.shape[1] == 0:
+        raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+    reduced = input.dtype in (torch.float16, torch.bfloat16)
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        if t is None:
+            continue
+        if t.shape != (input.shape[1],):
+            raise RuntimeError(f"sync_batch_norm(): '{name}' must have shape ({input.shape[1]},) (the input's "
+                               f"channels), got {tuple(t.shape)}")
+        if t.dtype != input.dtype and not (reduced and t.dtype == torch.float32):
+            raise RuntimeError(f"sync_batch_norm(): '{name}' must have the input's dtype {input.dtype} (or float32 "
+                               f"for a half or bfloat16 input), got {t.dtype}")
+        if t.device != input.device:
+            raise RuntimeError(f"sync_batch_norm(): '{name}' must be on the input's device {input.device}, got "
+                               f"{t.device}")
 
 
 def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _per_channel(t: torch.Tensor) -> torch.Tensor:
-    return t.reshape(1, -1, 1, 1)
+def _reduced_dims(t: torch.Tensor) -> tuple[int, ...]:
+    """Every dimension but the channels' (1)."""
+    return (0, *range(2, t.dim()))
+
+
+def _per_channel(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A (C,) tensor shaped to broadcast over `like`'s channel dimension."""
+    return t.reshape(1, -1, *([1] * (like.dim() - 2)))
 
 
 def _gather_moments(local: torch.Tensor, group) -> torch.Tensor:
@@ -106,7 +156,7 @@ def merge_moments(gathered: torch.Tensor):
 
 
 def _affine(centred: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return (centred * _per_channel(scale) + _per_channel(shift)).to(dtype)
+    return (centred * _per_channel(scale, centred) + _per_channel(shift, centred)).to(dtype)
 
 
 def _check_more_than_one_value(total: torch.Tensor) -> None:
@@ -119,7 +169,8 @@ def _check_more_than_one_value(total: torch.Tensor) -> None:
 
 
 class _SyncBatchNormLeakyReLU(torch.autograd.Function):
-    """leaky_relu(batch_norm(conv_out)) with batch statistics over the process group."""
+    """leaky_relu(batch_norm(conv_out)) with batch statistics over the process group; negative_slope None:
+    batch_norm(conv_out) alone (no activation, the input kept for backward)."""
 
     @staticmethod
     def forward(ctx, conv_out, gamma, beta, running_mean, running_var, momentum, eps, negative_slope, group,
@@ -128,7 +179,7 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
         y = conv_out.to(c)
         count = conv_out.numel() // conv_out.shape[1]
         if count:
-            variance, local_mean = torch.var_mean(y, _CHANNEL_DIMS, correction=0)
+            variance, local_mean = torch.var_mean(y, _reduced_dims(y), correction=0)
             local = torch.cat([y.new_full((1,), count), local_mean, variance * count])
         else:  # an empty batch still takes part in the collective, weighing nothing
             local = y.new_zeros(2 * conv_out.shape[1] + 1)
@@ -142,8 +193,8 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
                 running_mean.mul_(1 - factor.to(running_mean.dtype)).add_((mean * factor).to(running_mean.dtype))
                 unbiased = m2 / (counted - 1).clamp(min=1)
                 running_var.mul_(1 - factor.to(running_var.dtype)).add_((unbiased * factor).to(running_var.dtype))
-        z = _affine(y - _per_channel(mean), gamma.to(c) * invstd, beta.to(c), conv_out.dtype)
-        out = ops.leaky_relu(z, negative_slope)
+        z = _affine(y - _per_channel(mean, y), gamma.to(c) * invstd, beta.to(c), conv_out.dtype)
+        out = z if negative_slope is None else ops.leaky_relu(z, negative_slope)
         ctx.negative_slope, ctx.group, ctx.save_output = negative_slope, group, save_output
         if save_output:  # InPlace-ABN: x_hat is rebuilt from the output
             ctx.save_for_backward(out, gamma, beta, invstd, counted)
@@ -161,24 +212,28 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
             grad_z = ops.leaky_relu_backward(grad_out.contiguous(), out, slope, True).to(c)
             outc = out.to(c)
             z = torch.where(outc >= 0, outc, outc / slope)
-            x_hat = (z - _per_channel(beta.to(c))) / _per_channel(gamma.to(c))
+            x_hat = (z - _per_channel(beta.to(c), z)) / _per_channel(gamma.to(c), z)
         else:
             conv_out, gamma, beta, invstd, counted, mean = ctx.saved_tensors
             c = _compute_dtype(conv_out.dtype)
-            centred = conv_out.to(c) - _per_channel(mean)
-            x_hat = centred * _per_channel(invstd)
-            z = _affine(centred, gamma.to(c) * invstd, beta.to(c), conv_out.dtype)  # the forward's z, bit for bit
-            grad_z = ops.leaky_relu_backward(grad_out.contiguous(), z, slope, False).to(c)
-        sum_grad = grad_z.sum(_CHANNEL_DIMS)
-        sum_grad_x_hat = (grad_z * x_hat).sum(_CHANNEL_DIMS)
+            centred = conv_out.to(c) - _per_channel(mean, conv_out)
+            x_hat = centred * _per_channel(invstd, centred)
+            if slope is None:
+                grad_z = grad_out.to(c)
+            else:
+                z = _affine(centred, gamma.to(c) * invstd, beta.to(c), conv_out.dtype)  # the forward's z, bit for bit
+                grad_z = ops.leaky_relu_backward(grad_out.contiguous(), z, slope, False).to(c)
+        dims = _reduced_dims(grad_z)
+        sum_grad = grad_z.sum(dims)
+        sum_grad_x_hat = (grad_z * x_hat).sum(dims)
         grad_conv_out = None
         if ctx.needs_input_grad[0]:
             # the second collective; like torch's SyncBatchNorm, only when the input gradient is needed
             global_sums = torch.cat([sum_grad, sum_grad_x_hat])
             dist.all_reduce(global_sums, dist.ReduceOp.SUM, ctx.group)
             mean_grad, mean_grad_x_hat = (global_sums / counted).chunk(2)
-            grad_conv_out = ((grad_z - _per_channel(mean_grad) - x_hat * _per_channel(mean_grad_x_hat))
-                             * _per_channel(gamma.to(c) * invstd)).to(grad_out.dtype)
+            grad_conv_out = ((grad_z - _per_channel(mean_grad, grad_z) - x_hat * _per_channel(mean_grad_x_hat, x_hat))
+                             * _per_channel(gamma.to(c) * invstd, grad_z)).to(grad_out.dtype)
         # this process's parameter gradients: DistributedDataParallel reduces them
         grad_gamma = sum_grad_x_hat.to(gamma.dtype) if ctx.needs_input_grad[1] else None
         grad_beta = sum_grad.to(beta.dtype) if ctx.needs_input_grad[2] else None

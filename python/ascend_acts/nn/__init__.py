@@ -1,7 +1,9 @@
-"""Modules: drop-in subclasses of torch.nn's LeakyReLU, RReLU and Sequential, and the fused Conv+BN+LeakyReLU."""
+"""Modules: drop-in subclasses of torch.nn's LeakyReLU, RReLU and Sequential, the fused Conv+BN+LeakyReLU, and
+SyncBatchNorm (torch.nn.SyncBatchNorm's equivalent that also runs on the CPU under DDP)."""
 
 from .activation import LeakyReLU, RReLU
 from .conv_bn import ConvBNLeakyReLU2d
 from .sequential import Sequential
+from .sync_batch_norm import SyncBatchNorm
 
-__all__ = ["ConvBNLeakyReLU2d", "LeakyReLU", "RReLU", "Sequential"]
+__all__ = ["ConvBNLeakyReLU2d", "LeakyReLU", "RReLU", "Sequential", "SyncBatchNorm"]

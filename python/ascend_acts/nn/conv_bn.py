@@ -7,6 +7,7 @@ from torch import nn
 
 from .. import functional
 from ..fusion import conv_bn_leaky_relu_modules, fused_device, no_global_hooks, plain_conv_bn
+from .sync_batch_norm import SyncBatchNorm
 
 
 class ConvBNLeakyReLU2d(nn.Module):
@@ -15,9 +16,9 @@ class ConvBNLeakyReLU2d(nn.Module):
     The conv and BN are kept as submodules "0" and "1", so state_dicts of that Sequential load as
     they are (and ours load into it). The fused op runs when the conv and BN are plain (see fusion.py);
     with a hook, spectral_norm or a parametrization on either, they run one after the other.
-    `sync=True` makes the BN an nn.SyncBatchNorm over `process_group` (None: the default group), as
-    nn.SyncBatchNorm.convert_sync_batchnorm would: training synchronises the batch statistics across the
-    processes (docs/usage.md, "Multi-process training").
+    `sync=True` makes the BN an ascend_acts.nn.SyncBatchNorm over `process_group` (None: the default group),
+    torch.nn.SyncBatchNorm's equivalent that DistributedDataParallel accepts on the CPU too: training
+    synchronises the batch statistics across the processes (docs/usage.md, "Multi-process training").
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
@@ -27,7 +28,7 @@ class ConvBNLeakyReLU2d(nn.Module):
         self.add_module("0", nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                                        bias))
         if sync:
-            bn = nn.SyncBatchNorm(out_channels, eps, momentum, affine, track_running_stats, process_group)
+            bn = SyncBatchNorm(out_channels, eps, momentum, affine, track_running_stats, process_group)
         elif process_group is not None:
             raise ValueError("ConvBNLeakyReLU2d(): 'process_group' needs sync=True")
         else:
@@ -40,9 +41,9 @@ class ConvBNLeakyReLU2d(nn.Module):
         """Fuse existing modules, keeping their Parameter and buffer objects (optimizers keep working)."""
         if type(conv) is not nn.Conv2d or conv.padding_mode != "zeros":
             raise TypeError("from_modules(): 'conv' must be an nn.Conv2d with padding_mode='zeros'")
-        if type(bn) not in (nn.BatchNorm2d, nn.SyncBatchNorm) or bn.num_features != conv.out_channels:
-            raise TypeError("from_modules(): 'bn' must be an nn.BatchNorm2d or nn.SyncBatchNorm over the conv's "
-                            "output channels")
+        if type(bn) not in (nn.BatchNorm2d, nn.SyncBatchNorm, SyncBatchNorm) or bn.num_features != conv.out_channels:
+            raise TypeError("from_modules(): 'bn' must be an nn.BatchNorm2d, nn.SyncBatchNorm or "
+                            "ascend_acts.nn.SyncBatchNorm over the conv's output channels")
         if not isinstance(act, nn.LeakyReLU):
             raise TypeError("from_modules(): 'act' must be an nn.LeakyReLU")
         fused = cls.__new__(cls)
@@ -58,7 +59,7 @@ class ConvBNLeakyReLU2d(nn.Module):
         return self._modules["0"]
 
     @property
-    def bn(self) -> nn.BatchNorm2d | nn.SyncBatchNorm:
+    def bn(self) -> nn.BatchNorm2d | nn.SyncBatchNorm | SyncBatchNorm:
         return self._modules["1"]
 
     def extra_repr(self) -> str:
