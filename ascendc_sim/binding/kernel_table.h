@@ -35,7 +35,7 @@ struct KernelEntry {
     const char* name;   // the op table's base name (test kernels: their name)
     const char* entry;  // the name the emulator reports: the kernel entry
     TilingKind tiling;
-    uint32_t variant;    // the tiling function's template argument (ElementwiseOp, BatchNormPass, FusedBiasPass), else 0
+    uint32_t variant;  // the tiling function's template argument (ElementwiseOp, BatchNormPass, FusedBiasPass), else 0
     bool wrapsIntegers;  // relies on integer vector results wrapping (the `integer_overflow` rule)
     bool mix;            // a MIX launch (AIC + 2 AIVs per AI core, ascendc_sim::LaunchMix)
     std::vector<Param> params;

@@ -31,8 +31,8 @@ ge::graphStatus FusedBiasLeakyReluTilingFunc(gert::TilingContext* context) {
 
     ascend_acts::FusedBiasLeakyReluTiling tiling;
     if (!ascend_acts::ComputeFusedBiasLeakyReluTiling(
-            kPass, static_cast<uint64_t>(shape.GetDim(0)), static_cast<uint64_t>(shape.GetDim(1)), spatial,
-            elementSize, hasBias, slope, scale, savedIsResult, platform.GetCoreNumAiv(), ubBytes, tiling)) {
+            kPass, static_cast<uint64_t>(shape.GetDim(0)), static_cast<uint64_t>(shape.GetDim(1)), spatial, elementSize,
+            hasBias, slope, scale, savedIsResult, platform.GetCoreNumAiv(), ubBytes, tiling)) {
         return ge::GRAPH_FAILED;
     }
     return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);

@@ -104,7 +104,8 @@ inline bool ComputeFusedBiasLeakyReluTiling(FusedBiasPass pass, uint64_t batch, 
         t.mode = static_cast<uint32_t>(FusedBiasMode::Rows);
         uint64_t channelBlock = std::min<uint64_t>(coreChannels, kMaxChannelBlock);
         uint64_t width = std::max<uint64_t>(spatial, 1);
-        uint64_t gap = spatial == 0 ? 0 : (channels - 1 > kMaxGmGap / spatial ? kMaxGmGap + 1 : (channels - 1) * spatial);
+        uint64_t gap = spatial == 0 ? 0
+                                    : (channels - 1 > kMaxGmGap / spatial ? kMaxGmGap + 1 : (channels - 1) * spatial);
         if (shape(1, width, channelBlock)) {
             uint64_t rows = LargestFitting(rowCap(gap), [&](uint64_t k) { return shape(k, width, channelBlock); });
             if (!shape(rows, width, channelBlock)) return false;

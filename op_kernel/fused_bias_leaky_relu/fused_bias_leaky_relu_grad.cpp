@@ -5,8 +5,8 @@
 #include "fused_bias_leaky_relu_kernel.h"
 
 extern "C" __global__ __aicore__ void acts_fused_bias_leaky_relu_grad(GM_ADDR dy, GM_ADDR saved, GM_ADDR bias,
-                                                                      GM_ADDR dx, GM_ADDR gradBias,
-                                                                      GM_ADDR workspace, GM_ADDR tiling) {
+                                                                      GM_ADDR dx, GM_ADDR gradBias, GM_ADDR workspace,
+                                                                      GM_ADDR tiling) {
     ascend_acts::FusedBiasLeakyReluTiling t;
     ascend_acts::ReadTiling(t, tiling);
     ascend_acts::RunForDtypeKey<ascend_acts::FusedBiasLeakyReluBackward>(dy, saved, bias, dx, gradBias, t);

@@ -44,7 +44,7 @@ __aicore__ inline uint32_t PitchOf(uint32_t width, uint32_t elementSize) {
 template <typename Visit>
 __aicore__ inline void ForEachRowTile(const FusedBiasLeakyReluTiling& t, uint64_t channel, Visit&& visit) {
     const uint64_t rowStride = t.channels * t.spatial;  // elements from one row of a channel to the next
-    if (t.tileWidth >= t.spatial) {                      // whole rows, rowsPerTile at a time
+    if (t.tileWidth >= t.spatial) {                     // whole rows, rowsPerTile at a time
         uint32_t gap = t.rowsPerTile > 1 ? static_cast<uint32_t>((rowStride - t.spatial) * t.elementSize) : 0;
         for (uint64_t n = 0; n < t.batch; n += t.rowsPerTile) {
             uint64_t left = t.batch - n;

@@ -25,14 +25,14 @@ struct FusedBiasLeakyReluTiling {
     uint64_t spatial;          // S
     uint64_t channelsPerCore;  // channels of a small core; the first bigCoreCount cores take one more
     uint32_t bigCoreCount;
-    uint32_t usedCoreNum;  // blockDim
-    uint32_t mode;         // FusedBiasMode
-    uint32_t rowsPerTile;  // K: GM rows per DataCopyPad (blockCount <= 4095)
-    uint32_t tileWidth;    // W: Rows: elements of a row per tile (S, or a chunk of it); Columns: channels per chunk
-    uint32_t rowPitch;     // UB elements between the tile's rows: W rounded up to 32 bytes of the dtype
-    uint32_t tileLength;   // elements per UB tile buffer: K * rowPitch rounded up to whole 256-byte float repeats
-    uint32_t channelBlock;  // G: channels whose biases (and grad_bias) are staged in UB at once (Columns: W)
-    uint32_t hasBias;       // 0 or 1: the optional bias was given
+    uint32_t usedCoreNum;    // blockDim
+    uint32_t mode;           // FusedBiasMode
+    uint32_t rowsPerTile;    // K: GM rows per DataCopyPad (blockCount <= 4095)
+    uint32_t tileWidth;      // W: Rows: elements of a row per tile (S, or a chunk of it); Columns: channels per chunk
+    uint32_t rowPitch;       // UB elements between the tile's rows: W rounded up to 32 bytes of the dtype
+    uint32_t tileLength;     // elements per UB tile buffer: K * rowPitch rounded up to whole 256-byte float repeats
+    uint32_t channelBlock;   // G: channels whose biases (and grad_bias) are staged in UB at once (Columns: W)
+    uint32_t hasBias;        // 0 or 1: the optional bias was given
     uint32_t savedIsResult;  // backward: 1 when `saved` is the output y, 0 when it is the input x
     float negativeSlope;
     float scale;
@@ -42,9 +42,9 @@ struct FusedBiasLeakyReluTiling {
 
 namespace fused_bias_tiling {
 
-constexpr uint32_t kBufferNum = 2;        // GM queues are double-buffered
-constexpr uint32_t kFloatRepeat = 64;     // floats per 256-byte vector repeat
-constexpr uint32_t kFloatsPerBlock = 8;   // floats per 32-byte block
+constexpr uint32_t kBufferNum = 2;       // GM queues are double-buffered
+constexpr uint32_t kFloatRepeat = 64;    // floats per 256-byte vector repeat
+constexpr uint32_t kFloatsPerBlock = 8;  // floats per 32-byte block
 constexpr uint32_t kBlockBytes = 32;
 
 __aicore__ inline uint64_t RoundUp(uint64_t value, uint64_t multiple) {

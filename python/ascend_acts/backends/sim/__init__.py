@@ -22,8 +22,6 @@ from .conv_bn_leaky_relu_eval import (  # noqa: F401
     conv_bn_leaky_relu_eval,
 )
 from .conv_bn_leaky_relu_eval import tiling as conv_bn_leaky_relu_eval_tiling  # noqa: F401
-from .fused_bias_leaky_relu import fused_bias_leaky_relu, fused_bias_leaky_relu_backward  # noqa: F401
-from .fused_bias_leaky_relu import tiling as fused_bias_leaky_relu_tiling  # noqa: F401
 from .elementwise import leaky_relu, leaky_relu_backward, rrelu_with_seed, rrelu_with_seed_backward  # noqa: F401
 from .elementwise import tiling as elementwise_tiling  # noqa: F401
 from .emulator import (  # noqa: F401
@@ -35,3 +33,5 @@ from .emulator import (  # noqa: F401
     platforms,
     unavailable_reason,
 )
+from .fused_bias_leaky_relu import fused_bias_leaky_relu, fused_bias_leaky_relu_backward  # noqa: F401
+from .fused_bias_leaky_relu import tiling as fused_bias_leaky_relu_tiling  # noqa: F401
