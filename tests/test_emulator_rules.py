@@ -19,6 +19,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "emulator.md"
 BROKEN_KERNELS = [
     ("ub_overflow", "ub_overflow", 0, 2),
     ("unaligned_datacopy", "unaligned_datacopy", 0, 2),
+    ("datacopy_pad_too_many_blocks", "datacopy_params", 0, 2),
     ("gm_read_out_of_bounds", "gm_out_of_bounds", 0, 2),
     ("gm_write_out_of_bounds", "gm_out_of_bounds", 0, 2),
     ("alloc_past_depth", "queue_depth", 0, 2),

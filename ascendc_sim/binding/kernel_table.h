@@ -11,7 +11,13 @@
 namespace ascend_acts_sim {
 
 // The plain struct the kernel's host tiling fills (op_host/), or Raw: bytes the caller gives (test kernels).
-enum class TilingKind : uint8_t { ElementwiseTiling, BatchNormLeakyReluTiling, ConvBnLeakyReluEvalTiling, Raw };
+enum class TilingKind : uint8_t {
+    ElementwiseTiling,
+    BatchNormLeakyReluTiling,
+    ConvBnLeakyReluEvalTiling,
+    FusedBiasLeakyReluTiling,
+    Raw
+};
 
 // In: read; Out: written (poisoned before the launch); InOut: an in-place output, read and written under
 // the name of an input listed before it (not poisoned, must still be written).
@@ -29,7 +35,7 @@ struct KernelEntry {
     const char* name;   // the op table's base name (test kernels: their name)
     const char* entry;  // the name the emulator reports: the kernel entry
     TilingKind tiling;
-    uint32_t variant;    // the tiling function's template argument (ElementwiseOp, BatchNormPass), else 0
+    uint32_t variant;  // the tiling function's template argument (ElementwiseOp, BatchNormPass, FusedBiasPass), else 0
     bool wrapsIntegers;  // relies on integer vector results wrapping (the `integer_overflow` rule)
     bool mix;            // a MIX launch (AIC + 2 AIVs per AI core, ascendc_sim::LaunchMix)
     std::vector<Param> params;

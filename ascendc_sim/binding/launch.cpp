@@ -179,6 +179,10 @@ LaunchCounters Run(KernelTable table, const std::string& name, py::dict buffers,
             prepared = Prepare<ascend_acts::ConvBnLeakyReluEvalTiling>(*kernel, tiling, dtype->size,
                                                                        "ConvBnLeakyReluEvalTiling");
             break;
+        case TilingKind::FusedBiasLeakyReluTiling:
+            prepared = Prepare<ascend_acts::FusedBiasLeakyReluTiling>(*kernel, tiling, dtype->size,
+                                                                      "FusedBiasLeakyReluTiling");
+            break;
         case TilingKind::Raw: prepared = PrepareRaw(*kernel, tiling, blockDim); break;
     }
     if (kernel->tiling != TilingKind::Raw && blockDim) {

@@ -1,6 +1,7 @@
 // ascend_acts._sim: our AscendC kernels (op_kernel/) on the emulator (ascendc_sim/), for Python.
 //   launch(kernel, buffers, tiling, platform)      the one launch entry (launch.h)
-//   elementwise_tiling / batch_norm_leaky_relu_tiling / conv_bn_leaky_relu_eval_tiling
+//   elementwise_tiling / batch_norm_leaky_relu_tiling / conv_bn_leaky_relu_eval_tiling /
+//   fused_bias_leaky_relu_tiling
 //                                                  op_host's tiling functions, returning its structs
 //   platforms(), Platform                          the emulator's platform table
 //   Rule, EmulatorError, Launch                    what a launch raises and returns
@@ -75,6 +76,23 @@ BatchNormLeakyReluTiling BatchNormTilingFor(const std::string& kernel, uint32_t 
     return tiling;
 }
 
+FusedBiasLeakyReluTiling FusedBiasTilingFor(const std::string& kernel, uint64_t batch, uint64_t channels,
+                                            uint64_t spatial, uint32_t elementSize, bool hasBias,
+                                            const std::string& platformName, uint32_t vectorCores, float negativeSlope,
+                                            float scale, bool savedIsResult) {
+    const KernelEntry& k = KernelWith(kernel, TilingKind::FusedBiasLeakyReluTiling, "fused_bias_leaky_relu_tiling");
+    const auto& platform = ascend_acts_sim::PlatformNamed(platformName);
+    FusedBiasLeakyReluTiling tiling{};
+    if (!ComputeFusedBiasLeakyReluTiling(static_cast<FusedBiasPass>(k.variant), batch, channels, spatial, elementSize,
+                                         hasBias, negativeSlope, scale, savedIsResult,
+                                         CoresOr(vectorCores, platform.vectorCores), platform.ubBytes, tiling)) {
+        throw py::value_error("no tiling for " + kernel + " of shape (" + std::to_string(batch) + ", " +
+                              std::to_string(channels) + ", " + std::to_string(spatial) + " spatial) with " +
+                              std::to_string(elementSize) + "-byte elements on " + platformName);
+    }
+    return tiling;
+}
+
 // Output side of a convolution; padding before + after the input.
 int64_t OutputSide(int64_t size, int64_t kernel, int64_t stride, int64_t before, int64_t after, int64_t dilation) {
     return (size + before + after - dilation * (kernel - 1) - 1) / stride + 1;
@@ -126,6 +144,7 @@ const char* TilingName(TilingKind kind) {
         case TilingKind::ElementwiseTiling: return "ElementwiseTiling";
         case TilingKind::BatchNormLeakyReluTiling: return "BatchNormLeakyReluTiling";
         case TilingKind::ConvBnLeakyReluEvalTiling: return "ConvBnLeakyReluEvalTiling";
+        case TilingKind::FusedBiasLeakyReluTiling: return "FusedBiasLeakyReluTiling";
         case TilingKind::Raw: return "bytes";
     }
     return "?";
@@ -275,6 +294,32 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("dilation_w", &ConvGeometry::dilationW)
         .def_readonly("out_height", &ConvGeometry::outHeight)
         .def_readonly("out_width", &ConvGeometry::outWidth);
+    ReadOnlyClass<FusedBiasLeakyReluTiling>(m, "FusedBiasLeakyReluTiling",
+                                            "op_host/fused_bias_leaky_relu_tiling.h's struct.")
+        .def_readonly("batch", &FusedBiasLeakyReluTiling::batch)
+        .def_readonly("channels", &FusedBiasLeakyReluTiling::channels)
+        .def_readonly("spatial", &FusedBiasLeakyReluTiling::spatial)
+        .def_readonly("channels_per_core", &FusedBiasLeakyReluTiling::channelsPerCore)
+        .def_readonly("big_core_count", &FusedBiasLeakyReluTiling::bigCoreCount)
+        .def_readonly("used_core_num", &FusedBiasLeakyReluTiling::usedCoreNum)
+        .def_readonly("mode", &FusedBiasLeakyReluTiling::mode)
+        .def_readonly("rows_per_tile", &FusedBiasLeakyReluTiling::rowsPerTile)
+        .def_readonly("tile_width", &FusedBiasLeakyReluTiling::tileWidth)
+        .def_readonly("row_pitch", &FusedBiasLeakyReluTiling::rowPitch)
+        .def_readonly("tile_length", &FusedBiasLeakyReluTiling::tileLength)
+        .def_readonly("channel_block", &FusedBiasLeakyReluTiling::channelBlock)
+        .def_readonly("has_bias", &FusedBiasLeakyReluTiling::hasBias)
+        .def_readonly("saved_is_result", &FusedBiasLeakyReluTiling::savedIsResult)
+        .def_readonly("negative_slope", &FusedBiasLeakyReluTiling::negativeSlope)
+        .def_readonly("scale", &FusedBiasLeakyReluTiling::scale)
+        .def_readonly("element_size", &FusedBiasLeakyReluTiling::elementSize);
+    m.def("fused_bias_leaky_relu_tiling", &FusedBiasTilingFor, py::arg("kernel"), py::arg("batch"), py::arg("channels"),
+          py::arg("spatial"), py::arg("element_size"), py::arg("has_bias") = true, py::arg("platform") = "ascend910b1",
+          py::arg("vector_cores") = 0, py::arg("negative_slope") = 0.2f, py::arg("scale") = 1.4142135f,
+          py::arg("saved_is_result") = true,
+          "ComputeFusedBiasLeakyReluTiling for `kernel` over x viewed as (batch, channels, spatial); mode 0 Rows, "
+          "1 Columns; vector_cores 0: the platform's. ValueError when it has none.");
+
     // TCubeTiling's documented field names
     ReadOnlyClass<CubeTilingFields>(m, "CubeTiling", "The Matmul blocking the eval tiling chose (TCubeTiling names).")
         .def_readonly("usedCoreNum", &CubeTilingFields::usedCoreNum)

@@ -8,6 +8,7 @@
 #include "batch_norm_leaky_relu_tiling.h"
 #include "conv_bn_leaky_relu_eval_tiling.h"
 #include "elementwise_tiling.h"
+#include "fused_bias_leaky_relu_tiling.h"
 #include "lib/matmul_intf.h"
 
 namespace ascend_acts_sim {
@@ -34,6 +35,15 @@ struct TilingTraits<ascend_acts::ElementwiseTiling> {
 template <>
 struct TilingTraits<ascend_acts::BatchNormLeakyReluTiling> {
     using T = ascend_acts::BatchNormLeakyReluTiling;
+    static uint32_t Blocks(const T& t) { return t.usedCoreNum; }
+    static uint32_t TileLength(const T& t) { return t.tileLength; }
+    static uint64_t WorkspaceBytes(const T&, uint32_t) { return 0; }
+    static std::vector<uint8_t> Buffer(const T& t) { return BytesOf(t); }
+};
+
+template <>
+struct TilingTraits<ascend_acts::FusedBiasLeakyReluTiling> {
+    using T = ascend_acts::FusedBiasLeakyReluTiling;
     static uint32_t Blocks(const T& t) { return t.usedCoreNum; }
     static uint32_t TileLength(const T& t) { return t.tileLength; }
     static uint64_t WorkspaceBytes(const T&, uint32_t) { return 0; }

@@ -40,18 +40,7 @@ ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
 
 namespace ge {
 
-// Outputs: 0 like input 0; the others are per-channel float32 vectors of C = dim 1 of input 0.
-inline graphStatus FirstLikeInputRestPerChannel(gert::InferShapeContext* context) {
-    const gert::Shape* x = context->GetInputShape(0);
-    *context->GetOutputShape(0) = *x;
-    for (size_t i = 1; i < context->GetComputeNodeOutputNum(); ++i) {
-        gert::Shape* channel = context->GetOutputShape(i);
-        channel->SetDimNum(1);
-        channel->SetDim(0, x->GetDim(1));
-    }
-    return GRAPH_SUCCESS;
-}
-
+// Output 0's dtype is input 0's; the per-channel statistics are float32.
 inline graphStatus FirstLikeInputRestFloat(gert::InferDataTypeContext* context) {
     context->SetOutputDataType(0, context->GetInputDataType(0));
     for (size_t i = 1; i < context->GetComputeNodeOutputNum(); ++i) context->SetOutputDataType(i, DT_FLOAT);

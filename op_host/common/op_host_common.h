@@ -1,5 +1,5 @@
 // CANN host glue shared by every kernel family: dtype -> tiling key, the launch of a kernel whose tiling is
-// one plain struct, and the InferShape/InferDataType that copy input 0.
+// one plain struct, and the InferShape/InferDataType functions several families name.
 // Written from CANN's documented custom-operator interfaces; it needs the CANN toolkit to compile.
 #pragma once
 
@@ -65,6 +65,27 @@ inline graphStatus SameShapeAsInput0(gert::InferShapeContext* context) {
 
 inline graphStatus SameTypeAsInput0(gert::InferDataTypeContext* context) {
     context->SetOutputDataType(0, context->GetInputDataType(0));
+    return GRAPH_SUCCESS;
+}
+
+// Every output gets input 0's dtype.
+inline graphStatus AllTypesAsInput0(gert::InferDataTypeContext* context) {
+    for (size_t i = 0; i < context->GetComputeNodeOutputNum(); ++i) {
+        context->SetOutputDataType(i, context->GetInputDataType(0));
+    }
+    return GRAPH_SUCCESS;
+}
+
+// Outputs: 0 like input 0; the others are per-channel vectors of C = dim 1 of input 0 (BatchNorm's statistics,
+// the fused bias's grad_bias).
+inline graphStatus FirstLikeInputRestPerChannel(gert::InferShapeContext* context) {
+    const gert::Shape* x = context->GetInputShape(0);
+    *context->GetOutputShape(0) = *x;
+    for (size_t i = 1; i < context->GetComputeNodeOutputNum(); ++i) {
+        gert::Shape* channel = context->GetOutputShape(i);
+        channel->SetDimNum(1);
+        channel->SetDim(0, x->GetDim(1));
+    }
     return GRAPH_SUCCESS;
 }
 

@@ -104,6 +104,10 @@ _ELEMENTWISE = dict(family="elementwise", infer_shape="ge::SameShapeAsInput0", i
 _BATCH_NORM = dict(family="batch_norm_leaky_relu", infer_shape="ge::FirstLikeInputRestPerChannel",
                    infer_dtype="ge::FirstLikeInputRestFloat")
 
+_FUSED_BIAS_ATTRS = (Attr("negative_slope", "float", 0.2), Attr("scale", "float", 2**0.5))
+_FUSED_BIAS = dict(family="fused_bias_leaky_relu", infer_shape="ge::FirstLikeInputRestPerChannel",
+                   infer_dtype="ge::AllTypesAsInput0")
+
 KERNELS: tuple[Kernel, ...] = (
     Kernel("leaky_relu", inputs=(Tensor("x"),), outputs=(Tensor("y"),), attrs=(_FLOATS_ATTR_SLOPE,),
            tiling="optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::LeakyRelu>",
@@ -145,6 +149,19 @@ KERNELS: tuple[Kernel, ...] = (
            family="conv_bn_leaky_relu_eval", tiling="optiling::ConvBnLeakyReluEvalTilingFunc",
            infer_shape="ge::ConvOutputShape", infer_dtype="ge::SameTypeAsInput0",
            summary="y = leaky_relu(conv2d(x, weight) + bias) with BatchNorm folded into weight and bias"),
+    Kernel("fused_bias_leaky_relu", inputs=(Tensor("x"), Tensor("bias", optional=True)), outputs=(Tensor("y"),),
+           attrs=_FUSED_BIAS_ATTRS,
+           tiling="optiling::FusedBiasLeakyReluTilingFunc<ascend_acts::FusedBiasPass::Forward>",
+           summary="y = leaky_relu(x + bias[channel], negative_slope) * scale, channel = dim 1 of x",
+           **_FUSED_BIAS),
+    Kernel("fused_bias_leaky_relu_grad",
+           inputs=(Tensor("dy"), Tensor("saved"), Tensor("bias", optional=True)),
+           outputs=(Tensor("dx"), Tensor("grad_bias")),
+           attrs=(*_FUSED_BIAS_ATTRS, Attr("saved_is_result", "bool", True)),
+           tiling="optiling::FusedBiasLeakyReluTilingFunc<ascend_acts::FusedBiasPass::Backward>",
+           summary="dx = dy * scale * (pre > 0 ? 1 : negative_slope), grad_bias = dx summed over all dims but 1; "
+                   "pre > 0 read from saved (the output) or saved + bias (the input)",
+           **_FUSED_BIAS),
 )
 
 

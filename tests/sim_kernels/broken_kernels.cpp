@@ -28,6 +28,16 @@ void UnalignedDataCopy() {
     DataCopy(buf.Get<float>(), in, 7);  // 28 bytes
 }
 
+void DataCopyPadTooManyBlocks() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 4096 * 32);
+    GlobalTensor<float> in;
+    in.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(g_in), kFloats);
+    // 4096 blocks of one float: blockCount has 12 bits
+    DataCopyPad(buf.Get<float>(), in, DataCopyExtParams{4096, 4, 0, 0, 0}, DataCopyPadExtParams<float>{});
+}
+
 void GmReadOutOfBounds() {
     TPipe pipe;
     TBuf<QuePosition::VECCALC> buf;
@@ -343,6 +353,7 @@ std::vector<KernelEntry> BrokenKernels() {
     return {
         row("ub_overflow", Run<UbOverflow>),
         row("unaligned_datacopy", Run<UnalignedDataCopy>),
+        row("datacopy_pad_too_many_blocks", Run<DataCopyPadTooManyBlocks>),
         row("gm_read_out_of_bounds", Run<GmReadOutOfBounds>),
         row("gm_write_out_of_bounds", Run<GmWriteOutOfBounds>),
         row("alloc_past_depth", Run<AllocPastDepth>),

@@ -1,6 +1,8 @@
 // DataCopy (32-byte granular, as the hardware moves data) and DataCopyPad (exact bytes in GM).
 #pragma once
 
+#include <algorithm>
+
 #include "tensors.h"
 
 namespace AscendC {
@@ -42,6 +44,19 @@ inline void CheckDataCopyBytes(uint64_t bytes) {
     }
 }
 inline uint64_t UbBlockBytes(uint32_t blockLen) { return (uint64_t(blockLen) + 31) / 32 * 32; }
+// DataCopyPad's field widths: blockCount 12 bits, blockLen 21 bits (CheckDataCopyPadParams in
+// basic_api/impl/dav_c220/kernel_operator_data_copy_impl.h: UINT12_MAX, DATACOPYPAD_BLKLEN_LIMIT = 2097151).
+inline void CheckDataCopyPadParams(const DataCopyExtParams& params) {
+    constexpr uint32_t kMaxBlockCount = 4095, kMaxBlockLen = 2097151;
+    if (params.blockCount > kMaxBlockCount || params.blockLen > kMaxBlockLen) {
+        ascendc_sim::Fail(ascendc_sim::Rule::datacopy_params,
+                          "DataCopyPad: blockCount " + std::to_string(params.blockCount) + " (at most 4095) and " +
+                              "blockLen " + std::to_string(params.blockLen) + " bytes (at most 2097151)");
+    }
+}
+// The padding DataCopyPad leaves without isPad (and past rightPadding) to the 32-byte end of a UB block has no
+// documented value: all-ones bytes (NaN in every float type), so a kernel that reads it shows.
+constexpr uint8_t kUndefinedPadByte = 0xFF;
 }  // namespace detail
 
 template <typename T>
@@ -67,10 +82,11 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t co
 template <typename T>
 void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyExtParams& params,
                  const DataCopyPadExtParams<T>& pad) {
+    detail::CheckDataCopyPadParams(params);
     if (params.blockLen % sizeof(T) != 0)
         ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: blockLen is not whole elements");
-    uint64_t ubStride = detail::UbBlockBytes(params.blockLen + (pad.leftPadding + pad.rightPadding) * sizeof(T)) +
-                        uint64_t(params.dstStride) * 32;
+    const uint64_t padded = params.blockLen + (pad.leftPadding + pad.rightPadding) * sizeof(T);
+    uint64_t ubStride = detail::UbBlockBytes(static_cast<uint32_t>(padded)) + uint64_t(params.dstStride) * 32;
     for (uint32_t block = 0; block < params.blockCount; ++block) {
         uint64_t gmOffset = uint64_t(block) * (params.blockLen + params.srcStride);
         if (gmOffset % sizeof(T) != 0)
@@ -85,12 +101,20 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
                 row.Address()[pad.leftPadding + count + i] = pad.paddingValue;
         }
         std::memcpy(row.Address() + (pad.isPad ? pad.leftPadding : 0), src.Address() + first, params.blockLen);
+        uint64_t written = pad.isPad ? padded : params.blockLen;
+        uint64_t blockEnd = std::min<uint64_t>(detail::UbBlockBytes(static_cast<uint32_t>(written)),
+                                               uint64_t(row.GetSize()) * sizeof(T));
+        if (blockEnd > written) {
+            std::memset(reinterpret_cast<uint8_t*>(row.Address()) + written, detail::kUndefinedPadByte,
+                        blockEnd - written);
+        }
         ascendc_sim::RecordGmRead(src.Address() + first, params.blockLen);
     }
 }
 
 template <typename T>
 void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& params) {
+    detail::CheckDataCopyPadParams(params);
     if (params.blockLen % sizeof(T) != 0)
         ascendc_sim::Fail(ascendc_sim::Rule::unaligned_datacopy, "DataCopyPad: blockLen is not whole elements");
     uint64_t ubStride = detail::UbBlockBytes(params.blockLen) + uint64_t(params.srcStride) * 32;

@@ -14,6 +14,7 @@
     X(not_in_ub) \
     X(ub_out_of_bounds) \
     X(unaligned_datacopy) \
+    X(datacopy_params) \
     X(gm_out_of_bounds) \
     X(queue_depth) \
     X(deque_empty) \

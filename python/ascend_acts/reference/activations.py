@@ -50,7 +50,7 @@ def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:
     return factors
 
 
-def _leaky_relu_chunk(values: np.ndarray, slope) -> np.ndarray:
+def leaky_relu_values(values: np.ndarray, slope) -> np.ndarray:
     """values > 0 ? values : values * slope (a new array), exactly, for a constant slope of values' dtype."""
     scaled = values * slope
     if 0 < slope <= 1:  # values > 0: values >= values * slope; otherwise the reverse; NaN propagates
@@ -89,7 +89,7 @@ def leaky_relu(x, negative_slope: float, out) -> None:
 
     def body(start: int, stop: int) -> None:
         with np.errstate(invalid="ignore", over="ignore"):
-            out[start:stop] = _leaky_relu_chunk(x[start:stop].astype(ctype, copy=False), slope)
+            out[start:stop] = leaky_relu_values(x[start:stop].astype(ctype, copy=False), slope)
 
     for_chunks(x.size, body)
 

@@ -33,3 +33,5 @@ from .emulator import (  # noqa: F401
     platforms,
     unavailable_reason,
 )
+from .fused_bias_leaky_relu import fused_bias_leaky_relu, fused_bias_leaky_relu_backward  # noqa: F401
+from .fused_bias_leaky_relu import tiling as fused_bias_leaky_relu_tiling  # noqa: F401

@@ -1,0 +1,41 @@
+// CANN host glue of the fused bias + LeakyReLU ops: the TilingFunc over the pure tiling of
+// fused_bias_leaky_relu_tiling.h (the platform's vector cores and UB; x's shape as N = dim 0, C = dim 1,
+// S = the product of the rest). The infer functions the OpDefs name are in op_host/common/op_host_common.h.
+// Written from CANN's documented custom-operator interfaces; it needs the CANN toolkit to compile.
+#pragma once
+
+#include "../common/op_host_common.h"
+#include "fused_bias_leaky_relu_tiling.h"
+
+namespace optiling {
+
+// Inputs in OpDef order: forward x, bias (optional); backward dy, saved, bias (optional). Attributes:
+// negative_slope, scale, then (backward only) saved_is_result.
+template <ascend_acts::FusedBiasPass kPass>
+ge::graphStatus FusedBiasLeakyReluTilingFunc(gert::TilingContext* context) {
+    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    uint64_t ubBytes = 0;
+    ascend_acts::DtypeKey key;
+    uint32_t elementSize = 0;
+    if (!ReadVectorBasics(context, platform, ubBytes, key, elementSize)) return ge::GRAPH_FAILED;
+    const auto& shape = context->GetInputShape(0)->GetStorageShape();  // N, C, spatial...
+    if (shape.GetDimNum() < 2) return ge::GRAPH_FAILED;
+    uint64_t spatial = 1;
+    for (size_t i = 2; i < shape.GetDimNum(); ++i) spatial *= static_cast<uint64_t>(shape.GetDim(i));
+    const bool backward = kPass == ascend_acts::FusedBiasPass::Backward;
+    const bool hasBias = context->GetOptionalInputShape(backward ? 2 : 1) != nullptr;
+    const auto* attrs = context->GetAttrs();
+    float slope = *attrs->GetAttrPointer<float>(0);
+    float scale = *attrs->GetAttrPointer<float>(1);
+    bool savedIsResult = backward ? *attrs->GetAttrPointer<bool>(2) : true;
+
+    ascend_acts::FusedBiasLeakyReluTiling tiling;
+    if (!ascend_acts::ComputeFusedBiasLeakyReluTiling(
+            kPass, static_cast<uint64_t>(shape.GetDim(0)), static_cast<uint64_t>(shape.GetDim(1)), spatial, elementSize,
+            hasBias, slope, scale, savedIsResult, platform.GetCoreNumAiv(), ubBytes, tiling)) {
+        return ge::GRAPH_FAILED;
+    }
+    return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);
+}
+
+}  // namespace optiling

@@ -1,0 +1,285 @@
+// The fused bias + LeakyReLU kernels, forward and backward: one body over the same walk of a core's channels,
+// the direction a template parameter (as InPlace-ABN writes its passes).
+//
+//   forward:  t = x + bias[c];  y = (t > 0 ? t : t * slope) * scale
+//   backward: g = dy * scale;   dx = pre > 0 ? g : g * slope;   grad_bias[c] = sum of dx over n and s
+//             (pre > 0 read from saved = y, or pre = saved + bias[c] with saved = x)
+//
+// in float32 whatever the dtype (half types cast before, rounded once after, CAST_RINT): the order of
+// python/ascend_acts/reference/fused_bias_leaky_relu.py, so y and dx are bit-identical to it.
+//
+// A core owns whole channels (FusedBiasChannelRange): it reads each of its biases once, per block of
+// `channelBlock` channels, and sums its channels' dx completely (float32 per lane over the tiles, then over the
+// tile's rows, then ReduceSum), so grad_bias needs no other core and no second launch. The tiles (Rows / Columns)
+// are described in fused_bias_leaky_relu_tiling_data.h; their UB rows are 32-byte padded, and the padding lanes,
+// whose contents DataCopyPad does not define, only ever meet padding lanes: the reductions read valid lanes.
+#pragma once
+
+#include "kernel_operator.h"
+#include "../common/float_compute.h"
+#include "../common/read_tiling.h"
+#include "fused_bias_leaky_relu_tiling_data.h"
+
+namespace ascend_acts {
+namespace fused_bias_kernel {
+
+// `rows` GM rows of `width` elements, the first at element `offset`, `gapBytes` from the end of one row to the
+// start of the next; in UB `pitch` elements apart (width rounded up to 32 bytes, as DataCopyPad lays them).
+struct Tile {
+    uint64_t offset;
+    uint32_t rows;
+    uint32_t width;
+    uint32_t pitch;
+    uint32_t gapBytes;
+    // Elements from the tile's first to its last valid one in UB: what the vector instructions cover.
+    __aicore__ inline uint32_t Span() const { return (rows - 1) * pitch + width; }
+};
+
+__aicore__ inline uint32_t PitchOf(uint32_t width, uint32_t elementSize) {
+    uint32_t perBlock = fused_bias_tiling::kBlockBytes / elementSize;
+    return (width + perBlock - 1) / perBlock * perBlock;
+}
+
+// Visits the tiles of channel `channel` (Rows mode) in a fixed order: rows front to back.
+template <typename Visit>
+__aicore__ inline void ForEachRowTile(const FusedBiasLeakyReluTiling& t, uint64_t channel, Visit&& visit) {
+    const uint64_t rowStride = t.channels * t.spatial;  // elements from one row of a channel to the next
+    if (t.tileWidth >= t.spatial) {                     // whole rows, rowsPerTile at a time
+        uint32_t gap = t.rowsPerTile > 1 ? static_cast<uint32_t>((rowStride - t.spatial) * t.elementSize) : 0;
+        for (uint64_t n = 0; n < t.batch; n += t.rowsPerTile) {
+            uint64_t left = t.batch - n;
+            uint32_t rows = left < t.rowsPerTile ? static_cast<uint32_t>(left) : t.rowsPerTile;
+            visit(Tile{n * rowStride + channel * t.spatial, rows, static_cast<uint32_t>(t.spatial), t.rowPitch, gap});
+        }
+        return;
+    }
+    for (uint64_t n = 0; n < t.batch; ++n) {  // rows longer than a tile: chunks of one row
+        uint64_t rowStart = n * rowStride + channel * t.spatial;
+        for (uint64_t done = 0; done < t.spatial; done += t.tileWidth) {
+            uint64_t left = t.spatial - done;
+            uint32_t width = left < t.tileWidth ? static_cast<uint32_t>(left) : t.tileWidth;
+            visit(Tile{rowStart + done, 1, width, PitchOf(width, t.elementSize), 0});
+        }
+    }
+}
+
+// Visits the tiles of the column chunk [first, first + width) (Columns mode, S == 1): rows front to back.
+template <typename Visit>
+__aicore__ inline void ForEachColumnTile(const FusedBiasLeakyReluTiling& t, uint64_t first, uint32_t width,
+                                         Visit&& visit) {
+    uint32_t gap = t.rowsPerTile > 1 ? static_cast<uint32_t>((t.channels - width) * t.elementSize) : 0;
+    uint32_t pitch = PitchOf(width, t.elementSize);
+    for (uint64_t n = 0; n < t.batch; n += t.rowsPerTile) {
+        uint64_t left = t.batch - n;
+        uint32_t rows = left < t.rowsPerTile ? static_cast<uint32_t>(left) : t.rowsPerTile;
+        visit(Tile{n * t.channels + first, rows, width, pitch, gap});
+    }
+}
+
+// GM -> UB: the tile's rows, one DataCopyPad (padding lanes left undefined: never reduced).
+template <typename T>
+__aicore__ inline void LoadTile(const AscendC::LocalTensor<T>& dst, const AscendC::GlobalTensor<T>& src,
+                                const Tile& tile) {
+    AscendC::DataCopyExtParams params{static_cast<uint16_t>(tile.rows), static_cast<uint32_t>(tile.width * sizeof(T)),
+                                      tile.gapBytes, 0, 0};
+    AscendC::DataCopyPad(dst, src[tile.offset], params, AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
+}
+
+// UB -> GM: the valid elements of the tile's rows, one DataCopyPad.
+template <typename T>
+__aicore__ inline void StoreTile(const AscendC::GlobalTensor<T>& dst, const AscendC::LocalTensor<T>& src,
+                                 const Tile& tile) {
+    AscendC::DataCopyExtParams params{static_cast<uint16_t>(tile.rows), static_cast<uint32_t>(tile.width * sizeof(T)),
+                                      0, tile.gapBytes, 0};
+    AscendC::DataCopyPad(dst[tile.offset], src, params);
+}
+
+__aicore__ inline AscendC::DataCopyExtParams OneRow(uint32_t count, uint32_t elementSize) {
+    return AscendC::DataCopyExtParams{1, count * elementSize, 0, 0, 0};
+}
+
+template <typename T, bool kBackward>
+class FusedBiasLeakyReluKernel {
+public:
+    // Forward: (x, nullptr, bias, y, nullptr); backward: (dy, saved, bias, dx, gradBias). bias may be null.
+    __aicore__ inline void Init(GM_ADDR input, GM_ADDR saved, GM_ADDR bias, GM_ADDR output, GM_ADDR gradBias,
+                                const FusedBiasLeakyReluTiling& tiling) {
+        t_ = tiling;
+        FusedBiasChannelRange(t_, AscendC::GetBlockIdx(), firstChannel_, channelCount_);
+        columns_ = t_.mode == static_cast<uint32_t>(FusedBiasMode::Columns);
+        readsBias_ = FusedBiasReadsBias(t_, kBackward);
+        uint64_t total = t_.batch * t_.channels * t_.spatial;
+        inputGm_.SetGlobalBuffer((__gm__ T*)input, total);
+        outputGm_.SetGlobalBuffer((__gm__ T*)output, total);
+        if (readsBias_) biasGm_.SetGlobalBuffer((__gm__ T*)bias + firstChannel_, channelCount_);
+        FusedBiasBuffers b = FusedBiasBuffersOf(t_, kBackward);
+        pipe_.InitBuffer(inputQueue_, fused_bias_tiling::kBufferNum, b.queue);
+        if constexpr (kBackward) {
+            savedGm_.SetGlobalBuffer((__gm__ T*)saved, total);
+            gradBiasGm_.SetGlobalBuffer((__gm__ T*)gradBias + firstChannel_, channelCount_);
+            pipe_.InitBuffer(savedQueue_, fused_bias_tiling::kBufferNum, b.queue);
+        }
+        pipe_.InitBuffer(outputQueue_, fused_bias_tiling::kBufferNum, b.queue);
+        pipe_.InitBuffer(valuesBuf_, b.floatTile);
+        if constexpr (kBackward) {
+            pipe_.InitBuffer(preBuf_, b.floatTile);
+            pipe_.InitBuffer(accBuf_, b.floatTile);
+            pipe_.InitBuffer(maskBuf_, b.mask);
+            pipe_.InitBuffer(gradBiasBuf_, b.gradBias);
+            if (b.sums != 0) {
+                pipe_.InitBuffer(sumsBuf_, b.sums);
+                pipe_.InitBuffer(reduceWorkBuf_, b.reduceWork);
+                pipe_.InitBuffer(reduceResultBuf_, b.reduceResult);
+            }
+        }
+        if (readsBias_) {
+            pipe_.InitBuffer(biasStageBuf_, b.biasStage);
+            pipe_.InitBuffer(biasFloatBuf_, b.biasFloat);
+        }
+    }
+
+    __aicore__ inline void Process() {
+        for (uint64_t done = 0; done < channelCount_; done += t_.channelBlock) {
+            uint64_t left = channelCount_ - done;
+            uint32_t count = left < t_.channelBlock ? static_cast<uint32_t>(left) : t_.channelBlock;
+            if (readsBias_) LoadBiases(done, count);
+            if (columns_) {
+                ColumnChunk(done, count);
+            } else {
+                for (uint32_t j = 0; j < count; ++j) RowChannel(done + j, j);
+                if constexpr (kBackward) StoreGradBias(done, count, sumsBuf_.template Get<float>());
+            }
+        }
+    }
+
+private:
+    // The biases of local channels [done, done + count) as float: Rows a vector read by the scalar unit; Columns
+    // row 0 of the bias tile, replicated over its rowsPerTile rows (doubling copies; Muls by 1 keeps -0.0).
+    __aicore__ inline void LoadBiases(uint64_t done, uint32_t count) {
+        AscendC::LocalTensor<T> staged = biasStageBuf_.template Get<T>();
+        AscendC::LocalTensor<float> biases = biasFloatBuf_.template Get<float>();
+        AscendC::PipeBarrier<PIPE_ALL>();  // the previous block's scalar reads are done
+        AscendC::DataCopyPad(staged, biasGm_[done], OneRow(count, sizeof(T)),
+                             AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
+        AscendC::PipeBarrier<PIPE_ALL>();
+        ToFloat(biases, staged, count);
+        if (columns_) {
+            uint32_t pitch = PitchOf(count, sizeof(T));
+            for (uint32_t have = 1; have < t_.rowsPerTile; have *= 2) {
+                uint32_t copies = t_.rowsPerTile - have < have ? t_.rowsPerTile - have : have;
+                AscendC::Muls(biases[have * pitch], biases, 1.0f, copies * pitch);
+            }
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+    }
+
+    __aicore__ inline void RowChannel(uint64_t local, uint32_t inBlock) {
+        float bias = readsBias_ ? biasFloatBuf_.template Get<float>().GetValue(inBlock) : 0.0f;
+        if constexpr (kBackward) AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
+        ForEachRowTile(t_, firstChannel_ + local, [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, bias); });
+        if constexpr (kBackward) {
+            AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
+            FoldRows(acc, t_.rowPitch, t_.tileWidth);
+            AscendC::LocalTensor<float> result = reduceResultBuf_.template Get<float>();
+            AscendC::ReduceSum<float>(result, acc, reduceWorkBuf_.template Get<float>(), t_.tileWidth);
+            AscendC::PipeBarrier<PIPE_ALL>();
+            sumsBuf_.template Get<float>().SetValue(inBlock, result.GetValue(0));
+        }
+    }
+
+    __aicore__ inline void ColumnChunk(uint64_t done, uint32_t count) {
+        if constexpr (kBackward) AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
+        ForEachColumnTile(t_, firstChannel_ + done, count,
+                          [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, 0.0f); });
+        if constexpr (kBackward) {
+            AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
+            FoldRows(acc, PitchOf(count, sizeof(T)), count);
+            StoreGradBias(done, count, acc);
+        }
+    }
+
+    // Row 0 of the accumulator += its other rows (those the tiles reached), over the first `width` lanes.
+    __aicore__ inline void FoldRows(const AscendC::LocalTensor<float>& acc, uint32_t pitch, uint32_t width) {
+        uint64_t reached = t_.batch < t_.rowsPerTile ? t_.batch : t_.rowsPerTile;
+        for (uint32_t k = 1; k < reached; ++k) AscendC::Add(acc, acc, acc[k * pitch], width);
+    }
+
+    // grad_bias of local channels [done, done + count), from floats, rounded once to T.
+    __aicore__ inline void StoreGradBias(uint64_t done, uint32_t count, const AscendC::LocalTensor<float>& sums) {
+        AscendC::LocalTensor<T> staged = gradBiasBuf_.template Get<T>();
+        AscendC::PipeBarrier<PIPE_ALL>();
+        FromFloat(staged, sums, count);
+        AscendC::PipeBarrier<PIPE_ALL>();
+        AscendC::DataCopyPad(gradBiasGm_[done], staged, OneRow(count, sizeof(T)));
+    }
+
+    // pre-activation or forward input + the biases of the tile (a scalar in Rows, the bias tile in Columns).
+    __aicore__ inline void AddBias(const AscendC::LocalTensor<float>& values, uint32_t span, float bias) {
+        if (!readsBias_) return;
+        if (columns_) AscendC::Add(values, values, biasFloatBuf_.template Get<float>(), span);
+        else AscendC::Adds(values, values, bias, span);
+    }
+
+    __aicore__ inline void Step(const Tile& tile, float bias) {
+        const uint32_t span = tile.Span();
+        AscendC::LocalTensor<float> values = valuesBuf_.template Get<float>();
+        AscendC::LocalTensor<T> input = inputQueue_.template AllocTensor<T>();
+        LoadTile(input, inputGm_, tile);
+        inputQueue_.EnQue(input);
+        if constexpr (kBackward) {
+            AscendC::LocalTensor<T> saved = savedQueue_.template AllocTensor<T>();
+            LoadTile(saved, savedGm_, tile);
+            savedQueue_.EnQue(saved);
+        }
+        input = inputQueue_.template DeQue<T>();
+        ToFloat(values, input, span);
+        inputQueue_.FreeTensor(input);
+        AscendC::LocalTensor<float> result = values;
+        if constexpr (kBackward) {
+            // values = g = dy * scale; pre from saved; result = pre > 0 ? g : g * slope (in preBuf_)
+            AscendC::Muls(values, values, t_.scale, span);
+            AscendC::LocalTensor<T> saved = savedQueue_.template DeQue<T>();
+            result = preBuf_.template Get<float>();
+            ToFloat(result, saved, span);
+            savedQueue_.FreeTensor(saved);
+            AddBias(result, span, bias);
+            // CompareScalar works on whole 256-byte repeats: the tile buffers are multiples of one
+            uint32_t lanes = (span + fused_bias_tiling::kFloatRepeat - 1) / fused_bias_tiling::kFloatRepeat *
+                             fused_bias_tiling::kFloatRepeat;
+            AscendC::LocalTensor<uint8_t> positive = maskBuf_.template Get<uint8_t>();
+            AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, lanes);
+            AscendC::Muls(result, values, t_.negativeSlope, span);
+            AscendC::Select(result, positive, values, result, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
+            AscendC::Add(accBuf_.template Get<float>(), accBuf_.template Get<float>(), result, span);
+        } else {
+            AddBias(values, span, bias);
+            AscendC::LeakyRelu(values, values, t_.negativeSlope, span);
+            AscendC::Muls(values, values, t_.scale, span);
+        }
+        AscendC::LocalTensor<T> output = outputQueue_.template AllocTensor<T>();
+        FromFloat(output, result, span);
+        outputQueue_.EnQue(output);
+        output = outputQueue_.template DeQue<T>();
+        StoreTile(outputGm_, output, tile);
+        outputQueue_.FreeTensor(output);
+    }
+
+    FusedBiasLeakyReluTiling t_;
+    uint64_t firstChannel_ = 0, channelCount_ = 0;
+    bool columns_ = false, readsBias_ = false;
+    AscendC::TPipe pipe_;
+    AscendC::TQue<AscendC::QuePosition::VECIN, fused_bias_tiling::kBufferNum> inputQueue_, savedQueue_;
+    AscendC::TQue<AscendC::QuePosition::VECOUT, fused_bias_tiling::kBufferNum> outputQueue_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, maskBuf_, biasStageBuf_, biasFloatBuf_,
+        sumsBuf_, gradBiasBuf_, reduceWorkBuf_, reduceResultBuf_;
+    AscendC::GlobalTensor<T> inputGm_, savedGm_, outputGm_, biasGm_, gradBiasGm_;
+};
+
+}  // namespace fused_bias_kernel
+
+template <typename T>
+using FusedBiasLeakyReluForward = fused_bias_kernel::FusedBiasLeakyReluKernel<T, false>;
+template <typename T>
+using FusedBiasLeakyReluBackward = fused_bias_kernel::FusedBiasLeakyReluKernel<T, true>;
+
+}  // namespace ascend_acts

@@ -1,0 +1,139 @@
+"""The fused bias + LeakyReLU kernels (op_kernel/ family "fused_bias_leaky_relu", StyleGAN2's fused_leaky_relu) on
+the emulator: y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1, and its backward with the
+per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
+
+Large tensors run in pieces of whole channels: the emulator records, per output byte, which block wrote it (2 bytes
+each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous
+copies of its channels. A channel belongs to one piece, so each grad_bias entry is still one kernel's complete
+float32 sum and every bias is read once over all pieces; results equal one launch's (y and dx bit for bit).
+`last_launch()` has the last piece's counters.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import emulator
+
+LAUNCH_BYTES = 1 << 26
+
+
+def tiling(kernel: str, shape, element_size: int, has_bias: bool = True, negative_slope: float = 0.2,
+           scale: float = math.sqrt(2.0), saved_is_result: bool = True, platform: str | None = None,
+           vector_cores: int | None = None):
+    """The op_host tiling (ascend_acts._sim.FusedBiasLeakyReluTiling) of `kernel` for an input of `shape`
+    (N, C, spatial...); only the sizes are used, so they may exceed what fits in memory."""
+    current = emulator.settings()
+    n, c, s = _ncs(tuple(shape))
+    return emulator.binding().fused_bias_leaky_relu_tiling(
+        kernel, n, c, s, element_size, has_bias, current.platform if platform is None else platform,
+        current.vector_cores if vector_cores is None else vector_cores, negative_slope, scale, saved_is_result)
+
+
+def _ncs(shape) -> tuple[int, int, int]:
+    """N, C and S = prod(shape[2:]) of a shape of rank >= 2."""
+    return shape[0], shape[1], math.prod(shape[2:])
+
+
+def _check_input(name: str, t: torch.Tensor) -> None:
+    emulator.check_dtype(t)
+    if t.dim() < 2:
+        raise ValueError(f"{name}: expected a tensor of rank >= 2 with channels in dimension 1, got shape "
+                         f"{tuple(t.shape)}")
+
+
+def _check_like(name: str, t: torch.Tensor, like_name: str, like: torch.Tensor) -> None:
+    if t.shape != like.shape or t.dtype != like.dtype:
+        raise ValueError(f"{name}: expected {like_name}'s shape {tuple(like.shape)} and dtype {like.dtype}, got "
+                         f"{tuple(t.shape)} and {t.dtype}")
+
+
+def _check_bias(bias: torch.Tensor | None, like: torch.Tensor) -> None:
+    if bias is not None and (bias.shape != (like.shape[1],) or bias.dtype != like.dtype):
+        raise ValueError(f"bias: expected a vector of the {like.shape[1]} channels of dimension 1 in {like.dtype}, "
+                         f"got shape {tuple(bias.shape)} and {bias.dtype}")
+
+
+def _channel_pieces(like: torch.Tensor) -> list[tuple[int, int]]:
+    """Channel ranges [c0, c1) of at most LAUNCH_BYTES each (a single channel may be more)."""
+    n, c, s = _ncs(tuple(like.shape))
+    channel_bytes = n * s * like.element_size()
+    step = c if channel_bytes == 0 else max(LAUNCH_BYTES // channel_bytes, 1)
+    return [(c0, min(c0 + step, c)) for c0 in range(0, c, step)]
+
+
+def _channels(t: torch.Tensor | None, piece: tuple[int, int], whole: bool) -> torch.Tensor | None:
+    """Channels [c0, c1) of t (dim 1; a bias: dim 0), contiguous; t itself when the piece is the whole."""
+    if t is None or whole:
+        return t
+    c0, c1 = piece
+    return (t[c0:c1] if t.dim() == 1 else t[:, c0:c1]).contiguous()
+
+
+def _launch(kernel: str, like: torch.Tensor, has_bias: bool, buffers: dict, **attrs) -> None:
+    settings = emulator.settings()
+    n, c, s = _ncs(tuple(like.shape))
+    launch_tiling = emulator.binding().fused_bias_leaky_relu_tiling(
+        kernel, n, c, s, like.element_size(), has_bias, settings.platform, settings.vector_cores, **attrs)
+    emulator.launch(kernel, buffers, launch_tiling)
+
+
+def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None, negative_slope: float,
+                          scale: float) -> torch.Tensor:
+    """leaky_relu(input + bias[c], negative_slope) * scale over dimension 1 of `input` (rank >= 2); bias may be
+    None. A new tensor."""
+    _check_input("input", input)
+    _check_bias(bias, input)
+    x = input.detach().contiguous()
+    b = None if bias is None else bias.detach().contiguous()
+    y = torch.empty_like(x)
+    if x.shape[1] == 0:
+        return y
+    pieces = _channel_pieces(x)
+    for piece in pieces:
+        whole = len(pieces) == 1
+        x_piece, y_piece = _channels(x, piece, whole), (y if whole else None)
+        if y_piece is None:
+            y_piece = torch.empty_like(x_piece)
+        _launch("fused_bias_leaky_relu", x_piece, b is not None,
+                {"x": x_piece, "bias": _channels(b, piece, whole), "y": y_piece},
+                negative_slope=negative_slope, scale=scale)
+        if not whole:
+            y[:, piece[0]:piece[1]] = y_piece
+    return y
+
+
+def fused_bias_leaky_relu_backward(grad_output: torch.Tensor, saved: torch.Tensor, bias: torch.Tensor | None,
+                                   negative_slope: float, scale: float,
+                                   saved_is_result: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(grad_input, grad_bias): grad_input = grad_output * scale * (pre > 0 ? 1 : negative_slope) and grad_bias its
+    sum over every dimension but 1 (in grad_output's dtype), with pre > 0 read from `saved`, the forward's
+    output (saved_is_result: needs negative_slope >= 0 and scale > 0) or its input (pre = saved + bias)."""
+    _check_input("grad_output", grad_output)
+    _check_like("saved", saved, "grad_output", grad_output)
+    _check_bias(bias, grad_output)
+    if saved_is_result and not (negative_slope >= 0 and scale > 0):
+        raise ValueError(f"saved_is_result: the output gives the sign of input + bias only for negative_slope >= 0 "
+                         f"and scale > 0, got negative_slope={negative_slope}, scale={scale}; save the input")
+    dy, kept = grad_output.detach().contiguous(), saved.detach().contiguous()
+    b = None if bias is None else bias.detach().contiguous()
+    dx = torch.empty_like(dy)
+    grad_bias = torch.empty(dy.shape[1], dtype=dy.dtype)
+    if dy.shape[1] == 0:
+        return dx, grad_bias
+    pieces = _channel_pieces(dy)
+    for piece in pieces:
+        whole = len(pieces) == 1
+        dy_piece = _channels(dy, piece, whole)
+        dx_piece = dx if whole else torch.empty_like(dy_piece)
+        grad_bias_piece = grad_bias if whole else torch.empty(dy_piece.shape[1], dtype=dy.dtype)
+        _launch("fused_bias_leaky_relu_grad", dy_piece, b is not None,
+                {"dy": dy_piece, "saved": _channels(kept, piece, whole), "bias": _channels(b, piece, whole),
+                 "dx": dx_piece, "grad_bias": grad_bias_piece},
+                negative_slope=negative_slope, scale=scale, saved_is_result=saved_is_result)
+        if not whole:
+            dx[:, piece[0]:piece[1]] = dx_piece
+            grad_bias[piece[0]:piece[1]] = grad_bias_piece
+    return dx, grad_bias
