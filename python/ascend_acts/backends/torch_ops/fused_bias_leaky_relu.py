@@ -7,6 +7,8 @@ accumulates in float64.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -29,6 +31,5 @@ def fused_bias_leaky_relu_backward(grad_output, saved, bias, negative_slope, sca
     pre = _pre_activation(saved, None if saved_is_result else bias)
     scaled = grad_output.to(pre.dtype) * scale
     grad = torch.where(pre > 0, scaled, scaled * negative_slope)
-    n, c = saved.shape[:2]
-    grad_bias = grad.reshape(n, c, -1).sum(2).sum(0)
+    grad_bias = grad.reshape(*saved.shape[:2], math.prod(saved.shape[2:])).sum(2).sum(0)
     return grad.to(saved.dtype), grad_bias.to(saved.dtype)
