@@ -298,6 +298,12 @@ def test_module_casts_its_bias_to_the_input_dtype_and_grads_reach_it(backend):
     assert module.bias.grad.dtype == torch.float32 and module.bias.grad.abs().min() > 0
 
 
+def test_module_refuses_mmcvs_positional_slope():
+    with pytest.raises(TypeError, match="'bias' must be a bool, got float"):
+        ascend_acts.nn.FusedLeakyReLU(8, 0.1)
+    assert ascend_acts.nn.FusedLeakyReLU(8, negative_slope=0.1).negative_slope == 0.1
+
+
 def test_module_repr():
     assert repr(ascend_acts.nn.FusedLeakyReLU(8, bias=False, negative_slope=0.1, scale=1.0)) == \
         "FusedLeakyReLU(8, bias=False, negative_slope=0.1, scale=1.0)"

@@ -30,6 +30,9 @@ class FusedLeakyReLU(torch.nn.Module):
 
     def __init__(self, channel: int, bias: bool = True, negative_slope: float = 0.2, scale: float = 2**0.5):
         super().__init__()
+        if not isinstance(bias, bool):  # mmcv's FusedBiasLeakyReLU takes negative_slope second: not silently a bias
+            raise TypeError(f"FusedLeakyReLU(): argument 'bias' must be a bool, got {type(bias).__name__} (mmcv's "
+                            "FusedBiasLeakyReLU(num_channels, negative_slope, scale): pass them by keyword)")
         self.channel = channel
         self.bias = torch.nn.Parameter(torch.zeros(channel)) if bias else None
         self.negative_slope = negative_slope
