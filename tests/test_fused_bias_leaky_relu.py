@@ -122,7 +122,7 @@ def test_backward_op_gradgradcheck_through_both_outputs():
     saved, grad = torch.randn(2, 3, 4, generator=g, dtype=F64), torch.randn(2, 3, 4, generator=g, dtype=F64)
     bias = torch.randn(3, generator=g, dtype=F64)
     for saved_is_result, slope in ((True, 0.2), (False, -0.3)):
-        def fn(grad_output):
+        def fn(grad_output, slope=slope, saved_is_result=saved_is_result):
             return ops.fused_bias_leaky_relu_backward(grad_output, saved, bias, slope, SQRT2, saved_is_result)
 
         assert torch.autograd.gradcheck(fn, (grad.clone().requires_grad_(),), check_forward_ad=True)
