@@ -19,9 +19,11 @@ def test_non_floating_input_rejected(dtype):
         ascend_acts.leaky_relu(x)
     with pytest.raises(NotImplementedError, match="'input' must be a floating-point tensor"):
         ascend_acts.rrelu(x, training=True)
+    with pytest.raises(NotImplementedError, match="'input' must be a floating-point tensor"):
+        ascend_acts.fused_bias_leaky_relu(x.reshape(1, 3), None)
 
 
-@pytest.mark.parametrize("fn", [ascend_acts.leaky_relu, ascend_acts.rrelu])
+@pytest.mark.parametrize("fn", [ascend_acts.leaky_relu, ascend_acts.rrelu, ascend_acts.fused_bias_leaky_relu])
 def test_non_tensor_input_rejected(fn):
     with pytest.raises(TypeError, match="'input' must be a torch.Tensor, got list"):
         fn([1.0, -1.0])
@@ -108,7 +110,8 @@ def test_convert_root_module_and_bad_argument():
         ascend_acts.convert("model")
 
 
-@pytest.mark.parametrize("module", [ascend_acts.nn.LeakyReLU(0.3, True), ascend_acts.nn.RReLU(0.2, 0.4)])
+@pytest.mark.parametrize("module", [ascend_acts.nn.LeakyReLU(0.3, True), ascend_acts.nn.RReLU(0.2, 0.4),
+                                    ascend_acts.nn.FusedLeakyReLU(3, negative_slope=0.1)])
 def test_modules_pickle_and_state_dict(module):
     clone = pickle.loads(pickle.dumps(module))
     assert type(clone) is type(module) and clone.extra_repr() == module.extra_repr()
@@ -117,4 +120,5 @@ def test_modules_pickle_and_state_dict(module):
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=False)
     assert loaded.extra_repr() == module.extra_repr()
-    assert isinstance(module, (torch.nn.LeakyReLU, torch.nn.RReLU))
+    assert isinstance(module, (torch.nn.LeakyReLU, torch.nn.RReLU, ascend_acts.nn.FusedLeakyReLU))
+    assert loaded.state_dict().keys() == module.state_dict().keys()

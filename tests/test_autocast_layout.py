@@ -1,6 +1,7 @@
 """Mixed precision and memory format: the fused op under torch.autocast behaves like nn.Sequential(conv, bn,
 LeakyReLU) under autocast (dtype, error within 2x torch's own); channels_last in, channels_last out and
-gradients (as torch's CPU convolution), fake kernels included."""
+gradients (as torch's CPU convolution), fake kernels included. The same for StyleGAN2's fused bias + LeakyReLU
+after a conv under autocast (its float32 bias takes the conv output's dtype, as mmcv casts it)."""
 
 import copy
 
@@ -144,3 +145,83 @@ def test_opcheck_channels_last(sample, backend):
     torch.library.opcheck(op, args)
     out = op(*args)
     assert (out[0] if isinstance(out, tuple) else out).is_contiguous(memory_format=CL)
+
+
+# --- StyleGAN2's fused bias + LeakyReLU after a conv under autocast ---------------------------------------------
+def _stylegan_layer(seed=0):
+    torch.manual_seed(seed)
+    conv, act = nn.Conv2d(3, 6, 3, padding=1, bias=False), ascend_acts.nn.FusedLeakyReLU(6)
+    with torch.no_grad():
+        act.bias.normal_()
+    return conv, act
+
+
+def _composite(x, bias):
+    return torch.nn.functional.leaky_relu(x + bias.view(1, -1, 1, 1), 0.2) * 2**0.5
+
+
+@pytest.mark.parametrize("dtype", fast_only([torch.bfloat16, torch.float16], [torch.bfloat16]), ids=str)
+@pytest.mark.parametrize("form", ["module", "functional"])
+def test_fused_bias_autocast_output_in_the_conv_dtype_and_float32_bias_grad(dtype, form, backend):
+    """Under autocast the conv gives `dtype`; the float32 bias is cast to it (by the module, or the op's autocast
+    rule for the functional), so the output is `dtype` and the bias gradient float32; values and gradients within
+    2x the error of the composite with the same cast (mmcv's), against float64."""
+    conv, act = _stylegan_layer()
+    x = torch.randn(2, 3, 5, 5)
+    grad = torch.randn(2, 6, 5, 5)
+
+    def ours(h):
+        return act(h) if form == "module" else ascend_acts.fused_bias_leaky_relu(h, act.bias)
+
+    results = {}
+    for name, fn in (("ours", ours), ("theirs", lambda h: _composite(h, act.bias.to(h.dtype)))):
+        act.bias.grad = None
+        with torch.autocast("cpu", dtype=dtype):
+            h = conv(x)
+            h.retain_grad()
+            y = fn(h)
+        assert h.dtype == y.dtype == dtype, name
+        y.backward(grad.to(dtype))
+        assert act.bias.grad.dtype == torch.float32
+        results[name] = (h.detach(), y.detach(), h.grad, act.bias.grad.clone())
+    h = results["ours"][0].double().requires_grad_()
+    bias = act.bias.detach().to(dtype).double().requires_grad_()  # the cast both sides take
+    exact = _composite(h, bias)
+    exact_grads = torch.autograd.grad(exact, [h, bias], grad.to(dtype).double())
+    for index, want in zip((1, 2, 3), (exact, *exact_grads)):
+        errors = [(results[side][index].double() - want).abs().max().item() for side in ("ours", "theirs")]
+        assert errors[0] <= max(2 * errors[1], torch.finfo(dtype).eps / 2 * want.abs().max().item()), (index, errors)
+
+
+def test_fused_bias_dtype_rules_outside_and_inside_autocast():
+    x, bias = torch.randn(2, 3, 4).bfloat16(), torch.randn(3)
+    with pytest.raises(RuntimeError, match="'bias' has dtype torch.float32 but 'input' has torch.bfloat16"):
+        ascend_acts.fused_bias_leaky_relu(x, bias)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = ascend_acts.fused_bias_leaky_relu(x, bias)
+        y32 = ascend_acts.fused_bias_leaky_relu(x.float(), bias.bfloat16())  # a float32 input stays float32
+        with pytest.raises(RuntimeError, match="'bias' has dtype torch.float64"):  # autocast leaves float64 alone
+            ascend_acts.fused_bias_leaky_relu(x, bias.double())
+    assert y.dtype == torch.bfloat16 and y32.dtype == torch.float32
+    assert torch.equal(y, ascend_acts.fused_bias_leaky_relu(x, bias.bfloat16()))
+    assert torch.equal(y32, ascend_acts.fused_bias_leaky_relu(x.float(), bias.bfloat16().float()))
+
+
+@pytest.mark.parametrize("negative_slope", [0.2, -0.2])
+def test_fused_bias_channels_last_like_torch(negative_slope, backend):
+    x = torch.randn(2, 5, 4, 3).contiguous(memory_format=CL)
+    bias = torch.randn(5)
+    results = []
+    for fn in (ascend_acts.fused_bias_leaky_relu, lambda a, b, s: _composite_slope(a, b, s)):
+        xs, bs = x.clone().requires_grad_(), bias.clone().requires_grad_()
+        y = fn(xs, bs, negative_slope)
+        results.append((y, *torch.autograd.grad(y, [xs, bs], torch.randn(y.shape, generator=torch.Generator()
+                                                                             .manual_seed(1)))))
+    for got, want in zip(*results):
+        _strides_like_torch(got, want)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert results[0][0].is_contiguous(memory_format=CL)
+
+
+def _composite_slope(x, bias, slope):
+    return torch.nn.functional.leaky_relu(x + bias.view(1, -1, 1, 1), slope) * 2**0.5

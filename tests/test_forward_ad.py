@@ -59,7 +59,21 @@ CASES = {
                                             eps=1e-5), 0.2), (3, 4, 5, 5)),
     "conv_bias_leaky_relu": (lambda x: ops.conv_bias_leaky_relu(x, C["weight"], C["bias"], *GEOMETRY, -0.2),
                              lambda x: F.leaky_relu(_conv(x, C["weight"], C["bias"]), -0.2), (2, 4, 5, 5)),
+    # StyleGAN2's fused bias + LeakyReLU, differentiated in the input (the output is kept; the input and bias are)
+    # and in the bias
+    "fused_bias_leaky_relu": (lambda x: ascend_acts.fused_bias_leaky_relu(x, BIAS, 0.2, 2**0.5),
+                              lambda x: F.leaky_relu(x + BIAS.view(1, -1, 1), 0.2) * 2**0.5, (3, 5, 2)),
+    "fused_bias_leaky_relu_negative": (lambda x: ascend_acts.fused_bias_leaky_relu(x, BIAS[:5], -0.3, 2.0),
+                                       lambda x: F.leaky_relu(x + BIAS[:5], -0.3) * 2.0, (3, 5)),
+    "fused_bias_leaky_relu_bias": (lambda b: ascend_acts.fused_bias_leaky_relu(FUSED_INPUT, b, -0.3, 2.0),
+                                   lambda b: F.leaky_relu(FUSED_INPUT + b.view(1, -1, 1), -0.3) * 2.0, (5,)),
+    "fused_bias_leaky_relu_backward": (lambda g: ops.fused_bias_leaky_relu_backward(g, SAVED, BIAS[:5], -0.3, 2.0,
+                                                                                     False)[1],
+                                       lambda g: torch.where(SAVED + BIAS[:5] > 0, g, g * -0.3).mul(2.0).sum(0),
+                                       (3, 5)),
 }
+BIAS = torch.randn(5, dtype=F64, generator=torch.Generator().manual_seed(8))
+FUSED_INPUT = torch.randn(3, 5, 2, dtype=F64, generator=torch.Generator().manual_seed(9))
 
 
 def _rrelu_inplace(x, lower, upper):
@@ -107,8 +121,9 @@ def test_func_transforms_equal_torch(case):
         close(transform(ours), transform(theirs))
 
 
-@pytest.mark.parametrize("case", fast_only(["leaky_relu", "rrelu_negative_lower", "conv_bias_leaky_relu"],
-                                           ["rrelu_negative_lower"]))
+@pytest.mark.parametrize("case", fast_only(["leaky_relu", "rrelu_negative_lower", "conv_bias_leaky_relu",
+                                            "fused_bias_leaky_relu", "fused_bias_leaky_relu_negative"],
+                                           ["rrelu_negative_lower", "fused_bias_leaky_relu"]))
 def test_jacobians_and_hessian_equal_torch(case):
     ours, theirs, shape = CASES[case]
     x = _input(shape)[:2]

@@ -61,3 +61,14 @@ def test_inplace_rrelu_negative_lower_keeps_one_bit_per_element(numel):
     assert ours <= -(-numel // 8) + 8
     _, torch_saved = saved_tensors(lambda t: F.rrelu(t * 1.0, -0.5, 0.3, training=True, inplace=True), x)
     assert ours * 30 <= saved_bytes(torch_saved)  # about 1/32 of torch's float32 noise
+
+
+def test_fused_bias_leaky_relu_keeps_the_output_where_torch_keeps_the_pre_activation():
+    """StyleGAN2's default (slope 0.2, scale sqrt 2): ours keeps the output, which the next layer keeps anyway;
+    torch's composite keeps x + bias, a tensor of its own (rosinality's CUDA op keeps the output, as ours)."""
+    x, bias = torch.randn(8, 16, 32, requires_grad=True) * 1.0, torch.randn(16, requires_grad=True)
+    y, saved = saved_tensors(lambda t: ascend_acts.fused_bias_leaky_relu(t, bias), x)
+    assert len(saved) == 1 and saved[0].data_ptr() == y.data_ptr()
+    y_torch, torch_saved = saved_tensors(lambda t: F.leaky_relu(t + bias.view(1, -1, 1), 0.2) * 2**0.5, x)
+    extra = [t for t in torch_saved if t.data_ptr() not in (y_torch.data_ptr(), x.data_ptr())]
+    assert saved_bytes(extra) == saved_bytes([y_torch])  # the pre-activation, as large as the output

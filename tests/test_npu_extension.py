@@ -56,6 +56,9 @@ def check(source: str) -> None:
                 assert tensors[-1] == "out_acl.get()", op.name
                 floats = [a.name for a in schema(op).arguments if a.type.kind() == "FloatType"]
                 assert attrs == floats == [a.name for a in kernel.attrs], op.name
+            if kernel.family == "fused_bias_leaky_relu":  # the attributes by name, the optional bias in its place
+                assert attrs == [a.name for a in kernel.attrs] and tensors[2 if kernel.outputs[1:] else 1] == \
+                    "bias_acl.get()", op.name
             if op.name == "conv_bn_leaky_relu_train":  # the kernel updates the running statistics, as the schema says
                 assert attrs == ["negative_slope", "eps", "momentum", "update"], op.name
 
@@ -76,6 +79,10 @@ MUTATIONS = {
                                              "dilations.get(), out_acl.get());"),
     "running statistics not updated by the training kernel": ("negative_slope, eps, momentum, update, out_acl.get()",
                                                                "negative_slope, eps, 0.0, false, out_acl.get()"),
+    "fused bias attributes swapped": ("bias_acl.get(), negative_slope, scale, out_acl.get());",
+                                      "bias_acl.get(), scale, negative_slope, out_acl.get());"),
+    "the optional bias left out of the fused gradient call": ("saved_acl.get(), bias_acl.get(), negative_slope",
+                                                              "saved_acl.get(), negative_slope"),
     "in-place without the overlap check": ("void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"
                                            "    at::assert_no_internal_overlap(self);\n",
                                            "void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"),

@@ -52,6 +52,26 @@ def test_kernels_bit_identical_to_reference(dtype, n):
     assert torch.equal(bits(out), bits(reference_backend.rrelu_with_seed(x, seed, 0.1, 0.3)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(3, 1), (2, 7, 5), (4, 3, 2, 9), (0, 3, 2)])
+@pytest.mark.parametrize("slope, scale, saved_is_result", [(0.2, 2**0.5, True), (-0.3, 2.0, False)])
+def test_fused_bias_kernels_match_reference(dtype, shape, slope, scale, saved_is_result):
+    """Values and grad_input bit for bit; grad_bias (accumulated in float32 here, float64 there) within rounding."""
+    g = torch.Generator().manual_seed(5)
+    x, grad = (torch.randn(shape, generator=g, dtype=torch.float64).to(dtype) for _ in range(2))
+    bias = torch.randn(shape[1], generator=g, dtype=torch.float64).to(dtype)
+    backends = (torch_ops, reference_backend)
+    ours, expected = (backend.fused_bias_leaky_relu(x, bias, slope, scale) for backend in backends)
+    assert torch.equal(bits(ours), bits(expected))
+    saved = ours if saved_is_result else x
+    ours, expected = (backend.fused_bias_leaky_relu_backward(grad, saved, bias, slope, scale, saved_is_result)
+                      for backend in backends)
+    assert torch.equal(bits(ours[0]), bits(expected[0]))
+    assert ours[1].dtype == expected[1].dtype == dtype and ours[1].shape == (shape[1],)
+    tolerance = {torch.float64: 1e-12, torch.float32: 1e-5}.get(dtype, torch.finfo(dtype).eps)
+    torch.testing.assert_close(ours[1], expected[1], rtol=tolerance, atol=tolerance)
+
+
 def test_noise_across_the_2_to_32_boundary():
     base = 2**32 - 100
     ours = torch_activations.noise(torch.tensor(77), 300, 0.1, 0.3, torch.float32, index_base=base)

@@ -27,6 +27,20 @@ OP_SAMPLES = {
     "rrelu_with_seed_": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), 0.1, 0.3)),
     "rrelu_with_seed_backward": lambda: (
         ops.rrelu_with_seed_backward.default, (_x(True), _x(), _seed(), 0.1, 0.3, False)),
+    "fused_bias_leaky_relu": lambda: (ops.fused_bias_leaky_relu.default,
+                                      (torch.randn(2, 5, 3, requires_grad=True), torch.randn(5, requires_grad=True),
+                                       0.2, 2**0.5)),
+    "fused_bias_leaky_relu_no_bias_keeps_input": lambda: (ops.fused_bias_leaky_relu.default,
+                                                          (_x(True), None, -0.3, 2.0)),
+    "fused_bias_leaky_relu_channels_last": lambda: (
+        ops.fused_bias_leaky_relu.default,
+        (torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last).requires_grad_(),
+         torch.randn(3, requires_grad=True), 0.2, 2**0.5)),
+    "fused_bias_leaky_relu_backward": lambda: (ops.fused_bias_leaky_relu_backward.default,
+                                               (_x(True), _x(), None, 0.2, 2**0.5, True)),
+    "fused_bias_leaky_relu_backward_from_input": lambda: (
+        ops.fused_bias_leaky_relu_backward.default,
+        (torch.randn(2, 5, 3, requires_grad=True), torch.randn(2, 5, 3), torch.randn(5), -0.3, 2.0, False)),
     # the fused backward ops differentiated themselves (double backward)
     "conv_bn_leaky_relu_train_backward_differentiated": lambda: (
         ops.conv_bn_leaky_relu_train_backward.default,
@@ -90,10 +104,43 @@ def test_compile_fullgraph_training_runs_and_backward_uses_the_forward_noise(com
     assert bool(((noise >= 0.1) & (noise <= 0.3)).all())
 
 
+class StyleGANBlock(torch.nn.Module):
+    """rosinality's ConvLayer (conv without bias + FusedLeakyReLU) and EqualLinear with the fused activation."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1, bias=False)
+        self.act = ascend_acts.nn.FusedLeakyReLU(4)
+        self.linear = torch.nn.Linear(4 * 5 * 5, 6, bias=False)
+        self.linear_bias = torch.nn.Parameter(torch.randn(6))
+
+    def forward(self, x):
+        return ascend_acts.fused_bias_leaky_relu(self.linear(self.act(self.conv(x)).flatten(1)), self.linear_bias)
+
+
+@slow
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_compile_fullgraph_fused_leaky_relu_forward_backward_matches_eager(compiler):
+    torch.manual_seed(0)
+    model = StyleGANBlock()
+    with torch.no_grad():
+        model.act.bias.normal_()
+    compiled = torch.compile(model, backend=compiler, fullgraph=True)
+    x = torch.randn(2, 3, 5, 5, requires_grad=True)
+    results = []
+    for fn in (compiled, model):
+        y = fn(x)
+        results.append((y, *torch.autograd.grad(y.pow(2).sum(), [x, *model.parameters()])))
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_fake_tensor_propagation_on_meta():
     x = torch.empty(3, 4, device="meta")
     assert ascend_acts.leaky_relu(x, 0.1).shape == (3, 4)
     assert ascend_acts.rrelu(x, training=True).device.type == "meta"
+    y = ascend_acts.fused_bias_leaky_relu(x, torch.empty(4, device="meta"))
+    assert y.shape == (3, 4) and y.device.type == "meta"
 
 
 @slow

@@ -1,4 +1,5 @@
-"""The public functions: drop-ins for torch.nn.functional.leaky_relu and rrelu."""
+"""The public functions: drop-ins for torch.nn.functional.leaky_relu and rrelu, and StyleGAN2's fused bias +
+LeakyReLU (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import torch
 
 from . import _validation as check
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
+from .ops.fused_bias_leaky_relu import autocast_casts_bias
 
 ops = torch.ops.ascend_acts
 
@@ -54,3 +56,45 @@ def rrelu(
         ops.rrelu_with_seed_(input, seed, lower, upper)
         return input
     return ops.rrelu_with_seed(input, seed, lower, upper)
+
+
+def _check_fused_bias(input, bias) -> None:
+    """Errors of the types torch's composite x + bias.view(1, -1, 1, ...) and its ops raise, naming the argument."""
+    fn = "fused_bias_leaky_relu"
+    check.check_input(fn, input)
+    if input.dim() < 2:
+        raise ValueError(f"{fn}(): argument 'input' must have rank >= 2 (N, C, ...: the bias is over dimension 1), "
+                         f"got shape {tuple(input.shape)}")
+    if bias is None:
+        return
+    if not isinstance(bias, torch.Tensor):
+        raise TypeError(f"{fn}(): argument 'bias' must be a torch.Tensor or None, got {type(bias).__name__}")
+    if bias.dim() != 1 or bias.shape[0] != input.shape[1]:
+        raise RuntimeError(f"{fn}(): argument 'bias' must have shape ({input.shape[1]},) (the channels of 'input' "
+                           f"{tuple(input.shape)}), got {tuple(bias.shape)}")
+    if bias.dtype not in check.FLOATING_DTYPES:
+        raise RuntimeError(f"{fn}(): argument 'bias' must be a floating-point tensor, got {bias.dtype}")
+    if bias.device != input.device:
+        raise RuntimeError(f"{fn}(): argument 'bias' is on {bias.device}, 'input' on {input.device}: expected all "
+                           "tensors to be on the same device")
+    if bias.dtype != input.dtype and not (torch.is_autocast_enabled(input.device.type)
+                                          and autocast_casts_bias(input, bias, input.device.type)):
+        raise RuntimeError(f"{fn}(): argument 'bias' has dtype {bias.dtype} but 'input' has {input.dtype}; they must "
+                           "match outside torch.autocast (under it a float16/bfloat16/float32 bias takes the input's "
+                           "dtype)")
+
+
+def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None = None, negative_slope: float = 0.2,
+                          scale: float = 2**0.5) -> torch.Tensor:
+    """StyleGAN2's fused bias + LeakyReLU: `leaky_relu(input + bias.view(1, -1, 1, ...), negative_slope) * scale`,
+    the bias (C,) over dimension 1 of `input` (rank >= 2: (N, C) after a linear layer, (N, C, H, W) after a conv);
+    `bias=None` adds nothing. Computed in float32 (float64 for float64) and rounded once.
+
+    Autograd keeps the output only when negative_slope >= 0 and scale > 0, else the input and the bias. The bias
+    must have the input's dtype, except under torch.autocast, where a float32 bias is cast to the input's dtype
+    (as autocast casts a conv's bias).
+    """
+    _check_fused_bias(input, bias)
+    negative_slope = check.check_real("fused_bias_leaky_relu", "negative_slope", negative_slope)
+    scale = check.check_real("fused_bias_leaky_relu", "scale", scale)
+    return ops.fused_bias_leaky_relu(input, bias, negative_slope, scale)

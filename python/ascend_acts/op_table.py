@@ -228,6 +228,14 @@ TORCH_OPS: tuple[TorchOp, ...] = (
             f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope) "
             "-> (Tensor, Tensor, Tensor)",
             ()),
+    # StyleGAN2's bias + LeakyReLU * scale (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu); the
+    # bias is over dim 1 of an input of rank >= 2
+    TorchOp("fused_bias_leaky_relu", "(Tensor input, Tensor? bias, float negative_slope, float scale) -> Tensor",
+            ("fused_bias_leaky_relu",)),
+    TorchOp("fused_bias_leaky_relu_backward",
+            "(Tensor grad_output, Tensor saved, Tensor? bias, float negative_slope, float scale, bool saved_is_result)"
+            " -> (Tensor grad_input, Tensor grad_bias)",
+            ("fused_bias_leaky_relu_grad",)),
 )
 
 

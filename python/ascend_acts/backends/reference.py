@@ -1,8 +1,8 @@
 """The default CPU backend: the NumPy reference (`ascend_acts.reference`, the float64 oracle) behind the
 backend protocol of `ascend_acts.backends` (tensors in, tensors out).
 
-The elementwise ops run on NumPy views of the tensors (shared memory, no copy); the fused ops are
-`reference_conv_bn`'s.
+The elementwise ops and the fused bias + LeakyReLU run on NumPy views of the tensors (shared memory, no copy);
+the fused Conv+BN ops are `reference_conv_bn`'s.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..reference import activations
+from ..reference import fused_bias_leaky_relu as fused_bias
 from ..reference.rng import MASK64
 from .reference_conv_bn import (  # noqa: F401
     conv_bias_leaky_relu,
@@ -61,3 +62,18 @@ def rrelu_with_seed(self, seed, lower, upper, *, out=None):
 
 def rrelu_with_seed_backward(grad_output, self, seed, lower, upper, self_is_result):
     return _elementwise(activations.rrelu_backward, None, (grad_output, self), lower, upper, seed_value(seed))
+
+
+def fused_bias_leaky_relu(input, bias, negative_slope, scale):
+    out = torch.empty_like(input)
+    fused_bias.forward(to_array(input), None if bias is None else to_array(bias), negative_slope, scale, to_array(out))
+    return out
+
+
+def fused_bias_leaky_relu_backward(grad_output, saved, bias, negative_slope, scale, saved_is_result):
+    grad_input, grad_bias = torch.empty_like(saved), saved.new_empty(saved.shape[1])
+    if saved.numel() == 0:  # nothing to sum: a zero bias gradient (and no (N * C, S) view of zero channels)
+        return grad_input, grad_bias.zero_()
+    fused_bias.backward(to_array(grad_output), to_array(saved), None if bias is None else to_array(bias),
+                        negative_slope, scale, saved_is_result, to_array(grad_input), to_array(grad_bias))
+    return grad_input, grad_bias

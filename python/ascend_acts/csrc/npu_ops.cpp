@@ -347,6 +347,61 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvBiasLeakyReluBackward(
     return PlatformConvBackward(dz, input, weight, stride, padding, dilation, groups);
 }
 
+// --- StyleGAN2's fused bias + LeakyReLU (schemas in python/ascend_acts/ops/fused_bias_leaky_relu.py) ---------
+// The kernels read the input's shape (N, C, then the rest as one spatial extent); the bias is (C,) in the input's
+// dtype, or absent (a null optional aclTensor). The same checks as the op layer's, for callers of torch.ops.
+void CheckFusedBias(const char* op, const at::Tensor& input, const std::optional<at::Tensor>& bias) {
+    TORCH_CHECK_VALUE(input.dim() >= 2, "ascend_acts::", op, ": 'input' must have rank >= 2 (N, C, ...), got ",
+                      input.sizes());
+    if (!bias.has_value()) return;
+    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == input.size(1), "ascend_acts::", op, ": 'bias' must have shape (",
+                input.size(1), ",) (dimension 1 of the input), got ", bias->sizes());
+    TORCH_CHECK_TYPE(bias->scalar_type() == input.scalar_type(), "ascend_acts::", op,
+                     ": 'bias' must have the input's dtype ", input.scalar_type(), ", got ", bias->scalar_type());
+}
+
+std::optional<at::Tensor> PreparedBias(const std::optional<at::Tensor>& bias) {
+    return bias.has_value() ? std::optional<at::Tensor>(Prepared(*bias)) : std::nullopt;
+}
+
+AclTensor AsAclOptional(const std::optional<at::Tensor>& t) { return t.has_value() ? AsAcl(*t) : AclTensor(); }
+
+at::Tensor FusedBiasLeakyRelu(const at::Tensor& input, const std::optional<at::Tensor>& bias, double negative_slope,
+                              double scale) {
+    CheckFusedBias("fused_bias_leaky_relu", input, bias);
+    c10::OptionalDeviceGuard guard(at::device_of(input));
+    at::Tensor x = Prepared(input);
+    std::optional<at::Tensor> b = PreparedBias(bias);
+    at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
+    if (x.numel() == 0) return out;
+    AclTensor x_acl = AsAclShaped(x), bias_acl = AsAclOptional(b), out_acl = AsAclShaped(out);
+    ACTS_ACLNN(ActsFusedBiasLeakyRelu, x, x_acl.get(), bias_acl.get(), negative_slope, scale, out_acl.get());
+    return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> FusedBiasLeakyReluBackward(const at::Tensor& grad_output, const at::Tensor& saved,
+                                                              const std::optional<at::Tensor>& bias,
+                                                              double negative_slope, double scale,
+                                                              bool saved_is_result) {
+    TORCH_CHECK(!(saved_is_result && !(negative_slope >= 0 && scale > 0)),
+                "ascend_acts::fused_bias_leaky_relu_backward: saved_is_result=True needs negative_slope >= 0 and "
+                "scale > 0 (only then does the output have the pre-activation's sign), got negative_slope=",
+                negative_slope, ", scale=", scale, "; save the input instead");
+    CheckFusedBias("fused_bias_leaky_relu_backward", saved, bias);
+    CheckPair(grad_output, saved);
+    c10::OptionalDeviceGuard guard(at::device_of(saved));
+    at::Tensor dy = Prepared(grad_output), kept = Prepared(saved);
+    std::optional<at::Tensor> b = PreparedBias(bias);
+    at::Tensor grad_input = at::empty_like(kept, at::MemoryFormat::Contiguous);
+    at::Tensor grad_bias = at::empty({kept.size(1)}, kept.options());
+    if (kept.numel() == 0) return {grad_input, grad_bias.zero_()};
+    AclTensor dy_acl = AsAclShaped(dy), saved_acl = AsAclShaped(kept), bias_acl = AsAclOptional(b),
+              grad_input_acl = AsAclShaped(grad_input), grad_bias_acl = AsAcl(grad_bias);
+    ACTS_ACLNN(ActsFusedBiasLeakyReluGrad, kept, dy_acl.get(), saved_acl.get(), bias_acl.get(), negative_slope, scale,
+               saved_is_result, grad_input_acl.get(), grad_bias_acl.get());
+    return {grad_input, grad_bias};
+}
+
 }  // namespace
 
 // The declarations of the kernels above from their schemas, and their PrivateUse1 registrations.
