@@ -298,11 +298,13 @@ def traffic_rows(name: str, shape: tuple[int, ...], run_ours: bool) -> list[Benc
     if run_ours:
         measured[OURS_TRAFFIC] = measure_ours_traffic(shape)
     for impl, steps in ((COMPOSITE, COMPOSITE_STEPS), (BROADCAST, BROADCAST_STEPS)):
-        measured[impl] = {phase: (steps_bytes(s, elements, channels), len(s), describe(s)) for phase, s in steps.items()}
+        measured[impl] = {phase: (steps_bytes(s, elements, channels), len(s), describe(s))
+                          for phase, s in steps.items()}
     for phases in measured.values():
         if "forward" in phases and "backward" in phases:
-            phases["forward+backward"] = tuple(a + b for a, b in zip(phases["forward"][:2], phases["backward"][:2])) \
-                + ("forward + backward",)
+            (forward, forward_launches, _), (backward, backward_launches, _) = phases["forward"], phases["backward"]
+            phases["forward+backward"] = (forward + backward, forward_launches + backward_launches,
+                                          "forward + backward")
     rows = []
     for impl, phases in measured.items():
         for phase, (count, launches, detail) in phases.items():
@@ -337,7 +339,8 @@ def cpu_tables(rows: list[BenchRow], impls: list[str]) -> str:
         memory_lines.append(cells)
     time_table = markdown_table(["shape (N x C x ...)", "phase", "torch composite ms",
                                  *[f"{i} ms (x torch)" for i in ours_impls]], time_lines)
-    memory_table = markdown_table(["shape", "torch composite saved MiB", *[f"{i} saved MiB (x torch)" for i in ours_impls],
+    memory_table = markdown_table(["shape", "torch composite saved MiB",
+                                   *[f"{i} saved MiB (x torch)" for i in ours_impls],
                                    *[f"{i} max rel. error" for i in impls]], memory_lines)
     return time_table + "\n\n" + memory_table
 
@@ -470,7 +473,7 @@ def main(argv=None) -> None:
         + describe(BROADCAST_STEPS["forward"]),
         "traffic, ours: bytes in and out of GM counted by the emulator over every launch of "
         "ascend_acts.backends.sim.fused_bias_leaky_relu and ..._backward(dy, y, bias, 0.2, sqrt(2), "
-        "saved_is_result=True); per buffer: " + " | ".join(ours_details),
+        "saved_is_result=True)" + ("; per buffer: " + " | ".join(ours_details) if ours_details else ""),
         f"modelled 910B us = GM bytes / {HBM_BYTES_PER_S / 1e12:.1f} TB/s (commonly quoted 910B HBM bandwidth, "
         "+-30%), assuming memory-bound elementwise work; launch overhead, vector compute and caches not modelled: "
         "a floor, not a prediction",

@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
-from dcgan import IMAGE_SIZE, load_digits_tensor, pick_device
+from dcgan import load_digits_tensor, pick_device
 
 LATENT_SIZE = 32
 SLOPE, SCALE = 0.2, 2**0.5
