@@ -19,7 +19,7 @@ same parameter (`bias`) and state_dict: from the same --seed both give the same 
 rounding), which tests/test_examples.py checks. Writes stylegan2_r1.png (samples, losses, R1), losses.csv
 and checkpoint.pt into --out.
 
-    python examples/stylegan2_r1.py                        # CPU, reference backend, about a minute on 2 cores
+    python examples/stylegan2_r1.py                        # CPU, reference backend, one thread, ~1-2 minutes
     python examples/stylegan2_r1.py --impl torch           # the same with the torch composite activation
     python examples/stylegan2_r1.py --backend sim --steps 20   # our AscendC kernels in the emulator (slow)
     python examples/stylegan2_r1.py --device npu           # Ascend NPU (torch_npu + custom op package)
@@ -193,8 +193,7 @@ def save_figure(samples: torch.Tensor, history: dict[str, list[float]], r1_every
 def train(args) -> dict[str, list[float]]:
     from tqdm.auto import tqdm
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     device = pick_device(args.device, args.backend)
     activation = ACTIVATIONS[args.impl]()
@@ -274,14 +273,16 @@ def main(argv=None) -> None:
                         help="R1 weight gamma (StyleGAN2: 10 at 1024x1024; 1 trained steadier than 0.1 here)")
     parser.add_argument("--r1-every", type=int, default=4, help="lazy regularisation interval (steps)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch.set_num_threads; 1 by default: these small layers gain little from more, and "
+                             "on a busy machine a second OpenMP thread slowed this run more than 5x")
     parser.add_argument("--out", type=Path, default=Path("outputs/stylegan2_r1"))
     parser.add_argument("--quick", action="store_true", help="smoke run: 5 steps")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.quick:
         args.steps = 5
-    for name in ("steps", "batch", "channels", "r1_every"):
+    for name in ("steps", "batch", "channels", "r1_every", "threads"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if args.r1_gamma < 0:
