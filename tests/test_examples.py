@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = {
     "examples/dcgan.py": ["samples_final.png", "losses.png", "real.png", "checkpoint.pt"],
     "examples/slope_sweep.py": ["slope_sweep.csv", "slope_sweep_runs.csv", "slope_sweep.png"],
+    "examples/stylegan2_r1.py": ["stylegan2_r1.png", "losses.csv", "checkpoint.pt"],
     "benchmarks/bench_leaky_relu.py": ["leaky_relu.csv", "leaky_relu.md", "leaky_relu.png"],
     "benchmarks/bench_rrelu.py": ["rrelu.csv", "rrelu.md", "rrelu.png"],
     "benchmarks/bench_dcgan_step.py": ["dcgan_step.csv", "dcgan_step.md", "dcgan_step.png"],
@@ -23,6 +24,8 @@ SCRIPTS = {
                                                "conv_bn_leaky_relu.png"],
     "benchmarks/sim_traffic.py": ["sim_traffic.md"],
     "benchmarks/fused_traffic.py": ["fused_traffic.csv", "fused_traffic.md"],
+    "benchmarks/bench_fused_bias_leaky_relu.py": ["fused_bias_leaky_relu.csv", "fused_bias_leaky_relu.md",
+                                                  "fused_bias_leaky_relu.png"],
 }
 
 
@@ -35,8 +38,8 @@ def run(script: str, *args: str) -> str:
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_script_quick_run_writes_its_outputs(script, tmp_path):
-    if script == "examples/dcgan.py":
-        pytest.importorskip("sklearn", reason="the DCGAN example needs pip install -e '.[examples]'")
+    if script in ("examples/dcgan.py", "examples/stylegan2_r1.py"):
+        pytest.importorskip("sklearn", reason="the digits examples need pip install -e '.[examples]'")
     run(script, "--out", str(tmp_path))
     missing = [name for name in SCRIPTS[script] if not (tmp_path / name).is_file()]
     assert not missing, f"{script} did not write {missing}"
@@ -65,3 +68,26 @@ def test_conv_bn_benchmark_measures_every_backend_and_keeps_less(tmp_path):
             assert float(measured[(impl, phase)]["max_rel_error"]) < 1e-5, (impl, phase)
     for backend in backends:
         assert 0 < int(measured[(backend, "train forward")]["saved_bytes"]) < torch_saved, backend
+
+
+def read_losses(path: Path) -> list[dict[str, float]]:
+    with open(path) as handle:
+        return [{name: float(value) for name, value in row.items()} for row in csv.DictReader(handle)]
+
+
+def test_stylegan2_example_same_losses_with_our_fused_leaky_relu_and_torchs_composite(tmp_path):
+    """From one seed, training with ascend_acts.nn.FusedLeakyReLU and with the torch composite module (same
+    parameters, same init) gives the same losses and R1 values step by step: forward, backward and the R1
+    double backward of our op agree with torch's autograd of the composite, through Adam updates."""
+    pytest.importorskip("sklearn", reason="the digits examples need pip install -e '.[examples]'")
+    losses = {}
+    for impl in ("torch", "ascend"):
+        # --quick: 5 steps; R1 on steps 0, 2, 4, weighted so that its updates dominate the discriminator's
+        run("examples/stylegan2_r1.py", "--impl", impl, "--r1-every", "2", "--r1-gamma", "10", "--quiet",
+            "--out", str(tmp_path / impl))
+        losses[impl] = read_losses(tmp_path / impl / "losses.csv")
+    assert len(losses["torch"]) == len(losses["ascend"]) == 5
+    assert [row["r1"] == row["r1"] for row in losses["torch"]] == [True, False, True, False, True]  # NaN: no R1
+    for step, (ours, theirs) in enumerate(zip(losses["ascend"], losses["torch"])):
+        for name in ("d_loss", "g_loss", "r1"):
+            assert ours[name] == pytest.approx(theirs[name], rel=1e-3, abs=1e-5, nan_ok=True), (step, name)
