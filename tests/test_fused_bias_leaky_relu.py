@@ -246,7 +246,7 @@ def test_the_ops_check_their_arguments():
     x, bias = torch.randn(2, 3, 4), torch.randn(3)
     with pytest.raises(RuntimeError, match="'bias' must have shape \\(3,\\)"):
         ops.fused_bias_leaky_relu(x, torch.randn(2), 0.2, SQRT2)
-    with pytest.raises(TypeError, match="'bias' must have the input's dtype torch.float32"):
+    with pytest.raises(RuntimeError, match="'bias' must have the input's dtype torch.float32"):
         ops.fused_bias_leaky_relu(x, bias.double(), 0.2, SQRT2)
     with pytest.raises(ValueError, match="'input' must have rank >= 2"):
         ops.fused_bias_leaky_relu(torch.randn(3), bias, 0.2, SQRT2)

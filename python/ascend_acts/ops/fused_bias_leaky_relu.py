@@ -30,8 +30,8 @@ def channel_view(bias: torch.Tensor, rank: int) -> torch.Tensor:
 
 # --- what the ops accept (checked by the device and fake kernels before anything runs) -------------------
 def check_input_and_bias(op: str, input: torch.Tensor, bias: torch.Tensor | None, input_name: str = "input") -> None:
-    if input.dtype not in _FLOATING:
-        raise TypeError(f"ascend_acts::{op}: '{input_name}' must be float16, bfloat16, float32 or float64, "
+    if input.dtype not in _FLOATING:  # torch's type for a kernel without the dtype
+        raise NotImplementedError(f"ascend_acts::{op}: '{input_name}' must be float16, bfloat16, float32 or float64, "
                         f"got {input.dtype}")
     if input.dim() < 2:
         raise ValueError(f"ascend_acts::{op}: '{input_name}' must have rank >= 2 (N, C, ...), got "
@@ -42,7 +42,7 @@ def check_input_and_bias(op: str, input: torch.Tensor, bias: torch.Tensor | None
         raise RuntimeError(f"ascend_acts::{op}: 'bias' must have shape ({input.shape[1]},) (dimension 1 of "
                            f"'{input_name}'), got {tuple(bias.shape)}")
     if bias.dtype != input.dtype:
-        raise TypeError(f"ascend_acts::{op}: 'bias' must have the input's dtype {input.dtype}, got {bias.dtype} "
+        raise RuntimeError(f"ascend_acts::{op}: 'bias' must have the input's dtype {input.dtype}, got {bias.dtype} "
                         "(mixed precision: use torch.autocast)")
     if bias.device != input.device:
         raise RuntimeError(f"ascend_acts::{op}: 'bias' is on {bias.device}, '{input_name}' on {input.device}")
