@@ -205,7 +205,7 @@ def test_keeps_only_the_output_when_it_tells_the_sign(attrs, backend):
     assert len(saved) == 1 and saved[0].data_ptr() == y.data_ptr() and saved[0].shape == y.shape
 
 
-@pytest.mark.parametrize("attrs", [(-0.3, SQRT2), (0.2, -1.0), (0.2, 0.0)], ids=str)
+@pytest.mark.parametrize("attrs", [(-0.3, SQRT2), (0.2, -1.0), (0.2, 0.0), (0.2, 0.5)], ids=str)
 @pytest.mark.parametrize("with_bias", [True, False])
 def test_keeps_the_input_and_bias_otherwise(attrs, with_bias, backend):
     x = torch.randn(4, 6, 5, requires_grad=True) * 1.0
@@ -214,6 +214,36 @@ def test_keeps_the_input_and_bias_otherwise(attrs, with_bias, backend):
     kept = {t.data_ptr() for t in saved}
     assert kept == {x.data_ptr()} | ({bias.data_ptr()} if with_bias else set())  # no pre-activation tensor
     assert sum(t.numel() for t in saved) == x.numel() + (6 if with_bias else 0)
+
+
+@backend_dtypes("fused_bias_leaky_relu")
+def test_gradient_of_a_positive_pre_activation_whose_scaled_output_underflows(backend, dtype):
+    """0 < scale < 1: the smallest positive input times scale rounds to 0, so the output no longer tells the
+    sign; the gradient must still be the positive branch's (scale), as the composite's, not slope * scale."""
+    tiny = torch.tensor([[0.0, 0.0]], dtype=dtype)
+    tiny[0, 0] = torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps if dtype != F64 else 5e-324
+    x = tiny.requires_grad_()
+    y = ascend_acts.fused_bias_leaky_relu(x, torch.zeros(2, dtype=dtype), 0.2, 0.5)
+    assert y[0, 0] == 0  # underflowed
+    (grad,) = torch.autograd.grad(y.sum(), x)
+    assert grad.tolist() == [[0.5, 0.2 * 0.5 if dtype == F64 else float(torch.tensor(0.1, dtype=dtype))]]
+
+
+@pytest.mark.parametrize("attrs", [(0.2, SQRT2), (-0.3, 1.0), (0.2, 0.5)], ids=str)
+def test_second_order_gradients_of_bias_and_input_are_zeros_as_the_composites(attrs, backend):
+    """autograd.grad(|grad_x|^2, bias) (an R1 step asking for every parameter): zeros, not "not used"."""
+    g = torch.Generator().manual_seed(3)
+    dtype = torch.float32 if backend == "sim" else F64  # the emulator has no float64
+    results = []
+    for fn in (lambda x, b: composite(x, b, *attrs), lambda x, b: ascend_acts.fused_bias_leaky_relu(x, b, *attrs)):
+        x = torch.randn(3, 4, 2, generator=g, dtype=dtype).requires_grad_()
+        b = torch.randn(4, generator=g, dtype=dtype).requires_grad_()
+        (grad_x,) = torch.autograd.grad(fn(x, b).sum(), x, create_graph=True)
+        results.append(torch.autograd.grad(grad_x.square().sum(), [b, x]))
+        g.manual_seed(3)
+    for ours, theirs in zip(results[1], results[0]):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+        assert not ours.any()
 
 
 # --- bad input: errors naming the argument, of the types torch raises ---------------------------------------
@@ -250,7 +280,7 @@ def test_the_ops_check_their_arguments():
         ops.fused_bias_leaky_relu(x, bias.double(), 0.2, SQRT2)
     with pytest.raises(ValueError, match="'input' must have rank >= 2"):
         ops.fused_bias_leaky_relu(torch.randn(3), bias, 0.2, SQRT2)
-    with pytest.raises(RuntimeError, match="saved_is_result=True needs negative_slope >= 0 and scale > 0"):
+    with pytest.raises(RuntimeError, match="saved_is_result=True needs negative_slope >= 0 and scale >= 1"):
         ops.fused_bias_leaky_relu_backward(x, x, None, -0.2, SQRT2, True)
     with pytest.raises(RuntimeError, match="'grad_output' .* must have the shape, dtype and device of 'saved'"):
         ops.fused_bias_leaky_relu_backward(x[:1], x, None, 0.2, SQRT2, True)

@@ -90,7 +90,7 @@ def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None = None,
     the bias (C,) over dimension 1 of `input` (rank >= 2: (N, C) after a linear layer, (N, C, H, W) after a conv);
     `bias=None` adds nothing. Computed in float32 (float64 for float64) and rounded once.
 
-    Autograd keeps the output only when negative_slope >= 0 and scale > 0, else the input and the bias. The bias
+    Autograd keeps the output only when negative_slope >= 0 and scale >= 1, else the input and the bias. The bias
     must have the input's dtype, except under torch.autocast, where a float32 bias is cast to the input's dtype
     (as autocast casts a conv's bias).
     """

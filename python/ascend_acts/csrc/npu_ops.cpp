@@ -383,9 +383,9 @@ std::tuple<at::Tensor, at::Tensor> FusedBiasLeakyReluBackward(const at::Tensor& 
                                                               const std::optional<at::Tensor>& bias,
                                                               double negative_slope, double scale,
                                                               bool saved_is_result) {
-    TORCH_CHECK(!(saved_is_result && !(negative_slope >= 0 && scale > 0)),
+    TORCH_CHECK(!(saved_is_result && !(negative_slope >= 0 && scale >= 1)),
                 "ascend_acts::fused_bias_leaky_relu_backward: saved_is_result=True needs negative_slope >= 0 and "
-                "scale > 0 (only then does the output have the pre-activation's sign), got negative_slope=",
+                "scale >= 1 (only then does the output always have the pre-activation's sign), got negative_slope=",
                 negative_slope, ", scale=", scale, "; save the input instead");
     CheckFusedBias("fused_bias_leaky_relu_backward", saved, bias);
     CheckPair(grad_output, saved);

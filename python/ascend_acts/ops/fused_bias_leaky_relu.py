@@ -1,8 +1,9 @@
 """ascend_acts::fused_bias_leaky_relu and fused_bias_leaky_relu_backward (StyleGAN2's fused bias + LeakyReLU).
 
 y = leaky_relu(x + bias[c], negative_slope) * scale, with c the index along dimension 1 of an input of rank >= 2.
-With negative_slope >= 0 and scale > 0 the output has the pre-activation's sign (y > 0 <=> x + bias > 0), so
-autograd keeps the output only; otherwise it keeps the input and the bias (never a pre-activation tensor).
+With negative_slope >= 0 and scale >= 1 the output has the pre-activation's sign (y > 0 <=> x + bias > 0), so
+autograd keeps the output only; otherwise it keeps the input and the bias (never a pre-activation tensor): with
+0 < scale < 1 a tiny positive pre-activation times scale can round to 0, whose gradient would take the slope.
 The backward op returns grad_input and grad_bias (the sum of grad_input over every dim but 1), always both.
 """
 
@@ -19,8 +20,9 @@ _FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def saves_result(negative_slope: float, scale: float) -> bool:
-    """Whether the output alone tells the pre-activation's sign."""
-    return negative_slope >= 0 and scale > 0
+    """Whether the output alone tells the pre-activation's sign: y = t * scale (t > 0) cannot round to 0 when
+    scale >= 1, whatever the dtype; y <= 0 for t <= 0 when the slope is >= 0."""
+    return negative_slope >= 0 and scale >= 1
 
 
 def channel_view(bias: torch.Tensor, rank: int) -> torch.Tensor:
@@ -59,8 +61,8 @@ def _check_backward(grad_output, saved, bias, negative_slope, scale, saved_is_re
                            f" {grad_output.device}) must have the shape, dtype and device of 'saved' "
                            f"({tuple(saved.shape)}, {saved.dtype}, {saved.device})")
     if saved_is_result and not saves_result(negative_slope, scale):
-        raise RuntimeError(f"ascend_acts::{BACKWARD}: saved_is_result=True needs negative_slope >= 0 and scale > 0 "
-                           f"(only then does the output have the pre-activation's sign), got negative_slope="
+        raise RuntimeError(f"ascend_acts::{BACKWARD}: saved_is_result=True needs negative_slope >= 0 and scale >= 1 "
+                           f"(only then does the output always have the pre-activation's sign), got negative_slope="
                            f"{negative_slope}, scale={scale}; save the input instead")
 
 
@@ -140,7 +142,11 @@ class _FusedBiasLeakyReluBackward(OpFunction):
         # grad_bias = sum of grad_input over dims != 1, so its cotangent joins grad_input's per channel
         saved, bias = ctx.saved_tensors
         cotangent = _per_element(grad_grad_input, grad_grad_bias, saved)
-        return _gradients(cotangent, saved, bias, ctx)[0], None, None, None, None, None
+        # piecewise constant in saved and bias: zero gradients (as torch's leaky_relu_backward gives), so that
+        # autograd.grad(..., bias) finds them used; the saved one an expanded zero, no memory
+        zero_saved = saved.new_zeros(()).expand_as(saved) if ctx.needs_input_grad[1] else None
+        zero_bias = torch.zeros_like(bias) if bias is not None and ctx.needs_input_grad[2] else None
+        return _gradients(cotangent, saved, bias, ctx)[0], zero_saved, zero_bias, None, None, None
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, *_):

@@ -6,7 +6,7 @@ equal these bit for bit, in the compute dtype (float64 for float64, float32 othe
 the end):
 - forward: t = x + bias; y = (t > 0 ? t : t * slope) * scale;
 - backward: g = dy * scale; dx = (pre > 0 ? g : g * slope), pre > 0 read from the output (`saved_is_result`,
-  valid for slope >= 0 and scale > 0) or from input + bias; grad_bias[c] = the sum of the unrounded dx over
+  valid for slope >= 0 and scale >= 1) or from input + bias; grad_bias[c] = the sum of the unrounded dx over
   every dimension but 1, accumulated in float64 and rounded once.
 In float32 these are torch's composite `F.leaky_relu(x + bias.view(1, -1, 1, ...), slope) * scale` and its
 autograd, step by step. `x > 0` is the positive test, so the gradient at 0 (and -0.0, NaN) is slope * scale.

@@ -110,13 +110,13 @@ def fused_bias_leaky_relu_backward(grad_output: torch.Tensor, saved: torch.Tenso
                                    saved_is_result: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(grad_input, grad_bias): grad_input = grad_output * scale * (pre > 0 ? 1 : negative_slope) and grad_bias its
     sum over every dimension but 1 (in grad_output's dtype), with pre > 0 read from `saved`, the forward's
-    output (saved_is_result: needs negative_slope >= 0 and scale > 0) or its input (pre = saved + bias)."""
+    output (saved_is_result: needs negative_slope >= 0 and scale >= 1) or its input (pre = saved + bias)."""
     _check_input("grad_output", grad_output)
     _check_like("saved", saved, "grad_output", grad_output)
     _check_bias(bias, grad_output)
-    if saved_is_result and not (negative_slope >= 0 and scale > 0):
+    if saved_is_result and not (negative_slope >= 0 and scale >= 1):
         raise ValueError(f"saved_is_result: the output gives the sign of input + bias only for negative_slope >= 0 "
-                         f"and scale > 0, got negative_slope={negative_slope}, scale={scale}; save the input")
+                         f"and scale >= 1, got negative_slope={negative_slope}, scale={scale}; save the input")
     dy, kept = grad_output.detach().contiguous(), saved.detach().contiguous()
     b = None if bias is None else bias.detach().contiguous()
     dx = torch.empty_like(dy)
