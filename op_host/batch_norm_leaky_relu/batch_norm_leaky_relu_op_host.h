@@ -16,10 +16,8 @@ ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
     ascend_acts::DtypeKey key;
     uint32_t elementSize = 0;
     if (!ReadVectorBasics(context, platform, ubBytes, key, elementSize)) return ge::GRAPH_FAILED;
-    const auto& shape = context->GetInputShape(0)->GetStorageShape();  // N, C, spatial...
-    if (shape.GetDimNum() < 2) return ge::GRAPH_FAILED;
-    uint64_t plane = 1;
-    for (size_t i = 2; i < shape.GetDimNum(); ++i) plane *= shape.GetDim(i);
+    uint64_t batch = 0, channels = 0, plane = 0;
+    if (!ReadChannelLayout(context, batch, channels, plane)) return ge::GRAPH_FAILED;
     const auto* attrs = context->GetAttrs();
     float slope = *attrs->GetAttrPointer<float>(0);
     bool forward = kPass == ascend_acts::BatchNormPass::Forward;
@@ -28,9 +26,9 @@ ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
     bool update = forward ? *attrs->GetAttrPointer<bool>(3) : false;
 
     ascend_acts::BatchNormLeakyReluTiling tiling;
-    if (!ascend_acts::ComputeBatchNormLeakyReluTiling(
-            kPass, static_cast<uint32_t>(shape.GetDim(0)), static_cast<uint32_t>(shape.GetDim(1)), plane, elementSize,
-            slope, eps, momentum, update, platform.GetCoreNumAiv(), ubBytes, tiling)) {
+    if (!ascend_acts::ComputeBatchNormLeakyReluTiling(kPass, static_cast<uint32_t>(batch),
+                                                      static_cast<uint32_t>(channels), plane, elementSize, slope, eps,
+                                                      momentum, update, platform.GetCoreNumAiv(), ubBytes, tiling)) {
         return ge::GRAPH_FAILED;
     }
     return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);

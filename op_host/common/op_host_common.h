@@ -39,6 +39,17 @@ inline bool ReadVectorBasics(gert::TilingContext* context, const platform_ascend
     return TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, elementSize);
 }
 
+// Input 0 as (N, C, S) of the per-channel kernels: dims 0 and 1 and the product of the rest; false below rank 2.
+inline bool ReadChannelLayout(gert::TilingContext* context, uint64_t& batch, uint64_t& channels, uint64_t& spatial) {
+    const auto& shape = context->GetInputShape(0)->GetStorageShape();
+    if (shape.GetDimNum() < 2) return false;
+    batch = static_cast<uint64_t>(shape.GetDim(0));
+    channels = static_cast<uint64_t>(shape.GetDim(1));
+    spatial = 1;
+    for (size_t i = 2; i < shape.GetDimNum(); ++i) spatial *= static_cast<uint64_t>(shape.GetDim(i));
+    return true;
+}
+
 // The launch of a kernel whose tiling is one plain struct: blockDim, the dtype key, the struct copied into
 // the raw tiling data, and the system workspace only (no user workspace).
 template <typename Tiling>

@@ -18,10 +18,8 @@ ge::graphStatus FusedBiasLeakyReluTilingFunc(gert::TilingContext* context) {
     ascend_acts::DtypeKey key;
     uint32_t elementSize = 0;
     if (!ReadVectorBasics(context, platform, ubBytes, key, elementSize)) return ge::GRAPH_FAILED;
-    const auto& shape = context->GetInputShape(0)->GetStorageShape();  // N, C, spatial...
-    if (shape.GetDimNum() < 2) return ge::GRAPH_FAILED;
-    uint64_t spatial = 1;
-    for (size_t i = 2; i < shape.GetDimNum(); ++i) spatial *= static_cast<uint64_t>(shape.GetDim(i));
+    uint64_t batch = 0, channels = 0, spatial = 0;
+    if (!ReadChannelLayout(context, batch, channels, spatial)) return ge::GRAPH_FAILED;
     const bool backward = kPass == ascend_acts::FusedBiasPass::Backward;
     const bool hasBias = context->GetOptionalInputShape(backward ? 2 : 1) != nullptr;
     const auto* attrs = context->GetAttrs();
@@ -30,9 +28,9 @@ ge::graphStatus FusedBiasLeakyReluTilingFunc(gert::TilingContext* context) {
     bool savedIsResult = backward ? *attrs->GetAttrPointer<bool>(2) : true;
 
     ascend_acts::FusedBiasLeakyReluTiling tiling;
-    if (!ascend_acts::ComputeFusedBiasLeakyReluTiling(
-            kPass, static_cast<uint64_t>(shape.GetDim(0)), static_cast<uint64_t>(shape.GetDim(1)), spatial, elementSize,
-            hasBias, slope, scale, savedIsResult, platform.GetCoreNumAiv(), ubBytes, tiling)) {
+    if (!ascend_acts::ComputeFusedBiasLeakyReluTiling(kPass, batch, channels, spatial, elementSize, hasBias, slope,
+                                                      scale, savedIsResult, platform.GetCoreNumAiv(), ubBytes,
+                                                      tiling)) {
         return ge::GRAPH_FAILED;
     }
     return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);
