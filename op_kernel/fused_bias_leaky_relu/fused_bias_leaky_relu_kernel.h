@@ -9,8 +9,9 @@
 // python/ascend_acts/reference/fused_bias_leaky_relu.py, so y and dx are bit-identical to it.
 //
 // A core owns whole channels (FusedBiasChannelRange): it reads each of its biases once, per block of
-// `channelBlock` channels, and sums its channels' dx completely (float32 per lane over the tiles, then over the
-// tile's rows, then ReduceSum), so grad_bias needs no other core and no second launch. The tiles (Rows / Columns)
+// `channelBlock` channels, and sums its channels' dx completely, so grad_bias needs no other core and no second
+// launch. The sum is compensated (Kahan, float32 per lane over the tiles, then over the tile's rows and, in Rows,
+// over the lanes), so its error does not grow with the number of terms. The tiles (Rows / Columns)
 // are described in fused_bias_leaky_relu_tiling_data.h; their UB rows are 32-byte padded, and the padding lanes,
 // whose contents DataCopyPad does not define, only ever meet padding lanes: the reductions read valid lanes.
 #pragma once
@@ -124,13 +125,10 @@ public:
         if constexpr (kBackward) {
             pipe_.InitBuffer(preBuf_, b.floatTile);
             pipe_.InitBuffer(accBuf_, b.floatTile);
+            pipe_.InitBuffer(compBuf_, b.floatTile);
             pipe_.InitBuffer(maskBuf_, b.mask);
             pipe_.InitBuffer(gradBiasBuf_, b.gradBias);
-            if (b.sums != 0) {
-                pipe_.InitBuffer(sumsBuf_, b.sums);
-                pipe_.InitBuffer(reduceWorkBuf_, b.reduceWork);
-                pipe_.InitBuffer(reduceResultBuf_, b.reduceResult);
-            }
+            if (b.sums != 0) pipe_.InitBuffer(sumsBuf_, b.sums);
         }
         if (readsBias_) {
             pipe_.InitBuffer(biasStageBuf_, b.biasStage);
@@ -175,33 +173,89 @@ private:
 
     __aicore__ inline void RowChannel(uint64_t local, uint32_t inBlock) {
         float bias = readsBias_ ? biasFloatBuf_.template Get<float>().GetValue(inBlock) : 0.0f;
-        if constexpr (kBackward) AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
+        if constexpr (kBackward) ZeroSums();
         ForEachRowTile(t_, firstChannel_ + local, [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, bias); });
         if constexpr (kBackward) {
-            AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
-            FoldRows(acc, t_.rowPitch, t_.tileWidth);
-            AscendC::LocalTensor<float> result = reduceResultBuf_.template Get<float>();
-            AscendC::ReduceSum<float>(result, acc, reduceWorkBuf_.template Get<float>(), t_.tileWidth);
-            AscendC::PipeBarrier<PIPE_ALL>();
-            sumsBuf_.template Get<float>().SetValue(inBlock, result.GetValue(0));
+            FoldRows(t_.rowPitch, t_.tileWidth);
+            uint32_t lanes = FoldLanes(t_.tileWidth);
+            sumsBuf_.template Get<float>().SetValue(inBlock, SumOfLanes(lanes));
         }
     }
 
     __aicore__ inline void ColumnChunk(uint64_t done, uint32_t count) {
-        if constexpr (kBackward) AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
+        if constexpr (kBackward) ZeroSums();
         ForEachColumnTile(t_, firstChannel_ + done, count,
                           [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, 0.0f); });
         if constexpr (kBackward) {
+            FoldRows(PitchOf(count, sizeof(T)), count);
             AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
-            FoldRows(acc, PitchOf(count, sizeof(T)), count);
+            AscendC::Sub(acc, acc, compBuf_.template Get<float>(), count);  // apply the pending corrections
             StoreGradBias(done, count, acc);
         }
     }
 
-    // Row 0 of the accumulator += its other rows (those the tiles reached), over the first `width` lanes.
-    __aicore__ inline void FoldRows(const AscendC::LocalTensor<float>& acc, uint32_t pitch, uint32_t width) {
+    // Kahan summation per lane: the sum of the terms added is acc - comp, comp holding the low-order part the
+    // rounded acc lost (with the opposite sign), which the next term added to the lane makes up for.
+    __aicore__ inline void ZeroSums() {
+        AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
+        AscendC::Duplicate(compBuf_.template Get<float>(), 0.0f, t_.tileLength);
+    }
+
+    // (acc, comp) += term over `count` lanes, Kahan's step: y = term - comp, t = acc + y, comp = (t - acc) - y,
+    // acc = t. y goes to valuesBuf_ (free by then); comp holds t while acc is still needed, and acc + y is then
+    // recomputed (the same bits). Separate vector instructions: no compiler can reassociate them away.
+    __aicore__ inline void CompensatedAdd(const AscendC::LocalTensor<float>& acc,
+                                          const AscendC::LocalTensor<float>& comp,
+                                          const AscendC::LocalTensor<float>& term, uint32_t count) {
+        AscendC::LocalTensor<float> y = valuesBuf_.template Get<float>();
+        AscendC::Sub(y, term, comp, count);
+        AscendC::Add(comp, acc, y, count);
+        AscendC::Sub(comp, comp, acc, count);
+        AscendC::Sub(comp, comp, y, count);
+        AscendC::Add(acc, acc, y, count);
+    }
+
+    // Adds the sums at lane offset `from` (acc and comp) into those at lane 0, over `count` lanes: the
+    // corrections first (small: plain addition), then the sums compensated.
+    __aicore__ inline void FoldInto0(uint32_t from, uint32_t count) {
+        AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
+        AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
+        AscendC::Add(comp, comp, comp[from], count);
+        CompensatedAdd(acc, comp, acc[from], count);
+    }
+
+    // Row 0 of the sums += their other rows (those the tiles reached), over the first `width` lanes.
+    __aicore__ inline void FoldRows(uint32_t pitch, uint32_t width) {
         uint64_t reached = t_.batch < t_.rowsPerTile ? t_.batch : t_.rowsPerTile;
-        for (uint32_t k = 1; k < reached; ++k) AscendC::Add(acc, acc, acc[k * pitch], width);
+        for (uint32_t k = 1; k < reached; ++k) FoldInto0(k * pitch, width);
+    }
+
+    // Halves the `lanes` sums of row 0 (upper part into lower part; vector operands start on 32-byte blocks)
+    // down to at most one block of lanes; returns how many are left.
+    __aicore__ inline uint32_t FoldLanes(uint32_t lanes) {
+        using fused_bias_tiling::kFloatsPerBlock;
+        while (lanes > kFloatsPerBlock) {
+            uint32_t half = ((lanes + 1) / 2 + kFloatsPerBlock - 1) / kFloatsPerBlock * kFloatsPerBlock;  // >= the rest
+            FoldInto0(half, lanes - half);
+            lanes = half;
+        }
+        return lanes;
+    }
+
+    // The sum of the first `lanes` (acc, comp) pairs, compensated on the scalar unit.
+    __aicore__ inline float SumOfLanes(uint32_t lanes) {
+        AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
+        AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
+        AscendC::PipeBarrier<PIPE_ALL>();
+        float sum = acc.GetValue(0), correction = comp.GetValue(0);
+        for (uint32_t i = 1; i < lanes; ++i) {
+            correction += comp.GetValue(i);
+            float y = acc.GetValue(i) - correction;
+            float next = sum + y;
+            correction = (next - sum) - y;
+            sum = next;
+        }
+        return sum - correction;
     }
 
     // grad_bias of local channels [done, done + count), from floats, rounded once to T.
@@ -250,7 +304,7 @@ private:
             AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, lanes);
             AscendC::Muls(result, values, t_.negativeSlope, span);
             AscendC::Select(result, positive, values, result, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
-            AscendC::Add(accBuf_.template Get<float>(), accBuf_.template Get<float>(), result, span);
+            CompensatedAdd(accBuf_.template Get<float>(), compBuf_.template Get<float>(), result, span);
         } else {
             AddBias(values, span, bias);
             AscendC::LeakyRelu(values, values, t_.negativeSlope, span);
@@ -270,8 +324,8 @@ private:
     AscendC::TPipe pipe_;
     AscendC::TQue<AscendC::QuePosition::VECIN, fused_bias_tiling::kBufferNum> inputQueue_, savedQueue_;
     AscendC::TQue<AscendC::QuePosition::VECOUT, fused_bias_tiling::kBufferNum> outputQueue_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, maskBuf_, biasStageBuf_, biasFloatBuf_,
-        sumsBuf_, gradBiasBuf_, reduceWorkBuf_, reduceResultBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, compBuf_, maskBuf_, biasStageBuf_,
+        biasFloatBuf_, sumsBuf_, gradBiasBuf_;
     AscendC::GlobalTensor<T> inputGm_, savedGm_, outputGm_, biasGm_, gradBiasGm_;
 };
 

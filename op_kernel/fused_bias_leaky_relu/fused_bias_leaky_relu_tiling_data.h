@@ -53,12 +53,6 @@ __aicore__ inline uint64_t RoundUp(uint64_t value, uint64_t multiple) {
 
 __aicore__ inline uint32_t WholeBlocks(uint64_t bytes) { return static_cast<uint32_t>(RoundUp(bytes, kBlockBytes)); }
 
-// ReduceSum over `count` floats keeps one partial per repeat, 32-byte aligned (its work tensor).
-__aicore__ inline uint32_t ReduceWorkLength(uint32_t count) {
-    uint64_t repeats = (count + kFloatRepeat - 1) / kFloatRepeat;
-    return static_cast<uint32_t>(RoundUp(repeats == 0 ? 1 : repeats, kFloatsPerBlock));
-}
-
 }  // namespace fused_bias_tiling
 
 // The UB buffers of one kernel (bytes, each a whole number of 32-byte blocks; 0: not allocated). The kernels'
@@ -67,17 +61,15 @@ struct FusedBiasBuffers {
     uint32_t queue;       // one buffer of a GM queue (tileLength elements of the dtype); kBufferNum per queue
     uint32_t queues;      // GM queues: forward x, y; backward dy, saved, dx
     uint32_t floatTile;   // one float work tile (tileLength floats)
-    uint32_t floatTiles;  // forward: values; backward: gradient, pre-activation / dx, accumulator
+    uint32_t floatTiles;  // forward: values; backward: gradient, pre-activation / dx, accumulator, compensation
     uint32_t mask;        // backward: CompareScalar's bit mask over a tile
     uint32_t biasStage;   // the staged biases in the dtype (channelBlock elements)
     uint32_t biasFloat;   // the biases as float: Rows channelBlock floats; Columns the replicated tile
     uint32_t sums;        // backward, Rows: grad_bias of a channel block, float
     uint32_t gradBias;    // backward: grad_bias of a channel block in the dtype
-    uint32_t reduceWork;  // backward, Rows: ReduceSum's work tensor
-    uint32_t reduceResult;
     uint64_t Total() const {
         return uint64_t(queue) * queues * fused_bias_tiling::kBufferNum + uint64_t(floatTile) * floatTiles + mask +
-               biasStage + biasFloat + sums + gradBias + reduceWork + reduceResult;
+               biasStage + biasFloat + sums + gradBias;
     }
 };
 
@@ -94,7 +86,7 @@ __aicore__ inline FusedBiasBuffers FusedBiasBuffersOf(const FusedBiasLeakyReluTi
     b.queue = WholeBlocks(uint64_t(t.tileLength) * t.elementSize);
     b.queues = backward ? 3 : 2;
     b.floatTile = WholeBlocks(uint64_t(t.tileLength) * sizeof(float));
-    b.floatTiles = backward ? 3 : 1;
+    b.floatTiles = backward ? 4 : 1;
     if (FusedBiasReadsBias(t, backward)) {
         b.biasStage = WholeBlocks(uint64_t(t.channelBlock) * t.elementSize);
         b.biasFloat = columns ? b.floatTile : WholeBlocks(uint64_t(t.channelBlock) * sizeof(float));
@@ -102,11 +94,7 @@ __aicore__ inline FusedBiasBuffers FusedBiasBuffersOf(const FusedBiasLeakyReluTi
     if (backward) {
         b.mask = WholeBlocks(t.tileLength / 8);
         b.gradBias = WholeBlocks(uint64_t(t.channelBlock) * t.elementSize);
-        if (!columns) {
-            b.sums = WholeBlocks(uint64_t(t.channelBlock) * sizeof(float));
-            b.reduceWork = WholeBlocks(uint64_t(ReduceWorkLength(t.tileWidth)) * sizeof(float));
-            b.reduceResult = kBlockBytes;
-        }
+        if (!columns) b.sums = WholeBlocks(uint64_t(t.channelBlock) * sizeof(float));
     }
     return b;
 }
