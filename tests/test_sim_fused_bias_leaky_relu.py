@@ -109,7 +109,10 @@ def test_long_reductions_are_within_twice_torchs_float32_error(shape):
         return torch.autograd.grad(y, b, dy.to(dtype))[0]
 
     exact = torch_grad_bias(torch.float64)
-    relative_error = lambda grad_bias: ((grad_bias.double() - exact).abs() / exact.abs()).max().item()
+
+    def relative_error(grad_bias):
+        return ((grad_bias.double() - exact).abs() / exact.abs()).max().item()
+
     _, grad_bias = backend().fused_bias_leaky_relu_backward(dy, x, bias, 0.2, SQRT2, False)
     assert relative_error(grad_bias) <= 2 * relative_error(torch_grad_bias(torch.float32))
 
