@@ -80,6 +80,7 @@ class Kernel:
     inplace: tuple[str, ...] = ()  # inputs that are outputs of the same name (aclnn: <name>Ref)
     summary: str = ""
     int_wraparound: bool = False  # relies on int32 vector results wrapping (a hardware check: docs/emulator.md)
+    mix: bool = False  # a MIX kernel (AIC:AIV 1:2): the emulator runs its cube and vector programs (LaunchMix)
 
     @property
     def op_type(self) -> str:

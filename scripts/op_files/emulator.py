@@ -47,7 +47,7 @@ def _entry(kernel) -> str:
     gm = ", ".join(f"gm[{i}]" for i in range(len(params)))
     listed = ", ".join(f'{{"{name}", Direction::{direction}}}' for name, direction in params)
     return (f'    {{"{kernel.base}", "{kernel.entry}", TilingKind::{struct}, uint32_t({variant}), '
-            f"/*wrapsIntegers=*/{str(kernel.int_wraparound).lower()}, /*mix=*/false,\n"
+            f"/*wrapsIntegers=*/{str(kernel.int_wraparound).lower()}, /*mix=*/{str(kernel.mix).lower()},\n"
             f"     {{{listed}}},\n"
             "     [](GM_ADDR const* gm, GM_ADDR workspace, GM_ADDR tiling) "
             f"{{ {kernel.entry}({gm}, workspace, tiling); }}}},")
