@@ -455,7 +455,7 @@ def test_train_op_checks_the_running_statistics_before_writing():
     running_mean, running_var = torch.zeros(4), torch.ones(4)
     with pytest.raises(ValueError, match="'running_mean' and 'running_var' must both be given"):
         ops.conv_bn_leaky_relu_train(x, w, None, gamma, beta, running_mean, None, *geometry, 0.1, 1e-5, 0.2, True)
-    with pytest.raises(TypeError, match="'running_var' must be torch.float32"):
+    with pytest.raises(RuntimeError, match="'running_var' must be torch.float32"):
         ops.conv_bn_leaky_relu_train(x, w, None, gamma, beta, running_mean, torch.ones(4, dtype=torch.float64),
                                      *geometry, 0.1, 1e-5, 0.2, True)
     assert torch.equal(running_mean, torch.zeros(4)) and torch.equal(running_var, torch.ones(4))

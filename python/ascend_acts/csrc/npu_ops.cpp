@@ -306,10 +306,21 @@ bool FusedEvalKernelRequested() {
     return true;
 }
 
+// W' (C_out, C_in, kh, kw) -> (M1, C1, kh, kw, 16, C0), C0 = 32 bytes of T, zero-padded: the cube's ZZ fractal
+// layout the fused eval kernel loads into L1 and from there into L0A (op_kernel/conv_bn_leaky_relu_eval/, the
+// tiling data header). Once per call, as aclnn's convolution transforms its weight to FRACTAL_Z.
+at::Tensor PackEvalWeight(const at::Tensor& weight) {
+    const int64_t c0 = 32 / static_cast<int64_t>(weight.element_size());
+    const int64_t cout = weight.size(0), cin = weight.size(1), kh = weight.size(2), kw = weight.size(3);
+    const int64_t m1 = (cout + 15) / 16, c1 = (cin + c0 - 1) / c0;
+    at::Tensor padded = at::constant_pad_nd(weight, {0, 0, 0, 0, 0, c1 * c0 - cin, 0, m1 * 16 - cout});
+    return padded.view({m1, 16, c1, c0, kh, kw}).permute({0, 2, 4, 5, 1, 3}).contiguous();
+}
+
 // Eval: torch_npu's convolution (aclnnConvolution) on the folded W', b', then our LeakyReLU kernel, unless the
-// fused kernel is asked for: its floors (benchmarks/fused_traffic.py: GM bytes counted by the emulator, the cube's
-// compute floor) are 2.4-16x this path's on the DCGAN layers, so it is not known to be faster anywhere. The
-// fused kernel is groups = 1 only.
+// fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) is modelled
+// faster than this path on the DCGAN layers (benchmarks/, docs/conv_bn_kernels.md), but nothing has measured it on
+// an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. The fused kernel is groups = 1 only.
 at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                              double negative_slope) {
@@ -322,11 +333,11 @@ at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, 
         ACTS_ACLNN(ActsLeakyRelu, y, y_acl.get(), negative_slope, out_acl.get());
         return out;
     }
-    at::Tensor x = Prepared(input), w = Prepared(weight.to(input.scalar_type())), b = Floats(bias);
-    std::vector<int64_t> shape = {x.size(0), w.size(0)};
+    at::Tensor x = Prepared(input), w = PackEvalWeight(Prepared(weight.to(input.scalar_type()))), b = Floats(bias);
+    std::vector<int64_t> shape = {x.size(0), weight.size(0)};
     for (int axis = 0; axis < 2; ++axis) {
         int64_t extent = x.size(2 + axis) + padding[2 * axis] + padding[2 * axis + 1];
-        shape.push_back((extent - dilation[axis] * (w.size(2 + axis) - 1) - 1) / stride[axis] + 1);
+        shape.push_back((extent - dilation[axis] * (weight.size(2 + axis) - 1) - 1) / stride[axis] + 1);
     }
     at::Tensor out = at::empty(shape, x.options());
     if (out.numel() == 0) return out;

@@ -30,17 +30,18 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 def check_dtypes(op: str, input: torch.Tensor, same_dtype: dict, channel_parameters: dict | None = None) -> None:
     """`same_dtype` tensors must have the input's dtype (conv weight and bias, gradients, kept tensors);
     `channel_parameters` (BatchNorm's weight/bias and statistics) the input's or, for float16/bfloat16
-    input, float32 (autocast keeps them float32, as torch's batch_norm takes them)."""
+    input, float32 (autocast keeps them float32, as torch's batch_norm takes them). A mismatch is a RuntimeError,
+    as torch's conv2d and batch_norm raise it; an input that is not floating point is a TypeError."""
     if input.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         raise TypeError(f"ascend_acts::{op}: 'input' must be float16, bfloat16, float32 or float64, got {input.dtype}")
     for name, t in same_dtype.items():
         if t is not None and t.dtype != input.dtype:
-            raise TypeError(f"ascend_acts::{op}: '{name}' must have the input's dtype {input.dtype}, got {t.dtype} "
+            raise RuntimeError(f"ascend_acts::{op}: '{name}' must have the input's dtype {input.dtype}, got {t.dtype} "
                             "(mixed precision: use torch.autocast)")
     allowed = {input.dtype, compute_dtype(input.dtype)}
     for name, t in (channel_parameters or {}).items():
         if t.dtype not in allowed:
-            raise TypeError(f"ascend_acts::{op}: '{name}' must be {' or '.join(sorted(map(str, allowed)))} for "
+            raise RuntimeError(f"ascend_acts::{op}: '{name}' must be {' or '.join(sorted(map(str, allowed)))} for "
                             f"{input.dtype} input, got {t.dtype}")
 
 
