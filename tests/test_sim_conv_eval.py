@@ -122,7 +122,10 @@ def design_traffic(tiling, x, weight_shape):
     """GM bytes and cube MACs the design moves for this tiling, item by item (AI core ranges, bands, blocks)."""
     g = tiling.conv
     size = x.element_size()
-    rows_of = lambda block: min(tiling.block_rows, g.out_channels - block * tiling.block_rows)  # noqa: E731
+
+    def rows_of(block):
+        return min(tiling.block_rows, g.out_channels - block * tiling.block_rows)
+
     k_padded = tiling.k_fractals * tiling.c0
     totals = dict(x=0, weight=0, bias=0, ws_out=0, ws_in=0, macs=0, mmads=0)
     for core in range(tiling.block_dim):
