@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, 
 SLOPE = 0.2
 EPS = 1e-5
 # Against the float64 composite. float32: the float32 sum of K <= 4096 rounded products (order (c1, kh, kw, c0))
-# drifts like a random walk, ~sqrt(K) * 2^-24 * sum |w x| (45 * 6e-8 * ~10 for K = 2048 here): atol 5e-5. float16 / bfloat16: x and W' are
+# drifts like a random walk, ~sqrt(K) * 2^-24 * sum |w x| (45 * 6e-8 * ~10 for K = 2048 here): atol 5e-5.
+# float16 / bfloat16: x and W' are
 # each rounded once to the dtype (relative 2^-11 / 2^-8 per factor, accumulating like a random walk over K) and the
 # output once (2^-11 / 2^-8 relative); the float32 accumulation adds nothing visible at these tolerances.
 TOLERANCES = {torch.float32: (1e-5, 5e-5), torch.float16: (2e-3, 8e-3), torch.bfloat16: (1.6e-2, 6.4e-2)}
