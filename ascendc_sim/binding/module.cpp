@@ -320,43 +320,33 @@ PYBIND11_MODULE(_sim, m) {
           "ComputeFusedBiasLeakyReluTiling for `kernel` over x viewed as (batch, channels, spatial); mode 0 Rows, "
           "1 Columns; vector_cores 0: the platform's. ValueError when it has none.");
 
-    // TCubeTiling's documented field names
-    ReadOnlyClass<CubeTilingFields>(m, "CubeTiling", "The Matmul blocking the eval tiling chose (TCubeTiling names).")
-        .def_readonly("usedCoreNum", &CubeTilingFields::usedCoreNum)
-        .def_readonly("M", &CubeTilingFields::M)
-        .def_readonly("N", &CubeTilingFields::N)
-        .def_readonly("Ka", &CubeTilingFields::Ka)
-        .def_readonly("Kb", &CubeTilingFields::Kb)
-        .def_readonly("singleCoreM", &CubeTilingFields::singleCoreM)
-        .def_readonly("singleCoreN", &CubeTilingFields::singleCoreN)
-        .def_readonly("singleCoreK", &CubeTilingFields::singleCoreK)
-        .def_readonly("baseM", &CubeTilingFields::baseM)
-        .def_readonly("baseN", &CubeTilingFields::baseN)
-        .def_readonly("baseK", &CubeTilingFields::baseK)
-        .def_readonly("depthA1", &CubeTilingFields::depthA1)
-        .def_readonly("depthB1", &CubeTilingFields::depthB1)
-        .def_readonly("stepM", &CubeTilingFields::stepM)
-        .def_readonly("stepN", &CubeTilingFields::stepN)
-        .def_readonly("stepKa", &CubeTilingFields::stepKa)
-        .def_readonly("stepKb", &CubeTilingFields::stepKb)
-        .def_readonly("isBias", &CubeTilingFields::isBias)
-        .def_readonly("iterateOrder", &CubeTilingFields::iterateOrder)
-        .def_readonly("dbL0A", &CubeTilingFields::dbL0A)
-        .def_readonly("dbL0B", &CubeTilingFields::dbL0B)
-        .def_readonly("dbL0C", &CubeTilingFields::dbL0C);
     ReadOnlyClass<ConvBnLeakyReluEvalTiling>(m, "ConvBnLeakyReluEvalTiling",
                                              "op_host/conv_bn_leaky_relu_eval_tiling.h's struct.")
         .def_readonly("conv", &ConvBnLeakyReluEvalTiling::conv)
-        .def_readonly("reduction", &ConvBnLeakyReluEvalTiling::reduction)
-        .def_readonly("column_tile", &ConvBnLeakyReluEvalTiling::columnTile)
-        .def_readonly("tiles_per_image", &ConvBnLeakyReluEvalTiling::tilesPerImage)
-        .def_readonly("work_items", &ConvBnLeakyReluEvalTiling::workItems)
-        .def_readonly("used_core_num", &ConvBnLeakyReluEvalTiling::usedCoreNum)
         .def_readonly("block_dim", &ConvBnLeakyReluEvalTiling::blockDim)
+        .def_readonly("work_items", &ConvBnLeakyReluEvalTiling::workItems)
+        .def_readonly("block_rows", &ConvBnLeakyReluEvalTiling::blockRows)
+        .def_readonly("cout_blocks", &ConvBnLeakyReluEvalTiling::coutBlocks)
+        .def_readonly("channel_groups", &ConvBnLeakyReluEvalTiling::channelGroups)
+        .def_readonly("c0", &ConvBnLeakyReluEvalTiling::c0)
+        .def_readonly("k_fractals", &ConvBnLeakyReluEvalTiling::kFractals)
+        .def_readonly("k_chunk", &ConvBnLeakyReluEvalTiling::kChunk)
+        .def_readonly("weight_slice_k", &ConvBnLeakyReluEvalTiling::weightSliceK)
+        .def_readonly("weight_slices", &ConvBnLeakyReluEvalTiling::weightSlices)
+        .def_readonly("tile_rows", &ConvBnLeakyReluEvalTiling::tileRows)
+        .def_readonly("tiles_per_image", &ConvBnLeakyReluEvalTiling::tilesPerImage)
+        .def_readonly("tile_positions", &ConvBnLeakyReluEvalTiling::tilePositions)
         .def_readonly("band_rows", &ConvBnLeakyReluEvalTiling::bandRows)
-        .def_readonly("workspace_slab", &ConvBnLeakyReluEvalTiling::workspaceSlab)
+        .def_readonly("pad_bottom", &ConvBnLeakyReluEvalTiling::padBottom)
+        .def_readonly("pad_right", &ConvBnLeakyReluEvalTiling::padRight)
+        .def_readonly("l0c_buffers", &ConvBnLeakyReluEvalTiling::l0cBuffers)
+        .def_readonly("prologue_rows", &ConvBnLeakyReluEvalTiling::prologueRows)
+        .def_readonly("epilogue_rows", &ConvBnLeakyReluEvalTiling::epilogueRows)
+        .def_readonly("input_slot_bytes", &ConvBnLeakyReluEvalTiling::inputSlotBytes)
+        .def_readonly("output_slot_bytes", &ConvBnLeakyReluEvalTiling::outputSlotBytes)
         .def_readonly("negative_slope", &ConvBnLeakyReluEvalTiling::negativeSlope)
-        .def_readonly("cube", &ConvBnLeakyReluEvalTiling::cube);
+        .def_property_readonly("workspace_bytes",
+                               [](const ConvBnLeakyReluEvalTiling& t) { return WorkspaceBytes(t); });
     m.def("conv_bn_leaky_relu_eval_tiling", &ConvEvalTilingFor, py::arg("x_shape"), py::arg("weight_shape"),
           py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("element_size"),
           py::arg("platform") = "ascend910b1", py::arg("negative_slope") = 0.0f,

@@ -9,7 +9,6 @@
 #include "conv_bn_leaky_relu_eval_tiling.h"
 #include "elementwise_tiling.h"
 #include "fused_bias_leaky_relu_tiling.h"
-#include "lib/matmul_intf.h"
 
 namespace ascend_acts_sim {
 
@@ -50,28 +49,14 @@ struct TilingTraits<ascend_acts::FusedBiasLeakyReluTiling> {
     static std::vector<uint8_t> Buffer(const T& t) { return BytesOf(t); }
 };
 
-// A MIX kernel run as its vector cores (2 AIVs per AI core); each AIV has a workspace slab for its im2col
-// tile. The tiling buffer holds the plan, then the Matmul's TCubeTiling (on the NPU filled by CANN's
-// MultiCoreMatmulTiling; here copied from the plan's blocking).
+// A MIX kernel (AIC + 2 AIVs per AI core): blockDim AI cores, the GM rings of every AI core as the workspace.
 template <>
 struct TilingTraits<ascend_acts::ConvBnLeakyReluEvalTiling> {
     using T = ascend_acts::ConvBnLeakyReluEvalTiling;
-    static uint32_t Blocks(const T& t) { return 2 * t.blockDim; }
-    static uint32_t TileLength(const T& t) { return t.columnTile; }
-    static uint64_t WorkspaceBytes(const T& t, uint32_t elementSize) {
-        return uint64_t(Blocks(t)) * t.workspaceSlab * elementSize;
-    }
-    static std::vector<uint8_t> Buffer(const T& t) {
-        const ascend_acts::CubeTilingFields& f = t.cube;
-        TCubeTiling cube{f.usedCoreNum,  f.M,           f.N,     f.Ka,     f.Kb,     f.singleCoreM,
-                         f.singleCoreN,  f.singleCoreK, f.baseM, f.baseN,  f.baseK,  f.depthA1,
-                         f.depthB1,      f.stepM,       f.stepN, f.stepKa, f.stepKb, f.isBias,
-                         f.iterateOrder, f.dbL0A,       f.dbL0B, f.dbL0C};
-        std::vector<uint8_t> bytes(ascend_acts::conv_eval_tiling::kCubeTilingOffset + sizeof(TCubeTiling));
-        std::memcpy(bytes.data(), &t, sizeof(T));
-        std::memcpy(bytes.data() + ascend_acts::conv_eval_tiling::kCubeTilingOffset, &cube, sizeof(cube));
-        return bytes;
-    }
+    static uint32_t Blocks(const T& t) { return t.blockDim; }
+    static uint32_t TileLength(const T& t) { return t.tilePositions; }
+    static uint64_t WorkspaceBytes(const T& t, uint32_t) { return ascend_acts::WorkspaceBytes(t); }
+    static std::vector<uint8_t> Buffer(const T& t) { return BytesOf(t); }
 };
 
 }  // namespace ascend_acts_sim

@@ -1,20 +1,16 @@
-// Tiling of the eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU: one launch, a GEMM on the
-// Cube unit per image with the BN-folded weights, bias + LeakyReLU on the vector unit, output written
-// once.
+// Tiling of the eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU (cube-side img2col, MIX AIC:AIV 1:2):
+// the Cout block Mb, the output tile, the K chunk, the UB passes and the GM rings. The layouts and the work
+// decomposition are described in op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h.
 //
-//   out[n] (C_out x Ho*Wo, NCHW as it is) = W' (C_out x K) * col(x[n]) (K x Ho*Wo) + b', K = C_in*kh*kw
-//
-// Work item = (image, column tile of `columnTile` output positions). A vector core (AIV) builds the
-// column tile of im2col(x[n]) (K x columnTile) in its own GM workspace slab, the Matmul API multiplies
-// W' by it on the cube core, and the AIV takes each baseM x baseN block of C into UB (GetTensorC), adds
-// b', applies LeakyReLU, casts once and writes it to `out`.
-//
-// Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes. The `cube`
-// member is the Matmul blocking this tiling chose, under the documented TCubeTiling names. The host
-// writes a full TCubeTiling after the struct (at kCubeTilingOffset) with this baseM/baseN, which the
-// kernel's Matmul and UB blocks use: filled by CANN's MultiCoreMatmulTiling
-// (conv_bn_leaky_relu_eval_op_host.h, which refuses a different blocking) or, on the emulator, copied
-// from `cube`. The struct the kernel reads is in op_kernel/conv_bn_leaky_relu_eval/ (same name, _tiling_data.h).
+// Choice, in order:
+//   1. Mb in 128, 64, 32, 16 (capped at Cout rounded up to 16): the largest whose W' block
+//      (Mb x K1*C0) and two input bands fit L1, so the block stays in L1 (weight-stationary);
+//   2. for that Mb, the tallest tile (whole output rows) whose Mb x Npad float result fits L0C twice
+//      (else once), whose band fits L1 and the LoadData / Mmad / Fixpipe field widths;
+//   3. enough items for every AI core: shorter tiles, then a smaller Mb, until items >= AI cores
+//      (else the configuration with the most items);
+//   4. kc, the largest multiple of C0 with Mb x kc (L0A) and kc x Npad (L0B) fitting twice.
+// Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes.
 #pragma once
 
 #include <cstdint>
@@ -23,113 +19,172 @@
 
 namespace ascend_acts {
 
+// The AI core's resources, as CANN's PlatformAscendC reports them (GetCoreNumAic, GetCoreMemSize).
 struct CubePlatform {
-    uint32_t cubeCoreNum;    // AIC
+    uint32_t cubeCoreNum;    // AIC (AI cores)
     uint32_t vectorCoreNum;  // AIV, two per AIC on 910B
     uint64_t ubBytes, l1Bytes, l0aBytes, l0bBytes, l0cBytes;
 };
 
 namespace conv_eval_tiling {
 
-constexpr uint32_t kFractal = 16;  // cube fractal edge: base sizes are multiples of 16
-constexpr uint32_t kMaxBase = 128;
-constexpr uint32_t kBufferNum = 2;  // double-buffered output staging
-constexpr uint32_t kBlockBytes = 32;
+constexpr uint32_t kMaxBlockRows = 128;
+constexpr uint32_t kMaxLoad2dRepeat = 255;  // LoadData2DParams::repeatTimes is a uint8_t
+constexpr uint32_t kMaxMmadSide = 4095;     // Mmad m, n, k; Fixpipe nSize
+constexpr uint32_t kMaxU16 = 65535;
+constexpr uint32_t kMaxU8 = 255;
 
-inline uint64_t RoundUp(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
-inline uint64_t CeilDiv(uint64_t value, uint64_t divisor) { return (value + divisor - 1) / divisor; }
+inline uint64_t Effective(uint32_t kernel, uint32_t dilation) { return uint64_t(kernel - 1) * dilation + 1; }
 
-// Input rows (per channel) that output positions [p, p + columnTile) reach, for the worst alignment:
-// a tile spans at most ceil((columnTile - 1) / Wo) + 1 output rows.
-inline uint32_t BandRows(const ConvGeometry& g, uint32_t columnTile) {
-    uint64_t outRows = CeilDiv(columnTile - 1, g.outWidth) + 1;
-    if (outRows > g.outHeight) outRows = g.outHeight;
-    return static_cast<uint32_t>((outRows - 1) * g.strideH + uint64_t(g.kernelH - 1) * g.dilationH + 1);
+// Most input rows (clipped to the image) a tile of `tileRows` output rows reads.
+inline uint32_t BandRowsFor(const ConvBnLeakyReluEvalTiling& t) {
+    uint32_t most = 0;
+    for (uint32_t tile = 0; tile < t.tilesPerImage; ++tile) {
+        uint32_t rows = TileOf(t, tile).inRows;
+        most = rows > most ? rows : most;
+    }
+    return most;
 }
 
-// UB bytes of one AIV (must match the kernel's InitBuffer calls):
-//   C block from GetTensorC (float, baseM x baseN); the output block in T, double-buffered;
-//   the folded bias (C_out floats); im2col: one input band (+ one zero element) and one gathered row
-//   in T, double-buffered, and the kh*kw gather offset tables (uint32 per column).
-inline uint64_t UbBytes(const ConvGeometry& g, uint32_t dtypeSize, uint32_t baseM, uint32_t columnTile) {
-    uint64_t block = uint64_t(baseM) * columnTile;
-    uint64_t band = RoundUp((uint64_t(BandRows(g, columnTile)) * g.width + 1) * dtypeSize, kBlockBytes);
-    return block * sizeof(float) + kBufferNum * block * dtypeSize +
-           RoundUp(uint64_t(g.outChannels) * sizeof(float), kBlockBytes) + band +
-           kBufferNum * RoundUp(uint64_t(columnTile) * dtypeSize, kBlockBytes) +
-           uint64_t(g.kernelH) * g.kernelW * columnTile * sizeof(uint32_t);
+// UB bytes of an AIV's prologue (interleaving `rows` input rows of up to C0 channels): the channel rows and the
+// interleaved rows, double-buffered, and the Gather offsets (uint32 per element).
+inline uint64_t PrologueUbBytes(uint32_t rows, uint32_t width, uint32_t c0, uint32_t dtypeSize) {
+    const uint64_t pitch = RoundUp(rows * width, c0);  // a channel row, whole 32-byte blocks
+    return 2 * c0 * pitch * dtypeSize + 2 * pitch * c0 * dtypeSize + pitch * c0 * 4;
 }
 
-// L1 bytes of the Matmul: depthA1 A blocks (baseM x baseK) and depthB1 B blocks (baseK x baseN). The
-// two AIVs of an AI core share its cube core, so each gets half of L1.
-inline uint64_t L1Bytes(const CubeTilingFields& c, uint32_t dtypeSize) {
-    return (uint64_t(c.depthA1) * c.baseM * c.baseK + uint64_t(c.depthB1) * c.baseN * c.baseK) * dtypeSize;
+// UB bytes of an AIV's epilogue (`rows` output-slot rows of Npad): float in, T out, both double-buffered,
+// and the block's biases.
+inline uint64_t EpilogueUbBytes(uint32_t rows, uint32_t positions, uint32_t blockRows, uint32_t dtypeSize) {
+    return 2ull * rows * positions * 4 + 2ull * rows * positions * dtypeSize + RoundUp(blockRows * 4, 32);
+}
+
+// The W' block's slices and two input bands.
+inline uint64_t L1Bytes(const ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize) {
+    const uint64_t weights = uint64_t(t.blockRows) * t.weightSlices * t.weightSliceK * dtypeSize;
+    const uint64_t band = uint64_t(t.channelGroups) * t.c0 * t.bandRows * t.conv.width * dtypeSize;
+    return weights + 2 * band;
+}
+
+// Fills the tile-dependent fields for (Mb, tileRows); false when they do not fit the platform.
+inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t tileRows, uint32_t dtypeSize,
+                     const CubePlatform& p) {
+    const ConvGeometry& g = t.conv;
+    t.blockRows = blockRows;
+    t.coutBlocks = CeilDiv(g.outChannels, blockRows);
+    t.tileRows = tileRows;
+    t.tilesPerImage = CeilDiv(g.outHeight, tileRows);
+    t.tilePositions = RoundUp(tileRows * g.outWidth, kFractalRows);
+    if (uint64_t(tileRows) * g.outWidth > kMaxMmadSide || t.tilePositions > kMaxMmadSide) return false;
+    t.bandRows = BandRowsFor(t);
+    if (uint64_t(t.bandRows) * g.width > kMaxU16 || uint64_t(t.bandRows) > kMaxU16) return false;
+    if (uint64_t(blockRows) * t.tilePositions * 4 > p.l0cBytes) return false;
+    t.l0cBuffers = 2 * uint64_t(blockRows) * t.tilePositions * 4 <= p.l0cBytes ? 2 : 1;
+    // kc: double-buffered L0A (Mb x kc) and L0B (kc x Npad); whole fractals a LoadData 2D repeat can move
+    const uint32_t kPadded = t.kFractals * t.c0;
+    uint64_t fractals = p.l0aBytes / (2ull * blockRows * t.c0 * dtypeSize);
+    const uint64_t byL0b = p.l0bBytes / (2ull * t.tilePositions * t.c0 * dtypeSize);
+    fractals = byL0b < fractals ? byL0b : fractals;
+    fractals = fractals < kMaxLoad2dRepeat ? fractals : kMaxLoad2dRepeat;
+    fractals = fractals < kMaxMmadSide / t.c0 ? fractals : kMaxMmadSide / t.c0;
+    fractals = fractals < t.kFractals ? fractals : t.kFractals;
+    if (fractals == 0) return false;
+    t.kChunk = static_cast<uint32_t>(fractals) * t.c0;
+    const uint32_t chunks = CeilDiv(kPadded, t.kChunk);
+    t.weightSliceK = CeilDiv(chunks, kMaxWeightSlices) * t.kChunk;
+    t.weightSlices = CeilDiv(kPadded, t.weightSliceK);
+    if (L1Bytes(t, dtypeSize) > p.l1Bytes) return false;
+    // UB: half for the prologue, half for the epilogue, each in as many passes as it takes
+    t.prologueRows = 0;
+    for (uint32_t rows = t.bandRows; rows >= 1; --rows) {
+        if (PrologueUbBytes(rows, g.width, t.c0, dtypeSize) <= p.ubBytes / 2) {
+            t.prologueRows = rows;
+            break;
+        }
+    }
+    t.epilogueRows = 0;
+    for (uint32_t rows = CeilDiv(blockRows, 2); rows >= 1; --rows) {
+        if (EpilogueUbBytes(rows, t.tilePositions, blockRows, dtypeSize) <= p.ubBytes / 2) {
+            t.epilogueRows = rows;
+            break;
+        }
+    }
+    if (t.prologueRows == 0 || t.epilogueRows == 0) return false;
+    t.workItems = t.coutBlocks * g.batch * t.tilesPerImage;
+    return true;
+}
+
+// The tallest tile that fits for Mb, preferring a double-buffered L0C; false when none fits.
+inline bool TallestTile(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t dtypeSize, const CubePlatform& p) {
+    uint32_t single = 0;
+    for (uint32_t rows = t.conv.outHeight; rows >= 1; --rows) {
+        if (!TryShape(t, blockRows, rows, dtypeSize, p)) continue;
+        if (t.l0cBuffers == 2) return true;
+        single = single == 0 ? rows : single;
+    }
+    return single != 0 && TryShape(t, blockRows, single, dtypeSize, p);
 }
 
 }  // namespace conv_eval_tiling
 
-// Returns false when the geometry is empty or cannot be tiled (a band of one channel does not fit UB).
+// Returns false when the geometry is empty, outside the field widths of LoadData 3Dv2 / Mmad / Fixpipe, pads a
+// whole filter height (a tile would read no input row), or cannot be tiled on the platform.
 inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dtypeSize, float negativeSlope,
                                              const CubePlatform& p, ConvBnLeakyReluEvalTiling& t) {
     using namespace conv_eval_tiling;
     if (g.batch == 0 || g.outChannels == 0 || g.outHeight == 0 || g.outWidth == 0 || g.inChannels == 0 ||
-        dtypeSize == 0 || p.vectorCoreNum == 0)
+        g.height == 0 || g.width == 0 || g.kernelH == 0 || g.kernelW == 0 || p.cubeCoreNum == 0 ||
+        (dtypeSize != 2 && dtypeSize != 4))
         return false;
-    const uint64_t positions = uint64_t(g.outHeight) * g.outWidth;
-    const uint32_t reduction = g.inChannels * g.kernelH * g.kernelW;
-    const uint32_t baseM = static_cast<uint32_t>(
-        RoundUp(g.outChannels, kFractal) < kMaxBase ? RoundUp(g.outChannels, kFractal) : kMaxBase);
+    // LoadData3DParamsV2 field widths: strides 1..63, filter and dilation uint8, padding uint8, l1W uint16
+    if (g.strideH < 1 || g.strideH > 63 || g.strideW < 1 || g.strideW > 63 || g.kernelH > kMaxU8 ||
+        g.kernelW > kMaxU8 || g.dilationH < 1 || g.dilationH > kMaxU8 || g.dilationW < 1 || g.dilationW > kMaxU8 ||
+        g.width > kMaxU16)
+        return false;
+    const uint64_t effH = Effective(g.kernelH, g.dilationH), effW = Effective(g.kernelW, g.dilationW);
+    const int64_t bottom = int64_t(g.outHeight - 1) * g.strideH + int64_t(effH) - g.height - g.padH;
+    const int64_t right = int64_t(g.outWidth - 1) * g.strideW + int64_t(effW) - g.width - g.padW;
+    if (g.padH >= effH || bottom >= int64_t(effH) || g.padH > kMaxU8 || g.padW > kMaxU8 || bottom > kMaxU8 ||
+        right > kMaxU8)
+        return false;
+    ConvBnLeakyReluEvalTiling plan{};
+    plan.conv = g;
+    plan.padBottom = bottom > 0 ? uint32_t(bottom) : 0;
+    plan.padRight = right > 0 ? uint32_t(right) : 0;
+    plan.c0 = 32 / dtypeSize;
+    plan.channelGroups = CeilDiv(g.inChannels, plan.c0);
+    if (uint64_t(plan.channelGroups) * plan.c0 > kMaxU16) return false;  // LoadData 3Dv2 channelSize
+    plan.kFractals = plan.channelGroups * g.kernelH * g.kernelW;
+    if (uint64_t(plan.kFractals) * plan.c0 > kMaxU16) return false;  // kStartPt / kExtension
+    plan.negativeSlope = negativeSlope;
 
-    uint32_t columnTile = static_cast<uint32_t>(RoundUp(positions, kFractal) < kMaxBase ? RoundUp(positions, kFractal)
-                                                                                        : kMaxBase);
-    while (columnTile > kFractal && UbBytes(g, dtypeSize, baseM, columnTile) > p.ubBytes) columnTile -= kFractal;
-    if (UbBytes(g, dtypeSize, baseM, columnTile) > p.ubBytes) return false;
-
-    // baseK: double-buffered L0A (baseM x baseK) and L0B (baseK x baseN) halves.
-    uint64_t kAligned = RoundUp(reduction, kFractal);
-    uint64_t baseK = kFractal;
-    while (baseK + kFractal <= kAligned && uint64_t(baseM) * (baseK + kFractal) * dtypeSize <= p.l0aBytes / 2 &&
-           uint64_t(columnTile) * (baseK + kFractal) * dtypeSize <= p.l0bBytes / 2)
-        baseK += kFractal;
-
-    CubeTilingFields c{};
-    c.M = static_cast<int32_t>(g.outChannels);
-    c.N = static_cast<int32_t>(columnTile);  // B is the AIV's slab: K x columnTile
-    c.Ka = c.Kb = static_cast<int32_t>(reduction);
-    c.singleCoreM = c.M;
-    c.singleCoreN = static_cast<int32_t>(columnTile);
-    c.singleCoreK = static_cast<int32_t>(reduction);
-    c.baseM = static_cast<int32_t>(baseM);
-    c.baseN = static_cast<int32_t>(columnTile);
-    c.baseK = static_cast<int32_t>(baseK);
-    c.stepM = c.stepN = 1;
-    c.isBias = 0;  // b' is added on the vector unit, per row (C_out), after GetTensorC
-    c.iterateOrder = 0;
-    c.dbL0A = c.dbL0B = c.dbL0C = 2;
-    // Keep all of K of the current A and B blocks in L1 when half of L1 holds them (then the slab
-    // is read from GM once per work item); otherwise stream K in as many steps as fit.
-    uint32_t kSteps = static_cast<uint32_t>(CeilDiv(reduction, baseK));
-    uint32_t steps = kSteps;
-    for (;; --steps) {
-        c.stepKa = c.stepKb = static_cast<int32_t>(steps);
-        c.depthA1 = c.depthB1 = static_cast<int32_t>(steps);
-        if (L1Bytes(c, dtypeSize) <= p.l1Bytes / 2 || steps == 1) break;
+    bool found = false;
+    ConvBnLeakyReluEvalTiling best{};
+    uint32_t first = RoundUp(g.outChannels, kFractalRows);
+    first = first < kMaxBlockRows ? first : kMaxBlockRows;
+    for (uint32_t rows = first; rows >= kFractalRows; rows = rows == kFractalRows ? 0 : RoundUp(rows / 2, 16)) {
+        ConvBnLeakyReluEvalTiling candidate = plan;
+        if (!TallestTile(candidate, rows, dtypeSize, p)) continue;
+        // shorter tiles until every AI core has an item
+        for (uint32_t tileRows = candidate.tileRows; candidate.workItems < p.cubeCoreNum && tileRows > 1;) {
+            ConvBnLeakyReluEvalTiling shorter = candidate;
+            if (TryShape(shorter, rows, --tileRows, dtypeSize, p)) candidate = shorter;
+        }
+        if (!found || candidate.workItems > best.workItems) best = candidate;
+        found = true;
+        if (best.workItems >= p.cubeCoreNum) break;
     }
-
-    t.conv = g;
-    t.reduction = reduction;
-    t.columnTile = columnTile;
-    t.tilesPerImage = static_cast<uint32_t>(CeilDiv(positions, columnTile));
-    t.workItems = g.batch * t.tilesPerImage;
-    uint32_t aivs = p.vectorCoreNum < 2 * p.cubeCoreNum ? p.vectorCoreNum : 2 * p.cubeCoreNum;
-    t.usedCoreNum = t.workItems < aivs ? t.workItems : aivs;
-    t.blockDim = static_cast<uint32_t>(CeilDiv(t.usedCoreNum, 2));
-    t.bandRows = BandRows(g, columnTile);
-    t.workspaceSlab = uint64_t(reduction) * columnTile;
-    t.negativeSlope = negativeSlope;
-    c.usedCoreNum = static_cast<int32_t>(t.usedCoreNum);
-    t.cube = c;
+    if (!found) return false;
+    best.blockDim = best.workItems < p.cubeCoreNum ? best.workItems : p.cubeCoreNum;
+    best.inputSlotBytes = RoundUp(best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);
+    best.outputSlotBytes = best.blockRows * best.tilePositions * 4;
+    t = best;
     return true;
+}
+
+// User workspace bytes (GM): the two input and two output slots of every AI core.
+inline uint64_t WorkspaceBytes(const ConvBnLeakyReluEvalTiling& t) {
+    return uint64_t(t.blockDim) * 2 * (uint64_t(t.inputSlotBytes) + t.outputSlotBytes);
 }
 
 }  // namespace ascend_acts

@@ -1,53 +1,123 @@
-// What the eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU reads from the host's tiling: the
-// plan (geometry, column tiles, work items) and where the Matmul's TCubeTiling follows it in the tiling
-// buffer. In op_kernel/ because CANN's source package ships only op_kernel/ to the kernel build; the
-// pure tiling function, op_host/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling.h, includes it from here.
+// What the eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU reads from the host's tiling, and the
+// work decomposition both sides share. In op_kernel/ because CANN's source package ships only op_kernel/ to the
+// kernel build; the pure tiling function, op_host/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling.h,
+// includes it from here.
+//
+//   y[n][co][p] = leaky_relu(sum_k W'[co][k] * col(x[n])[k][p] + b'[co]),  k = (c1, kh, kw, c0)
+//
+// GM inputs (T = float / half / bfloat16_t, C0 = 32 / sizeof(T)):
+//   x      (N, Cin, H, W), NCHW.
+//   weight W' (BN folded) packed by the host in the cube's ZZ fractal layout, shape (M1, C1, kh, kw, 16, C0):
+//          element [mi][c1][i][j][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero where mi*16 + r >= Cout or
+//          c1*C0 + c >= Cin; M1 = ceil(Cout / 16), C1 = ceil(Cin / C0). Fractal (mi, kf), kf = (c1*kh + i)*kw + j,
+//          is 16 x C0 contiguous elements at (mi * K1 + kf) * 16 * C0, K1 = C1*kh*kw: the K order (c1, kh, kw, c0)
+//          of LoadData 3Dv2's img2col, so a block of Cout rows copies to L1 as it is and LoadData 2D moves whole
+//          fractals of it to L0A.
+//   bias   b' (Cout,) float32.   y (N, Cout, Ho, Wo), T, written exactly once.
+//
+// Work item = (Cout block b of `blockRows` rows, image n, tile t of `tileRows` whole output rows), numbered
+// b-major, then n, then t; AI core c takes the contiguous range ItemRange(c) (balanced to one item), so its
+// W' block stays in L1 and is reloaded only when the range enters the next Cout block.
+//
+// GM workspace, per AI core: two input slots (a tile's input band, [C1][rows][W][C0] in T, written by the
+// AIVs, read by the AIC) and two output slots (C = W' * img2col, [blockRows][tilePositions] float32, written
+// by the AIC's Fixpipe, read by the AIVs); item j of a core uses slots j % 2.
 #pragma once
 
 #include <cstdint>
+
+#include "../common/execution_space.h"
 
 namespace ascend_acts {
 
 struct ConvGeometry {
     uint32_t batch, inChannels, height, width;
     uint32_t outChannels, kernelH, kernelW;
-    uint32_t strideH, strideW, padH, padW, dilationH, dilationW;
-    uint32_t outHeight, outWidth;
-};
-
-// The TCubeTiling fields (documented names and meanings) of one AIV's Matmul: C (M x N) = A (M x K) * B.
-struct CubeTilingFields {
-    int32_t usedCoreNum;
-    int32_t M, N, Ka, Kb;
-    int32_t singleCoreM, singleCoreN, singleCoreK;
-    int32_t baseM, baseN, baseK;
-    int32_t depthA1, depthB1;
-    int32_t stepM, stepN, stepKa, stepKb;
-    int32_t isBias;
-    int32_t iterateOrder;         // 0: along M first, then N
-    int32_t dbL0A, dbL0B, dbL0C;  // 2 = double-buffered
+    uint32_t strideH, strideW, padH, padW, dilationH, dilationW;  // padH / padW: top / left
+    uint32_t outHeight, outWidth;                                   // carry the bottom / right padding
 };
 
 struct ConvBnLeakyReluEvalTiling {
     ConvGeometry conv;
-    uint32_t reduction;      // K = C_in * kh * kw
-    uint32_t columnTile;     // output positions per work item (= baseN), a multiple of 16
-    uint32_t tilesPerImage;  // ceil(Ho*Wo / columnTile)
-    uint32_t workItems;      // batch * tilesPerImage
-    uint32_t usedCoreNum;    // AIVs that take work items (blockIdx, blockIdx + usedCoreNum, ...)
-    uint32_t blockDim;       // AI cores (AIC + 2 AIV) to launch: ceil(usedCoreNum / 2)
-    uint32_t bandRows;       // input rows one column tile needs (all taps), per input channel
-    uint64_t workspaceSlab;  // elements of one AIV's workspace slab: K * columnTile
+    uint32_t blockDim;        // AI cores launched (1 AIC + 2 AIVs each), every one with at least one item
+    uint32_t workItems;       // coutBlocks * batch * tilesPerImage
+    uint32_t blockRows;       // Mb: Cout rows per block, a multiple of 16
+    uint32_t coutBlocks;      // ceil(Cout / Mb)
+    uint32_t channelGroups;   // C1
+    uint32_t c0;              // C0 = 32 / sizeof(T)
+    uint32_t kFractals;       // K1 = C1 * kh * kw (K padded to K1 * C0)
+    uint32_t kChunk;          // kc: K elements per Mmad (L0A / L0B double-buffered), a multiple of C0
+    uint32_t weightSliceK;    // K elements per L1 slice of the W' block (a multiple of kc): it loads slice by slice
+    uint32_t weightSlices;    // ceil(K1 * C0 / weightSliceK)
+    uint32_t tileRows;        // output rows per tile
+    uint32_t tilesPerImage;   // ceil(Ho / tileRows)
+    uint32_t tilePositions;   // Npad: tileRows * Wo rounded up to 16 (the Mmad's n, a slot row)
+    uint32_t bandRows;        // most input rows a tile reads (clipped to the image)
+    uint32_t padBottom;       // padding rows below the image the last output row reaches
+    uint32_t padRight;        // padding columns right of the image the last output column reaches
+    uint32_t l0cBuffers;      // 2 when two Mb x Npad float results fit L0C, else 1
+    uint32_t prologueRows;    // input rows an AIV interleaves per pass (UB)
+    uint32_t epilogueRows;    // output-slot rows an AIV finishes per pass (UB)
+    uint32_t inputSlotBytes;  // one input slot: C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
+    uint32_t outputSlotBytes; // one output slot: Mb * Npad * 4
     float negativeSlope;
-    CubeTilingFields cube;
 };
 
 namespace conv_eval_tiling {
-// where the host puts the Matmul's TCubeTiling in the tiling buffer
-constexpr uint32_t kCubeTilingOffset = 256;
+
+constexpr uint32_t kFractalRows = 16;    // cube fractal: 16 rows of C0 elements (512 bytes)
+constexpr uint32_t kMaxWeightSlices = 8;  // L1 slices of a W' block (TQue buffers)
+constexpr uint32_t kSlotAlign = 512;
+// cross-core flag ids (mode 2): slot s of a ring uses id + s
+constexpr uint16_t kInputReady = 0;  // AIVs -> AIC: input slot written
+constexpr uint16_t kInputFree = 2;   // AIC -> AIVs: input slot copied to L1
+constexpr uint16_t kOutputReady = 4; // AIC -> AIVs: output slot written by Fixpipe
+constexpr uint16_t kOutputFree = 6;  // AIVs -> AIC: output slot copied to UB
+
+__aicore__ inline uint32_t CeilDiv(uint32_t value, uint32_t divisor) { return (value + divisor - 1) / divisor; }
+__aicore__ inline uint32_t RoundUp(uint32_t value, uint32_t multiple) { return CeilDiv(value, multiple) * multiple; }
+
+// Work items [first, first + count) of AI core `core`: contiguous, balanced to within one item.
+__aicore__ inline void ItemRange(const ConvBnLeakyReluEvalTiling& t, uint32_t core, uint32_t& first,
+                                 uint32_t& count) {
+    const uint32_t base = t.workItems / t.blockDim, extra = t.workItems % t.blockDim;
+    first = core * base + (core < extra ? core : extra);
+    count = base + (core < extra ? 1 : 0);
+}
+
+// One work item: its Cout block, image and output rows, the input band it reads and the padding around it.
+struct ConvTile {
+    uint32_t block, image;
+    uint32_t firstOutRow, outRows;    // output rows [firstOutRow, firstOutRow + outRows)
+    uint32_t positions, paddedPositions;  // outRows * Wo, rounded up to 16
+    uint32_t firstInRow, inRows;      // the band: input rows [firstInRow, firstInRow + inRows), inside the image
+    uint32_t padTop, padBottom;       // padding rows above / below the band the tile reads
+    uint32_t channels;                // Cout rows of the block (the last block may be short)
+};
+
+__aicore__ inline ConvTile TileOf(const ConvBnLeakyReluEvalTiling& t, uint32_t item) {
+    const ConvGeometry& g = t.conv;
+    ConvTile tile;
+    const uint32_t perBlock = g.batch * t.tilesPerImage;
+    tile.block = item / perBlock;
+    tile.image = item % perBlock / t.tilesPerImage;
+    tile.firstOutRow = item % t.tilesPerImage * t.tileRows;
+    const uint32_t left = g.outHeight - tile.firstOutRow;
+    tile.outRows = left < t.tileRows ? left : t.tileRows;
+    tile.positions = tile.outRows * g.outWidth;
+    tile.paddedPositions = RoundUp(tile.positions, kFractalRows);
+    const int32_t top = int32_t(tile.firstOutRow * g.strideH) - int32_t(g.padH);
+    const int32_t bottom = top + int32_t((tile.outRows - 1) * g.strideH + (g.kernelH - 1) * g.dilationH);
+    const int32_t first = top < 0 ? 0 : top;
+    const int32_t last = bottom >= int32_t(g.height) ? int32_t(g.height) - 1 : bottom;
+    tile.firstInRow = uint32_t(first);
+    tile.inRows = uint32_t(last - first + 1);  // >= 1: the tiling refuses padding a whole filter tall
+    tile.padTop = uint32_t(first - top);
+    tile.padBottom = uint32_t(bottom - last);
+    const uint32_t firstChannel = tile.block * t.blockRows;
+    tile.channels = g.outChannels - firstChannel < t.blockRows ? g.outChannels - firstChannel : t.blockRows;
+    return tile;
+}
+
 }  // namespace conv_eval_tiling
-
-static_assert(sizeof(ConvBnLeakyReluEvalTiling) <= conv_eval_tiling::kCubeTilingOffset,
-              "the TCubeTiling follows the plan in the tiling buffer");
-
 }  // namespace ascend_acts

@@ -148,7 +148,7 @@ KERNELS: tuple[Kernel, ...] = (
            attrs=(Attr("strides", "list_int", (1, 1)), Attr("pads", "list_int", (0, 0, 0, 0)),
                   Attr("dilations", "list_int", (1, 1)), _FLOATS_ATTR_SLOPE),
            family="conv_bn_leaky_relu_eval", tiling="optiling::ConvBnLeakyReluEvalTilingFunc",
-           infer_shape="ge::ConvOutputShape", infer_dtype="ge::SameTypeAsInput0",
+           infer_shape="ge::ConvOutputShape", infer_dtype="ge::SameTypeAsInput0", mix=True,
            summary="y = leaky_relu(conv2d(x, weight) + bias) with BatchNorm folded into weight and bias"),
     Kernel("fused_bias_leaky_relu", inputs=(Tensor("x"), Tensor("bias", optional=True)), outputs=(Tensor("y"),),
            attrs=_FUSED_BIAS_ATTRS,

@@ -7,6 +7,7 @@
 namespace ascend_acts_sim {
 std::vector<KernelEntry> BrokenKernels();
 std::vector<KernelEntry> CubeKernels();
+std::vector<KernelEntry> ConvEvalBrokenKernels();
 }  // namespace ascend_acts_sim
 
 PYBIND11_MODULE(_sim_tests, m) {
@@ -15,6 +16,7 @@ PYBIND11_MODULE(_sim_tests, m) {
     static const std::vector<KernelEntry> kernels = [] {
         std::vector<KernelEntry> all = BrokenKernels();
         for (auto& k : CubeKernels()) all.push_back(k);
+        for (auto& k : ConvEvalBrokenKernels()) all.push_back(k);
         return all;
     }();
     m.doc() = "Deliberately broken kernels, one per emulator rule, and their controls (tests/sim_kernels/).";

@@ -1,4 +1,4 @@
-// Invariants of the fused Conv+BN+LeakyReLU tilings (training BN split and eval GEMM blocking), over a
+// Invariants of the fused Conv+BN+LeakyReLU tilings (training BN split and the eval kernel's cube tiling), over a
 // grid of shapes and both 910B platforms. Prints each violation; exit status = number of violations.
 #include <cstdio>
 #include <string>
@@ -67,40 +67,55 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
           g.kernelH, g.kernelW);
     if (!ok) return;
     using namespace conv_eval_tiling;
-    const CubeTilingFields& c = t.cube;
-    // fractal alignment
-    CHECK(c.baseM % 16 == 0 && c.baseN % 16 == 0 && c.baseK % 16 == 0, "%s base %d %d %d", name, c.baseM, c.baseN,
-          c.baseK);
-    CHECK(uint64_t(t.columnTile) * size % 32 == 0 && c.baseN == int32_t(t.columnTile), "columnTile %u", t.columnTile);
-    // capacities: L0A/L0B/L0C double-buffered halves, half of L1 per AIV, UB
-    CHECK(uint64_t(c.baseM) * c.baseK * size <= p.l0aBytes / 2, "L0A");
-    CHECK(uint64_t(c.baseK) * c.baseN * size <= p.l0bBytes / 2, "L0B");
-    CHECK(uint64_t(c.baseM) * c.baseN * 4 <= p.l0cBytes / 2, "L0C");
-    CHECK(L1Bytes(c, size) <= p.l1Bytes / 2, "L1 %llu", (unsigned long long)L1Bytes(c, size));
-    CHECK(UbBytes(g, size, c.baseM, t.columnTile) <= p.ubBytes, "UB");
-    CHECK(c.depthA1 == c.stepKa && c.stepKa >= 1 && uint64_t(c.stepKa) * c.baseK <= RoundUp(t.reduction, c.baseK),
-          "steps");
-    // the GEMM shape
-    CHECK(c.M == int32_t(g.outChannels) && c.Ka == int32_t(g.inChannels * g.kernelH * g.kernelW) && c.Ka == c.Kb, "MK");
-    CHECK(c.singleCoreK == c.Ka && c.singleCoreM == c.M && c.singleCoreN == c.N, "single core");
-    // work coverage and cores
-    uint64_t positions = uint64_t(g.outHeight) * g.outWidth;
-    CHECK(uint64_t(t.tilesPerImage) * t.columnTile >= positions &&
-              uint64_t(t.tilesPerImage - 1) * t.columnTile < positions,
-          "tiles");
-    CHECK(t.workItems == g.batch * t.tilesPerImage, "items");
-    CHECK(t.usedCoreNum >= 1 && t.usedCoreNum <= p.vectorCoreNum && t.usedCoreNum <= t.workItems, "AIVs %u",
-          t.usedCoreNum);
-    CHECK(t.blockDim <= p.cubeCoreNum && 2 * t.blockDim >= t.usedCoreNum, "blockDim %u", t.blockDim);
-    CHECK(c.usedCoreNum == int32_t(t.usedCoreNum), "cube usedCoreNum");
-    // the band holds every input row any column tile reads
-    for (uint64_t first = 0; first < positions; first += t.columnTile) {
-        uint64_t last = first + t.columnTile - 1 < positions ? first + t.columnTile - 1 : positions - 1;
-        uint64_t rows = (last / g.outWidth - first / g.outWidth) * g.strideH + (g.kernelH - 1) * g.dilationH + 1;
-        CHECK(rows <= t.bandRows, "tile at %llu needs %llu rows > band %u", (unsigned long long)first,
-              (unsigned long long)rows, t.bandRows);
+    // fractal alignment and the field widths of LoadData 2D / 3Dv2, Mmad, Fixpipe
+    CHECK(t.c0 * size == 32 && t.blockRows % 16 == 0 && t.blockRows <= 128, "%s Mb %u", name, t.blockRows);
+    CHECK(t.kChunk % t.c0 == 0 && t.kChunk / t.c0 <= 255 && t.kChunk <= 4095, "kc %u", t.kChunk);
+    CHECK(t.weightSliceK % t.kChunk == 0 && t.weightSlices <= kMaxWeightSlices &&
+              uint64_t(t.weightSlices) * t.weightSliceK >= uint64_t(t.kFractals) * t.c0 &&
+              uint64_t(t.weightSlices - 1) * t.weightSliceK < uint64_t(t.kFractals) * t.c0,
+          "slices %u x %u", t.weightSlices, t.weightSliceK);
+    CHECK(t.tilePositions % 16 == 0 && t.tilePositions <= 4095 && t.tilePositions >= t.tileRows * g.outWidth &&
+              t.tilePositions < t.tileRows * g.outWidth + 16,
+          "Npad %u", t.tilePositions);
+    // capacities: L0A / L0B double-buffered, L0C, L1 (W' block + two bands), UB (prologue + epilogue)
+    CHECK(2ull * t.blockRows * t.kChunk * size <= p.l0aBytes, "L0A");
+    CHECK(2ull * t.kChunk * t.tilePositions * size <= p.l0bBytes, "L0B");
+    CHECK(uint64_t(t.l0cBuffers) * t.blockRows * t.tilePositions * 4 <= p.l0cBytes && t.l0cBuffers >= 1, "L0C");
+    CHECK(L1Bytes(t, size) <= p.l1Bytes, "L1 %llu", (unsigned long long)L1Bytes(t, size));
+    CHECK(PrologueUbBytes(t.prologueRows, g.width, t.c0, size) +
+                  EpilogueUbBytes(t.epilogueRows, t.tilePositions, t.blockRows, size) <=
+              p.ubBytes,
+          "UB");
+    CHECK(t.prologueRows >= 1 && t.prologueRows <= t.bandRows && t.epilogueRows >= 1 &&
+              t.epilogueRows <= (t.blockRows + 1) / 2,
+          "passes %u %u", t.prologueRows, t.epilogueRows);
+    CHECK(uint64_t(t.inputSlotBytes) >= uint64_t(t.channelGroups) * t.c0 * t.bandRows * g.width * size &&
+              t.inputSlotBytes % 512 == 0 && t.outputSlotBytes == t.blockRows * t.tilePositions * 4,
+          "slots");
+    CHECK(WorkspaceBytes(t) == uint64_t(t.blockDim) * 2 * (t.inputSlotBytes + t.outputSlotBytes), "workspace");
+    // work coverage: blocks x images x tiles, every AI core a contiguous, balanced, non-empty range
+    CHECK(t.coutBlocks * t.blockRows >= g.outChannels && (t.coutBlocks - 1) * t.blockRows < g.outChannels, "blocks");
+    CHECK(t.tilesPerImage * t.tileRows >= g.outHeight && (t.tilesPerImage - 1) * t.tileRows < g.outHeight, "tiles");
+    CHECK(t.workItems == t.coutBlocks * g.batch * t.tilesPerImage, "items");
+    CHECK(t.blockDim >= 1 && t.blockDim <= p.cubeCoreNum && t.blockDim <= t.workItems, "blockDim %u", t.blockDim);
+    uint32_t next = 0;
+    for (uint32_t core = 0; core < t.blockDim; ++core) {
+        uint32_t first, count;
+        ItemRange(t, core, first, count);
+        CHECK(first == next && count >= t.workItems / t.blockDim && count <= t.workItems / t.blockDim + 1,
+              "core %u range %u+%u", core, first, count);
+        next = first + count;
     }
-    CHECK(t.workspaceSlab == uint64_t(t.reduction) * t.columnTile, "slab");
+    CHECK(next == t.workItems, "items covered %u of %u", next, t.workItems);
+    // every tile reads at least one input row, at most bandRows, and LoadData 3Dv2 gives it exactly its rows
+    const uint64_t effH = uint64_t(g.kernelH - 1) * g.dilationH + 1;
+    for (uint32_t tile = 0; tile < t.tilesPerImage; ++tile) {
+        ConvTile c = TileOf(t, tile);
+        CHECK(c.inRows >= 1 && c.inRows <= t.bandRows && c.firstInRow + c.inRows <= g.height, "band");
+        CHECK((c.padTop + c.inRows + c.padBottom - effH) / g.strideH + 1 == c.outRows && c.padTop <= 255 &&
+                  c.padBottom <= 255,
+              "tile %u rows", tile);
+    }
 }
 
 static ConvGeometry Geometry(uint32_t n, uint32_t cin, uint32_t h, uint32_t w, uint32_t cout, uint32_t k,
@@ -160,8 +175,8 @@ int main(int argc, char** argv) {
         Geometry(1, 1, 1, 1, 1, 1, 1, 0, 1),       Geometry(2, 3, 8, 8, 16, 3, 1, 1, 1),
         Geometry(2, 3, 9, 7, 5, 3, 2, 1, 1),       Geometry(1, 64, 32, 32, 128, 4, 2, 1, 1),
         Geometry(4, 128, 16, 16, 256, 4, 2, 1, 1), Geometry(1, 256, 8, 8, 512, 3, 1, 2, 2),
-        Geometry(1, 3, 224, 224, 64, 7, 2, 3, 1),  Geometry(2, 16, 5, 1000, 33, 3, 1, 1, 1),
-        Geometry(1, 512, 4, 4, 1024, 1, 1, 0, 1),  Geometry(1, 8, 2048, 2048, 8, 5, 1, 2, 1),
+        Geometry(1, 3, 224, 224, 64, 7, 2, 3, 1),  Geometry(2, 16, 5, 500, 33, 3, 1, 1, 1),
+        Geometry(1, 512, 4, 4, 1024, 1, 1, 0, 1),  Geometry(1, 8, 512, 512, 8, 5, 1, 2, 1),
     };
     for (const ConvGeometry& g : geometries)
         for (uint32_t size : {2u, 4u}) {
@@ -169,6 +184,14 @@ int main(int argc, char** argv) {
         }
     ConvBnLeakyReluEvalTiling eval{};
     CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(0, 3, 8, 8, 4, 3, 1, 1, 1), 4, 0.2f, cubes[0], eval), "N=0 eval");
+    // padding a whole filter height (a tile would read no input row); a stride past LoadData 3Dv2's 63
+    CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(1, 3, 8, 8, 4, 3, 1, 3, 1), 4, 0.2f, cubes[0], eval), "pad");
+    CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(1, 3, 200, 200, 4, 3, 64, 0, 1), 4, 0.2f, cubes[0], eval),
+          "stride 64");
+    // tiles are whole output rows: a row wider than a double-buffered L0B fractal column (16-bit: 1008 positions
+    // need 2 * 16 * 1008 * 2 > 64 KiB) is refused, not split
+    CHECK(!ComputeConvBnLeakyReluEvalTiling(Geometry(1, 8, 64, 1000, 8, 3, 1, 1, 1), 2, 0.2f, cubes[0], eval),
+          "wide rows");
     std::printf("%d failures\n", failures);
     return failures;
 }

@@ -1,6 +1,6 @@
 """The eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU (op_kernel/ family "conv_bn_leaky_relu_eval":
-the convolution on the cube with the BN-folded weights, bias and LeakyReLU on the vector unit, one launch)
-on the emulator, and the eval ops built on it.
+the convolution on the cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in the cube's fractal
+layout; bias and LeakyReLU on the vector unit; one MIX launch) on the emulator, and the eval ops built on it.
 
 Grouped convolutions and the eval backward (needed only to train through an eval-mode block) run the
 reference backend.
@@ -25,6 +25,17 @@ def tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int, 
         emulator.settings().platform if platform is None else platform, negative_slope)
 
 
+def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """W' (Cout, Cin, kh, kw) in the kernel's ZZ fractal layout (M1, C1, kh, kw, 16, C0), C0 = 32 bytes of `dtype`:
+    element [mi][c1][i][j][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero past Cout and Cin
+    (op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h)."""
+    c0 = 32 // torch.empty((), dtype=dtype).element_size()
+    cout, cin, kh, kw = weight.shape
+    m1, c1 = -(-cout // 16), -(-cin // c0)
+    padded = torch.nn.functional.pad(weight.to(dtype), (0, 0, 0, 0, 0, c1 * c0 - cin, 0, m1 * 16 - cout))
+    return padded.view(m1, 16, c1, c0, kh, kw).permute(0, 2, 4, 5, 1, 3).contiguous()
+
+
 def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
     """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
     `bias` is float32; x and weight share one dtype."""
@@ -35,7 +46,8 @@ def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative
         raise TypeError(f"bias: the kernel takes a contiguous float32 bias, got {bias.dtype}")
     launch_tiling = tiling(x.shape, weight.shape, stride, padding, dilation, x.element_size(), negative_slope)
     y = torch.empty(output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype)
-    emulator.launch("conv_bn_leaky_relu_eval", {"x": x, "weight": weight, "bias": bias, "y": y}, launch_tiling)
+    emulator.launch("conv_bn_leaky_relu_eval", {"x": x, "weight": pack_weight(weight, x.dtype), "bias": bias, "y": y},
+                    launch_tiling)
     return y
 
 

@@ -1,0 +1,399 @@
+// The eval kernel of the fused Conv2d + BatchNorm2d (folded) + LeakyReLU, the Ascend way: img2col on the cube
+// side, MIX AIC:AIV 1:2. Layouts, work items and rings: conv_bn_leaky_relu_eval_tiling_data.h.
+//
+// Per AI core, per work item j (slots j % 2 of its GM rings):
+//   AIV prologue  (both AIVs, half of the C1 channel groups each): the band of input rows the tile reads
+//                 (clipped to the image; padding comes from LoadData 3Dv2's padList, not from data), NCHW ->
+//                 [rows][W][C0] with Gather, to the input slot as [C1][rows][W][C0]; IN_READY.
+//   AIC           the slot -> L1 (double-buffered band), IN_FREE; the item's W' block -> L1 when it differs from
+//                 the resident one (slice by slice, each just before its first Mmad); per K chunk: LoadData 3Dv2
+//                 (img2col of the band) -> L0B, LoadData 2D (whole W' fractals) -> L0A, Mmad into L0C in float32;
+//                 Fixpipe L0C -> the output slot [Mb][Npad] row-major float; OUT_READY.
+//   AIV epilogue  (both AIVs, half of the block's rows each): the slot -> UB, OUT_FREE; + b'[row] (Adds per row:
+//                 the cube's bias table adds a bias per column, and the columns are positions here), LeakyRelu,
+//                 one rounding to T, DataCopyPad into y (rows = channels, positions contiguous in NCHW).
+// The AIVs run prologue(j) then epilogue(j - 1), so the cube works on item j while they prepare item j + 1.
+//
+// `Sync` is the cross-core flag policy: CrossCoreFlags for the product; tests/sim_kernels/ instantiates the
+// class with one flag left out to show the emulator's hazard checker catches it.
+#pragma once
+
+#include "kernel_operator.h"
+#include "../common/float_compute.h"
+#include "conv_bn_leaky_relu_eval_tiling_data.h"
+
+namespace ascend_acts {
+
+// Cross-core flags, mode 2: a set by the AIC reaches both of its AIVs; an AIC wait needs a set from both.
+struct CrossCoreFlags {
+    template <pipe_t pipe>
+    __aicore__ static inline void Signal(uint16_t flag) {
+        AscendC::CrossCoreSetFlag<2, pipe>(flag);
+    }
+    __aicore__ static inline void Await(uint16_t flag) { AscendC::CrossCoreWaitFlag<2>(flag); }
+};
+
+template <typename T>
+struct BitsOf;  // Gather and Duplicate move bits: 16-bit types as uint16_t, float as uint32_t
+template <>
+struct BitsOf<float> {
+    using Type = uint32_t;
+};
+template <>
+struct BitsOf<half> {
+    using Type = uint16_t;
+};
+template <>
+struct BitsOf<bfloat16_t> {
+    using Type = uint16_t;
+};
+
+template <typename T, typename Sync = CrossCoreFlags>
+class ConvBnLeakyReluEvalKernel {
+    using Bits = typename BitsOf<T>::Type;
+    static constexpr uint32_t kC0 = 32 / sizeof(T);
+    static constexpr uint32_t kFractal = 16 * kC0;  // elements of a 512-byte fractal
+
+public:
+    __aicore__ inline void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR workspace,
+                                const ConvBnLeakyReluEvalTiling& tiling) {
+        t_ = tiling;
+        const ConvGeometry& g = t_.conv;
+        xGm_.SetGlobalBuffer((__gm__ T*)x, uint64_t(g.batch) * g.inChannels * g.height * g.width);
+        weightGm_.SetGlobalBuffer((__gm__ T*)weight,
+                                  uint64_t(conv_eval_tiling::CeilDiv(g.outChannels, 16)) * 16 * t_.kFractals * kC0);
+        biasGm_.SetGlobalBuffer((__gm__ float*)bias, g.outChannels);
+        yGm_.SetGlobalBuffer((__gm__ T*)y, uint64_t(g.batch) * g.outChannels * g.outHeight * g.outWidth);
+        // an AIV's block index is 2 * (its AI core) + its sub-block index
+        if ASCEND_IS_AIC {
+            core_ = uint32_t(AscendC::GetBlockIdx());
+        } else {
+            core_ = uint32_t(AscendC::GetBlockIdx() / AscendC::GetTaskRation());
+        }
+        conv_eval_tiling::ItemRange(t_, core_, firstItem_, itemCount_);
+        const uint64_t ring = 2ull * (t_.inputSlotBytes + t_.outputSlotBytes);
+        GM_ADDR mine = workspace + core_ * ring;
+        for (uint32_t s = 0; s < 2; ++s) {
+            inputSlot_[s].SetGlobalBuffer((__gm__ T*)(mine + s * t_.inputSlotBytes), t_.inputSlotBytes / sizeof(T));
+            outputSlot_[s].SetGlobalBuffer((__gm__ float*)(mine + 2ull * t_.inputSlotBytes + s * t_.outputSlotBytes),
+                                           t_.outputSlotBytes / sizeof(float));
+        }
+        if ASCEND_IS_AIC {
+            InitCube();
+        } else {
+            InitVector();
+        }
+    }
+
+    __aicore__ inline void Process() {
+        if ASCEND_IS_AIC {
+            RunCube();
+        } else {
+            RunVector();
+        }
+    }
+
+private:
+    // ---------------------------------------------------------------- cube core (AIC) ------------------------
+    __aicore__ inline void InitCube() {
+        const uint32_t weightSlice = t_.blockRows * t_.weightSliceK * sizeof(T);
+        pipe_.InitBuffer(weightL1_, t_.weightSlices, weightSlice);
+        pipe_.InitBuffer(bandL1_, 2, t_.inputSlotBytes);
+        pipe_.InitBuffer(weightL0_, 2, t_.blockRows * t_.kChunk * sizeof(T));
+        pipe_.InitBuffer(columnsL0_, 2, t_.kChunk * t_.tilePositions * sizeof(T));
+        pipe_.InitBuffer(resultL0c_, t_.l0cBuffers, t_.blockRows * t_.tilePositions * sizeof(float));
+    }
+
+    __aicore__ inline void RunCube() {
+        if (itemCount_ == 0) return;
+        FetchBand(0);
+        for (uint32_t j = 0; j < itemCount_; ++j) {
+            AscendC::LocalTensor<T> band = bandL1_.template DeQue<T>();
+            if (j + 1 < itemCount_) FetchBand(j + 1);  // its copy overlaps this item's Mmads
+            const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
+            if (tile.block != residentBlock_) ReleaseWeights(tile.block);
+            AscendC::LocalTensor<float> result = resultL0c_.template AllocTensor<float>();
+            const uint32_t kPadded = t_.kFractals * kC0;
+            for (uint32_t kStart = 0; kStart < kPadded; kStart += t_.kChunk) {
+                MultiplyChunk(result, band, tile, kStart, kStart == 0);
+            }
+            bandL1_.FreeTensor(band);
+            resultL0c_.EnQue(result);
+            result = resultL0c_.template DeQue<float>();
+            WriteResult(result, tile, j);
+            resultL0c_.FreeTensor(result);
+        }
+        ReleaseWeights(residentBlock_);
+    }
+
+    // The AIVs' input slot of item j -> an L1 band buffer (queued for the item's LoadData 3Dv2).
+    __aicore__ inline void FetchBand(uint32_t j) {
+        const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
+        const uint32_t slot = j % 2;
+        Sync::Await(conv_eval_tiling::kInputReady + slot);
+        AscendC::LocalTensor<T> band = bandL1_.template AllocTensor<T>();
+        // one 32-byte-block run per channel group: rows * W * C0 elements of T = rows * W blocks
+        AscendC::DataCopy(band, inputSlot_[slot],
+                          AscendC::DataCopyParams(uint16_t(t_.channelGroups), uint16_t(tile.inRows * t_.conv.width),
+                                                  0, 0));
+        bandL1_.EnQue(band);
+        // the copy is in the MTE2 pipe's order before the flag; an item nobody refills needs no release
+        if (j + 2 < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kInputFree + slot);
+    }
+
+    // Drops the resident W' block; `block`'s slices load as the next K loop reaches them.
+    __aicore__ inline void ReleaseWeights(uint32_t block) {
+        for (uint32_t s = 0; s < t_.weightSlices; ++s) {
+            if (sliceLoaded_[s]) weightL1_.FreeTensor(weightSlice_[s]);
+            sliceLoaded_[s] = false;
+        }
+        residentBlock_ = block;
+    }
+
+    // Slice s of the resident block's W' (K elements [s * sliceK, ...)) -> L1, laid out [Mb/16][slice fractals].
+    __aicore__ inline void LoadWeightSlice(uint32_t s, uint32_t rowFractals) {
+        const uint32_t sliceFractals = t_.weightSliceK / kC0, first = s * sliceFractals;
+        const uint32_t width = t_.kFractals - first < sliceFractals ? t_.kFractals - first : sliceFractals;
+        AscendC::LocalTensor<T> slice = weightL1_.template AllocTensor<T>();
+        const uint64_t origin = (uint64_t(residentBlock_) * (t_.blockRows / 16) * t_.kFractals + first) * kFractal;
+        // a fractal is 512 bytes = 16 blocks of 32; rows of the block are K1 fractals apart in GM
+        AscendC::DataCopy(slice, weightGm_[origin],
+                          AscendC::DataCopyParams(uint16_t(rowFractals), uint16_t(width * 16),
+                                                  uint16_t((t_.kFractals - width) * 16), 0));
+        weightL1_.EnQue(slice);
+        weightSlice_[s] = weightL1_.template DeQue<T>();
+        sliceLoaded_[s] = true;
+    }
+
+    // C (+)= W'[block rows][kStart, kStart + kc) * img2col(band)[kStart, kStart + kc)[positions].
+    __aicore__ inline void MultiplyChunk(const AscendC::LocalTensor<float>& result, const AscendC::LocalTensor<T>& band,
+                                         const conv_eval_tiling::ConvTile& tile, uint32_t kStart, bool first) {
+        const uint32_t kPadded = t_.kFractals * kC0;
+        const uint32_t k = kPadded - kStart < t_.kChunk ? kPadded - kStart : t_.kChunk;
+        const uint32_t rowFractals = conv_eval_tiling::CeilDiv(tile.channels, 16);
+        AscendC::LocalTensor<T> columns = columnsL0_.template AllocTensor<T>();
+        LoadColumns(columns, band, tile, kStart, k);
+        columnsL0_.EnQue(columns);
+        AscendC::LocalTensor<T> weights = weightL0_.template AllocTensor<T>();
+        LoadWeights(weights, rowFractals, kStart, k);
+        weightL0_.EnQue(weights);
+        columns = columnsL0_.template DeQue<T>();
+        weights = weightL0_.template DeQue<T>();
+        AscendC::MmadParams params;
+        params.m = uint16_t(rowFractals * 16);
+        params.n = uint16_t(tile.paddedPositions);
+        params.k = uint16_t(k);
+        params.cmatrixInitVal = first;  // the first chunk starts C at 0, the others accumulate
+        AscendC::Mmad(result, weights, columns, params);
+        columnsL0_.FreeTensor(columns);
+        weightL0_.FreeTensor(weights);
+    }
+
+    // img2col of the band into L0B (K x N, ZN): the tile's padding rows and the image's padding columns from
+    // padList, K order (c1, kh, kw, c0) as W' is packed.
+    __aicore__ inline void LoadColumns(const AscendC::LocalTensor<T>& columns, const AscendC::LocalTensor<T>& band,
+                                       const conv_eval_tiling::ConvTile& tile, uint32_t kStart, uint32_t k) {
+        const ConvGeometry& g = t_.conv;
+        uint8_t padList[AscendC::PAD_SIZE] = {uint8_t(g.padW), uint8_t(t_.padRight), uint8_t(tile.padTop),
+                                              uint8_t(tile.padBottom)};
+        AscendC::LoadData3DParamsV2<T> params(
+            padList, uint16_t(tile.inRows), uint16_t(g.width), uint16_t(t_.channelGroups * kC0), uint16_t(k),
+            uint16_t(tile.paddedPositions), uint16_t(kStart), 0, uint8_t(g.strideW), uint8_t(g.strideH),
+            uint8_t(g.kernelW), uint8_t(g.kernelH), uint8_t(g.dilationW), uint8_t(g.dilationH), false, false, T(0));
+        AscendC::LoadData(columns, band, params);
+    }
+
+    // W' rows of the block, K [kStart, kStart + k) -> L0A (M x K, ZZ): one LoadData 2D of whole fractals per
+    // 16-row fractal row, from the slice that holds them (loaded on its first use).
+    __aicore__ inline void LoadWeights(const AscendC::LocalTensor<T>& weights, uint32_t rowFractals, uint32_t kStart,
+                                       uint32_t k) {
+        const uint32_t sliceFractals = t_.weightSliceK / kC0;
+        const uint32_t firstFractal = kStart / kC0, s = firstFractal / sliceFractals;
+        if (!sliceLoaded_[s]) LoadWeightSlice(s, rowFractals);
+        const uint32_t sliceStart = s * sliceFractals;
+        const uint32_t sliceWidth =
+            t_.kFractals - sliceStart < sliceFractals ? t_.kFractals - sliceStart : sliceFractals;
+        const uint32_t fractals = k / kC0;
+        for (uint32_t row = 0; row < rowFractals; ++row) {
+            AscendC::LoadData(weights[row * fractals * kFractal], weightSlice_[s],
+                              AscendC::LoadData2DParams(uint16_t(row * sliceWidth + firstFractal - sliceStart),
+                                                        uint8_t(fractals), 1, 0, 0, false, 0));
+        }
+    }
+
+    // L0C -> output slot j % 2 (row-major float, Npad per row), once the AIVs have taken its previous contents.
+    __aicore__ inline void WriteResult(const AscendC::LocalTensor<float>& result, const conv_eval_tiling::ConvTile& tile,
+                                       uint32_t j) {
+        const uint32_t slot = j % 2;
+        if (j >= 2) Sync::Await(conv_eval_tiling::kOutputFree + slot);
+        const uint32_t rows = conv_eval_tiling::CeilDiv(tile.channels, 16) * 16;
+        AscendC::FixpipeParamsV220 params(uint16_t(tile.paddedPositions), uint16_t(rows), uint16_t(rows),
+                                          t_.tilePositions, false);
+        AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(outputSlot_[slot], result, params);
+        Sync::template Signal<PIPE_FIX>(conv_eval_tiling::kOutputReady + slot);
+    }
+
+    // ---------------------------------------------------------------- vector cores (AIV) --------------------
+    __aicore__ inline void InitVector() {
+        const uint32_t pitch = conv_eval_tiling::RoundUp(t_.prologueRows * t_.conv.width, kC0);
+        pitch_ = pitch;
+        pipe_.InitBuffer(channelRows_, 2, kC0 * pitch * sizeof(T));
+        pipe_.InitBuffer(interleaved_, 2, pitch * kC0 * sizeof(T));
+        pipe_.InitBuffer(gatherOffsets_, pitch * kC0 * sizeof(uint32_t));
+        pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(float));
+        pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(T));
+        pipe_.InitBuffer(biasBuf_, conv_eval_tiling::RoundUp(t_.blockRows * sizeof(float), 32));
+        FillGatherOffsets();
+        const uint32_t half = conv_eval_tiling::CeilDiv(t_.channelGroups, 2), sub = uint32_t(AscendC::GetSubBlockIdx());
+        firstGroup_ = sub * half < t_.channelGroups ? sub * half : t_.channelGroups;
+        lastGroup_ = firstGroup_ + half < t_.channelGroups ? firstGroup_ + half : t_.channelGroups;
+    }
+
+    // offsets[p * C0 + c] = byte offset of channel c, position p in the channel rows (pitch elements apart):
+    // Gather then writes [positions][C0]. Built once; every pass uses a prefix.
+    __aicore__ inline void FillGatherOffsets() {
+        AscendC::LocalTensor<uint32_t> offsets = gatherOffsets_.template Get<uint32_t>();
+        for (uint32_t p = 0; p < pitch_; ++p) {
+            for (uint32_t c = 0; c < kC0; ++c) offsets.SetValue(p * kC0 + c, (c * pitch_ + p) * uint32_t(sizeof(T)));
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();  // scalar writes before the vector unit's Gathers
+    }
+
+    __aicore__ inline void RunVector() {
+        for (uint32_t j = 0; j <= itemCount_; ++j) {
+            if (j < itemCount_) PrepareInput(j);
+            if (j >= 1) FinishOutput(j - 1);
+        }
+    }
+
+    // Prologue of item j: this AIV's channel groups of the band -> input slot j % 2.
+    __aicore__ inline void PrepareInput(uint32_t j) {
+        const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
+        const uint32_t slot = j % 2;
+        if (j >= 2) Sync::Await(conv_eval_tiling::kInputFree + slot);
+        for (uint32_t group = firstGroup_; group < lastGroup_; ++group) {
+            for (uint32_t row = 0; row < tile.inRows; row += t_.prologueRows) {
+                const uint32_t rows = tile.inRows - row < t_.prologueRows ? tile.inRows - row : t_.prologueRows;
+                InterleaveRows(tile, group, row, rows, slot);
+            }
+        }
+        Sync::template Signal<PIPE_MTE3>(conv_eval_tiling::kInputReady + slot);
+    }
+
+    // Input rows [firstInRow + row, ... + rows) of channel group `group` -> [rows][W][C0] at the slot's
+    // [group][row] (the band's rows are tile.inRows per group).
+    __aicore__ inline void InterleaveRows(const conv_eval_tiling::ConvTile& tile, uint32_t group, uint32_t row,
+                                          uint32_t rows, uint32_t slot) {
+        const ConvGeometry& g = t_.conv;
+        const uint32_t firstChannel = group * kC0;
+        const uint32_t channels = g.inChannels - firstChannel < kC0 ? g.inChannels - firstChannel : kC0;
+        const uint32_t elements = rows * g.width, plane = g.height * g.width;
+        AscendC::LocalTensor<T> planes = channelRows_.template AllocTensor<T>();
+        const uint64_t origin =
+            (uint64_t(tile.image) * g.inChannels + firstChannel) * plane + (tile.firstInRow + row) * g.width;
+        const uint32_t gapBlocks = (pitch_ - conv_eval_tiling::RoundUp(elements, kC0)) / kC0;
+        AscendC::DataCopyPad(planes, xGm_[origin],
+                             AscendC::DataCopyExtParams{uint16_t(channels), uint32_t(elements * sizeof(T)),
+                                                        uint32_t((plane - elements) * sizeof(T)), gapBlocks, 0},
+                             AscendC::DataCopyPadExtParams<T>{false, 0, 0, T(0)});
+        channelRows_.EnQue(planes);
+        planes = channelRows_.template DeQue<T>();
+        AscendC::LocalTensor<Bits> planeBits = planes.template ReinterpretCast<Bits>();
+        // channels past Cin must be zeros, never garbage: NaN * 0 is NaN in Mmad
+        if (channels < kC0) AscendC::Duplicate(planeBits[channels * pitch_], Bits(0), (kC0 - channels) * pitch_);
+        AscendC::LocalTensor<Bits> packed = interleaved_.template AllocTensor<Bits>();
+        AscendC::Gather(packed, planeBits, gatherOffsets_.template Get<uint32_t>(), 0u, elements * kC0);
+        channelRows_.FreeTensor(planes);
+        interleaved_.EnQue(packed);
+        packed = interleaved_.template DeQue<Bits>();
+        const uint64_t at = (uint64_t(group) * tile.inRows + row) * g.width * kC0;
+        AscendC::DataCopy(inputSlot_[slot][at], packed.template ReinterpretCast<T>(), elements * kC0);
+        interleaved_.FreeTensor(packed);
+    }
+
+    // Epilogue of item j: this AIV's rows of output slot j % 2 -> + b', LeakyReLU, T -> y.
+    __aicore__ inline void FinishOutput(uint32_t j) {
+        const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
+        const uint32_t slot = j % 2, half = conv_eval_tiling::CeilDiv(tile.channels, 2);
+        const uint32_t sub = uint32_t(AscendC::GetSubBlockIdx());
+        const uint32_t first = sub * half < tile.channels ? sub * half : tile.channels;
+        const uint32_t count = tile.channels - first < half ? tile.channels - first : half;
+        Sync::Await(conv_eval_tiling::kOutputReady + slot);
+        if (count > 0 && tile.block != biasBlock_) LoadBias(tile.block, first, count);
+        for (uint32_t row = 0; row < count; row += t_.epilogueRows) {
+            const uint32_t rows = count - row < t_.epilogueRows ? count - row : t_.epilogueRows;
+            const bool last = row + rows == count;
+            FinishRows(tile, first + row, row, rows, slot, last && j + 2 < itemCount_);
+        }
+        if (count == 0 && j + 2 < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
+    }
+
+    // b' of this AIV's rows of the block -> UB, read by the scalar unit.
+    __aicore__ inline void LoadBias(uint32_t block, uint32_t first, uint32_t count) {
+        AscendC::LocalTensor<float> bias = biasBuf_.template Get<float>();
+        AscendC::DataCopyPad(bias, biasGm_[block * t_.blockRows + first],
+                             AscendC::DataCopyExtParams{1, uint32_t(count * sizeof(float)), 0, 0, 0},
+                             AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+        AscendC::PipeBarrier<PIPE_ALL>();  // the copy lands before GetValue reads it
+        biasBlock_ = block;
+    }
+
+    // Slot rows [slotRow, slotRow + rows) (block channels; biasRow = the first one's index among this AIV's) ->
+    // y. `release`: the last reads of the slot are issued, so the AIC may overwrite it.
+    __aicore__ inline void FinishRows(const conv_eval_tiling::ConvTile& tile, uint32_t slotRow, uint32_t biasRow,
+                                      uint32_t rows, uint32_t slot, bool release) {
+        const ConvGeometry& g = t_.conv;
+        const uint32_t width = tile.paddedPositions;
+        AscendC::LocalTensor<float> values = resultRows_.template AllocTensor<float>();
+        AscendC::DataCopyPad(values, outputSlot_[slot][slotRow * t_.tilePositions],
+                             AscendC::DataCopyExtParams{uint16_t(rows), uint32_t(width * sizeof(float)),
+                                                        uint32_t((t_.tilePositions - width) * sizeof(float)), 0, 0},
+                             AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+        if (release) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
+        resultRows_.EnQue(values);
+        values = resultRows_.template DeQue<float>();
+        AscendC::LocalTensor<float> bias = biasBuf_.template Get<float>();
+        for (uint32_t r = 0; r < rows; ++r) {
+            AscendC::Adds(values[r * width], values[r * width], bias.GetValue(biasRow + r), width);
+        }
+        AscendC::LeakyRelu(values, values, t_.negativeSlope, rows * width);
+        AscendC::LocalTensor<T> out = outputRows_.template AllocTensor<T>();
+        FromFloat(out, values, rows * width);
+        resultRows_.FreeTensor(values);
+        outputRows_.EnQue(out);
+        out = outputRows_.template DeQue<T>();
+        const uint32_t planeOut = g.outHeight * g.outWidth;
+        const uint64_t origin = (uint64_t(tile.image) * g.outChannels + tile.block * t_.blockRows + slotRow) * planeOut +
+                                tile.firstOutRow * g.outWidth;
+        const uint32_t rowBytes = tile.positions * sizeof(T);
+        AscendC::DataCopyPad(yGm_[origin], out,
+                             AscendC::DataCopyExtParams{uint16_t(rows), rowBytes,
+                                                        (width * uint32_t(sizeof(T)) - conv_eval_tiling::RoundUp(rowBytes, 32)) / 32,
+                                                        uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
+        outputRows_.FreeTensor(out);
+    }
+
+    ConvBnLeakyReluEvalTiling t_;
+    AscendC::TPipe pipe_;
+    AscendC::GlobalTensor<T> xGm_, weightGm_, yGm_;
+    AscendC::GlobalTensor<float> biasGm_;
+    AscendC::GlobalTensor<T> inputSlot_[2];
+    AscendC::GlobalTensor<float> outputSlot_[2];
+    uint32_t core_ = 0, firstItem_ = 0, itemCount_ = 0;
+    // cube core
+    AscendC::TQue<AscendC::TPosition::A1, 1> weightL1_;
+    AscendC::TQue<AscendC::TPosition::B1, 1> bandL1_;
+    AscendC::TQue<AscendC::TPosition::A2, 1> weightL0_;
+    AscendC::TQue<AscendC::TPosition::B2, 1> columnsL0_;
+    AscendC::TQue<AscendC::TPosition::CO1, 1> resultL0c_;
+    AscendC::LocalTensor<T> weightSlice_[conv_eval_tiling::kMaxWeightSlices];
+    bool sliceLoaded_[conv_eval_tiling::kMaxWeightSlices] = {};
+    uint32_t residentBlock_ = 0xFFFFFFFFu;
+    // vector cores
+    AscendC::TQue<AscendC::TPosition::VECIN, 1> channelRows_, resultRows_;
+    AscendC::TQue<AscendC::TPosition::VECOUT, 1> interleaved_, outputRows_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> gatherOffsets_, biasBuf_;
+    uint32_t pitch_ = 0, firstGroup_ = 0, lastGroup_ = 0, biasBlock_ = 0xFFFFFFFFu;
+};
+
+}  // namespace ascend_acts
