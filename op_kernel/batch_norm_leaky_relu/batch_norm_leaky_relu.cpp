@@ -86,7 +86,7 @@ private:
         Duplicate(sumSquares, 0.0f, tiling_.tileLength);
         bool first = true;
         float shift = 0.0f;
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadAsFloat(values, tile);
             if (first) {
                 PipeBarrier<PIPE_ALL>();
@@ -169,18 +169,18 @@ private:
         float scale = stats_[ForwardSlot::Scale].GetValue(local);
         float bias = stats_[ForwardSlot::Bias].GetValue(local);
         LocalTensor<float> values = valuesBuf_.Get<float>();
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadAsFloat(values, tile);
             Muls(values, values, scale, tile.count);
             Adds(values, values, bias, tile.count);
             LeakyRelu(values, values, tiling_.negativeSlope, tile.count);
-            batch_norm_kernel::StoreAsT(outQueue_, outGm_[tile.offset], values, tile.count);
+            batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
         });
     }
 
     __aicore__ inline void LoadAsFloat(const LocalTensor<float>& values, const PlaneTile& tile) {
         LocalTensor<T> staged = inQueue_.template AllocTensor<T>();
-        batch_norm_kernel::CopyIn(staged, xGm_[tile.offset], tile.count);
+        batch_norm_kernel::CopyTileIn(staged, xGm_, tile);
         inQueue_.EnQue(staged);
         staged = inQueue_.template DeQue<T>();
         ToFloat(values, staged, tile.count);

@@ -13,21 +13,46 @@
 namespace ascend_acts {
 namespace batch_norm_kernel {
 
-// One tile of a channel: its GM offset (elements) and its length.
+// One tile of a channel: its GM offset (elements) and its length. A tile of several whole planes (`planes` > 1)
+// has them `planeStride` elements apart in GM and back to back in UB.
 struct PlaneTile {
     uint64_t offset;
     uint32_t count;
+    uint32_t planes;
+    uint64_t planeStride;
 };
 
+// DataCopyPad's blockCount is 12 bits (CheckDataCopyPadParams, dav_c220 kernel_operator_data_copy_impl.h).
+constexpr uint32_t kMaxCopyBlocks = 4095;
+
+// Planes that fit a tile and fill whole 32-byte blocks are moved several per DMA (one strided DataCopyPad), so
+// small planes (GAN layers' 4x4 .. 16x16) do not cost one DMA latency each; other planes go one at a time.
+template <typename T>
+__aicore__ inline uint32_t PlanesPerTile(const BatchNormLeakyReluTiling& tiling) {
+    if (tiling.planeSize > tiling.tileLength || tiling.planeSize * sizeof(T) % 32 != 0) return 1;
+    uint64_t planes = tiling.tileLength / tiling.planeSize;
+    return planes < kMaxCopyBlocks ? static_cast<uint32_t>(planes) : kMaxCopyBlocks;
+}
+
 // Visits the tiles of channel `channel` in a fixed order (plane by plane, front to back).
-template <typename Visit>
+template <typename T, typename Visit>
 __aicore__ inline void ForEachTile(const BatchNormLeakyReluTiling& tiling, uint32_t channel, Visit&& visit) {
+    const uint64_t planeStride = uint64_t(tiling.channels) * tiling.planeSize;
+    const uint32_t group = PlanesPerTile<T>(tiling);
+    if (group > 1) {
+        for (uint32_t n = 0; n < tiling.batch; n += group) {
+            uint32_t planes = tiling.batch - n < group ? tiling.batch - n : group;
+            visit(PlaneTile{(uint64_t(n) * tiling.channels + channel) * tiling.planeSize,
+                            planes * static_cast<uint32_t>(tiling.planeSize), planes, planeStride});
+        }
+        return;
+    }
     for (uint32_t n = 0; n < tiling.batch; ++n) {
         uint64_t planeStart = (uint64_t(n) * tiling.channels + channel) * tiling.planeSize;
         for (uint64_t done = 0; done < tiling.planeSize; done += tiling.tileLength) {
             uint64_t left = tiling.planeSize - done;
             uint32_t count = left < tiling.tileLength ? static_cast<uint32_t>(left) : tiling.tileLength;
-            visit(PlaneTile{planeStart + done, count});
+            visit(PlaneTile{planeStart + done, count, 1, planeStride});
         }
     }
 }
@@ -49,15 +74,32 @@ __aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const Ascend
     AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)));
 }
 
-// `values` rounded once to T, through `queue` (VECOUT) to `count` elements of GM at `dst`.
+// A tile's bytes between GM (planes `planeStride` apart) and UB (back to back): GM gaps are in bytes.
+template <typename T>
+__aicore__ inline AscendC::DataCopyExtParams TileCopy(const PlaneTile& tile, bool toGm) {
+    if (tile.planes <= 1) return ContiguousBytes(tile.count, sizeof(T));
+    const uint32_t planeBytes = tile.count / tile.planes * sizeof(T);
+    const uint32_t gapBytes = static_cast<uint32_t>((tile.planeStride - tile.count / tile.planes) * sizeof(T));
+    return AscendC::DataCopyExtParams{static_cast<uint16_t>(tile.planes), planeBytes, toGm ? 0u : gapBytes,
+                                      toGm ? gapBytes : 0u, 0};
+}
+
+template <typename T>
+__aicore__ inline void CopyTileIn(const AscendC::LocalTensor<T>& dst, const AscendC::GlobalTensor<T>& src,
+                                  const PlaneTile& tile) {
+    AscendC::DataCopyPad(dst, src[tile.offset], TileCopy<T>(tile, false),
+                         AscendC::DataCopyPadExtParams<T>{false, 0, 0, T()});
+}
+
+// `values` rounded once to T, through `queue` (VECOUT) to the tile's place in `dst`.
 template <typename T, typename Queue>
 __aicore__ inline void StoreAsT(Queue& queue, const AscendC::GlobalTensor<T>& dst,
-                                const AscendC::LocalTensor<float>& values, uint32_t count) {
+                                const AscendC::LocalTensor<float>& values, const PlaneTile& tile) {
     AscendC::LocalTensor<T> staged = queue.template AllocTensor<T>();
-    FromFloat(staged, values, count);
+    FromFloat(staged, values, tile.count);
     queue.EnQue(staged);
     staged = queue.template DeQue<T>();
-    CopyOut(dst, staged, count);
+    AscendC::DataCopyPad(dst[tile.offset], staged, TileCopy<T>(tile, true));
     queue.FreeTensor(staged);
 }
 

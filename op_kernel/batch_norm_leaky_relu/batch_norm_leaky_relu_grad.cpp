@@ -88,7 +88,7 @@ private:
         LocalTensor<float> sumProduct = sumProductBuf_.Get<float>();
         Duplicate(sum, 0.0f, tiling_.tileLength);
         Duplicate(sumProduct, 0.0f, tiling_.tileLength);
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadTile(tile);
             Adds(centered, centered, -beta, tile.count);
             Mul(product, dz, centered, tile.count);
@@ -131,14 +131,14 @@ private:
         float coefC = stats_[BackwardSlot::CoefC].GetValue(local);
         LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
         LocalTensor<float> centered = preActivationBuf_.Get<float>();
-        batch_norm_kernel::ForEachTile(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadTile(tile);
             Adds(centered, centered, -beta, tile.count);
             Muls(centered, centered, coefB, tile.count);
             Muls(dz, dz, coefA, tile.count);
             Add(dz, dz, centered, tile.count);
             Adds(dz, dz, coefC, tile.count);
-            batch_norm_kernel::StoreAsT(gradInputQueue_, gradInputGm_[tile.offset], dz, tile.count);
+            batch_norm_kernel::StoreAsT(gradInputQueue_, gradInputGm_, dz, tile);
         });
     }
 
@@ -146,8 +146,8 @@ private:
     __aicore__ inline void LoadTile(const PlaneTile& tile) {
         LocalTensor<T> gradOut = gradOutQueue_.template AllocTensor<T>();
         LocalTensor<T> output = outputQueue_.template AllocTensor<T>();
-        batch_norm_kernel::CopyIn(gradOut, gradOutGm_[tile.offset], tile.count);
-        batch_norm_kernel::CopyIn(output, outputGm_[tile.offset], tile.count);
+        batch_norm_kernel::CopyTileIn(gradOut, gradOutGm_, tile);
+        batch_norm_kernel::CopyTileIn(output, outputGm_, tile);
         gradOutQueue_.EnQue(gradOut);
         outputQueue_.EnQue(output);
         gradOut = gradOutQueue_.template DeQue<T>();
