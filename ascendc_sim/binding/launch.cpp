@@ -416,6 +416,7 @@ void DefineTimeline(py::module_& m) {
                               "Cost inputs of the pipe schedule (cycles, bytes per cycle); its values come from "
                               "ascend_acts.backends.sim.timeline.Assumptions.")
         .def(py::init<>())
+        .def_readwrite("dma_issue_cycles", &TimelineCosts::dmaIssueCycles)
         .def_readwrite("dma_latency_cycles", &TimelineCosts::dmaLatencyCycles)
         .def_readwrite("mte2_hbm_bytes_per_cycle", &TimelineCosts::mte2HbmBytesPerCycle)
         .def_readwrite("mte2_l2_bytes_per_cycle", &TimelineCosts::mte2L2BytesPerCycle)

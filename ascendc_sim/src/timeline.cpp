@@ -113,13 +113,20 @@ struct Timeline::State {
         return &r;
     }
 
+    // A GM DMA's data arrives its latency after the DMA leaves its pipe (DMAs in flight overlap).
+    double Latency(const TraceEvent& e) const {
+        const bool gmDma = e.kind == EventKind::Dma || (e.kind == EventKind::Fixpipe && e.write.gm);
+        return gmDma ? costs.dmaLatencyCycles : 0.0;
+    }
+
+    // The event's time on its pipe.
     double Cost(const TraceEvent& e) {
         const TimelineCosts& c = costs;
         switch (e.kind) {
             case EventKind::Dma: {
-                if (e.pipe == Pipe::MTE3) return c.dmaLatencyCycles + double(e.bytes) / c.mte3BytesPerCycle;
+                if (e.pipe == Pipe::MTE3) return c.dmaIssueCycles + double(e.bytes) / c.mte3BytesPerCycle;
                 const uint64_t first = std::min(e.firstBytes, e.bytes);
-                return c.dmaLatencyCycles + double(first) / c.mte2HbmBytesPerCycle +
+                return c.dmaIssueCycles + double(first) / c.mte2HbmBytesPerCycle +
                        double(e.bytes - first) / c.mte2L2BytesPerCycle;
             }
             case EventKind::Load:
@@ -133,7 +140,7 @@ struct Timeline::State {
             }
             case EventKind::Fixpipe:
                 if (!e.write.gm) return double(e.bytes) / c.l0cToUbBytesPerCycle;
-                return c.dmaLatencyCycles + double(e.bytes) / c.fixBytesPerCycle;
+                return c.dmaIssueCycles + double(e.bytes) / c.fixBytesPerCycle;
             case EventKind::Vector: {
                 const uint64_t repeats = (e.bytes + 255) / 256;
                 vectorRepeats += repeats;
@@ -181,16 +188,16 @@ void Timeline::Add(uint32_t core, const TraceEvent& e) {
         }
     }
     const double duration = s.Cost(e);
-    const double end = start + duration;
+    const double end = start + duration + s.Latency(e);  // when the data it moved is there
     const int32_t agent = Agent(core, e.pipe);
     for (uint8_t r = 0; r < e.readCount; ++r) {
         if (e.reads[r].end <= e.reads[r].begin) continue;
         Region* region = s.RegionOf(e.reads[r], false);
         if (region == nullptr) continue;
         Granule* g = region->Range(e.reads[r].begin, e.reads[r].end, count);
-        for (size_t i = 0; i < count; ++i) {
-            if (end >= g[i].readEnd) {
-                g[i].readEnd = end;
+        for (size_t i = 0; i < count; ++i) {  // read while on its pipe: a DMA's latency is the way to the destination
+            if (start + duration >= g[i].readEnd) {
+                g[i].readEnd = start + duration;
                 g[i].reader = agent;
             }
         }
@@ -200,7 +207,7 @@ void Timeline::Add(uint32_t core, const TraceEvent& e) {
         for (size_t i = 0; i < writtenCount; ++i) wg[i] = Granule{end, 0, agent, -1};
     }
     if (synced) ++s.syncs;
-    me.pipeFree[pipe] = end;
+    me.pipeFree[pipe] = start + duration;
     me.busy[pipe] += duration;
     ++me.events[pipe];
     me.makespan = std::max(me.makespan, end);

@@ -28,7 +28,8 @@ enum class EventKind : uint8_t { Dma, Load, Mmad, Fixpipe, Vector, Gather };
 // Cost inputs of the schedule, in cycles and bytes per cycle. The values come from one table, the Python
 // dataclass ascend_acts.backends.sim.timeline.Assumptions (with their sources); this struct only carries them.
 struct TimelineCosts {
-    double dmaLatencyCycles = 0;      // fixed cost of one GM DMA instruction (MTE2, MTE3, FIX to GM)
+    double dmaIssueCycles = 0;        // a GM DMA instruction's fixed time on its pipe (MTE2, MTE3, FIX to GM)
+    double dmaLatencyCycles = 0;      // ... and its latency: its data is usable this much after its pipe is free
     double mte2HbmBytesPerCycle = 1;  // GM -> UB / L1, one core, bytes the launch reads first (from HBM)
     double mte2L2BytesPerCycle = 1;   // GM -> UB / L1, one core, bytes read again or written before (in L2)
     double mte3BytesPerCycle = 1;     // UB -> GM, one core
