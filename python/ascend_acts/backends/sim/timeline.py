@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-# The CANN 8.1 platform files (aarch64-linux/data/platform_config/<SoC>.ini), quoted below as "the <SoC>.ini".
+# The CANN 8.1 platform files (aarch64-linux/data/platform_config/<SoC>.ini; 910B3 and 910_9391 list the same
+# rates): [AICoreMemoryRates] are the compiler's per-core rates, which we read as bytes per cycle of one core.
 _INI = "CANN 8.1 platform_config/Ascend910B1.ini"
 
 # AI core clock per emulator platform: cube_freq of its .ini (MHz)
@@ -68,8 +69,8 @@ class Assumptions:
         return replace(self, **changes)
 
 
-COST_FIELDS = ("dma_issue_cycles", "dma_latency_cycles", "mte2_hbm_bytes_per_cycle", "mte2_l2_bytes_per_cycle", "mte3_bytes_per_cycle",
-               "fix_bytes_per_cycle", "l0c_to_ub_bytes_per_cycle", "mte1_l0a_bytes_per_cycle",
+COST_FIELDS = ("dma_issue_cycles", "dma_latency_cycles", "mte2_hbm_bytes_per_cycle", "mte2_l2_bytes_per_cycle",
+               "mte3_bytes_per_cycle", "fix_bytes_per_cycle", "l0c_to_ub_bytes_per_cycle", "mte1_l0a_bytes_per_cycle",
                "mte1_l0b_bytes_per_cycle", "mte1_issue_cycles", "cube_macs_per_cycle_16", "cube_macs_per_cycle_32",
                "cube_efficiency", "mmad_issue_cycles", "vector_bytes_per_cycle", "vector_issue_cycles",
                "gather_elements_per_cycle", "sync_cycles", "cross_core_flag_cycles")
@@ -119,7 +120,8 @@ def table(assumptions: Assumptions | None = None, platform: str = "ascend910b1")
     rows = [("clock", f"{PLATFORM_CLOCK_HZ[platform] / 1e9:g} GHz ({platform})", *SOURCES["clock"])]
     for f in fields(a):
         unit, source = SOURCES[f.name]
-        rows.append((f.name, f"{getattr(a, f.name):g}", unit, source))
+        value = getattr(a, f.name)
+        rows.append((f.name, f"{value:,}" if isinstance(value, int) else f"{value:g}", unit, source))
     return rows
 
 
