@@ -2,6 +2,8 @@
 emulator, called directly (the kernel-level functions of the "sim" backend), against torch in float64; their
 GM traffic and determinism from the emulator's counters."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,8 +19,9 @@ MOMENTUM = 0.1
 # float32: accumulation-order differences; half types: one rounding of the output (relative), plus
 # for the backward the rounding of the saved output the BN output is recovered from.
 TOLERANCES = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
-# odd planes, one channel, more channels than some cores, planes longer than one UB tile
-SHAPES = [(2, 3, 5, 7), (1, 1, 4, 4), (3, 50, 3, 1), (2, 4, 33, 65), (1, 2, 131, 130)]
+# odd planes, one channel, more channels than some cores, planes longer than one UB tile, small planes moved many
+# per DMA (8x8: whole 32-byte blocks) in several groups, the last one short
+SHAPES = [(2, 3, 5, 7), (1, 1, 4, 4), (3, 50, 3, 1), (2, 4, 33, 65), (1, 2, 131, 130), (150, 2, 8, 8)]
 
 
 def sim():
@@ -141,6 +144,26 @@ def test_backward_refuses_what_it_cannot_invert():
         sim().batch_norm_leaky_relu_grad(out, out, weight, bias, invstd, 0.0)
     with pytest.raises(ValueError, match="gamma"):
         sim().batch_norm_leaky_relu_grad(out, out, torch.tensor([1.0, 0.0]), bias, invstd, SLOPE)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_small_planes_move_many_per_copy(dtype):
+    """300 planes of 8x8 per channel: a plane fills whole 32-byte blocks, so a tile holds up to 256 of them and
+    one strided DataCopyPad moves as many as the tile holds (a few copies per channel and pass, not 300; the last
+    group short); the traffic stays ideal."""
+    shape = (300, 2, 8, 8)
+    x, weight, bias = bn_inputs(shape, dtype)
+    out, _, save_invstd = run_forward(x, weight, bias, torch.zeros(2), torch.ones(2))
+    launch = sim().last_launch()
+    tiles = math.ceil(300 / (launch.tile_length // 64))
+    assert 1 < tiles < 10 and 300 % (launch.tile_length // 64) != 0
+    # per core (one channel each): x read in each of the two passes and out written, `tiles` DMAs each (the
+    # timeline's events are instructions), + 4 statistics copies in and 4 out
+    for events in launch.timeline.events:
+        assert events["MTE2"] == 2 * tiles + 4 and events["MTE3"] == tiles + 4
+    assert launch.buffer_bytes_in["x"] == 2 * x.numel() * x.element_size()
+    run_backward(torch.randn(shape).to(dtype), out, weight, bias, save_invstd)
+    assert all(events["MTE2"] < 300 for events in sim().last_launch().timeline.events)
 
 
 def test_tiling_walks_long_planes_in_several_tiles():

@@ -10,7 +10,8 @@
 // `bigCoreCount` cores take one channel more than the others.
 //
 // Within a channel the kernel walks the N planes of H*W contiguous elements (stride C*H*W) in tiles of
-// `tileLength` elements: the largest multiple of one 256-byte float repeat (64 elements) that fits the
+// `tileLength` elements (several whole planes when a plane's bytes fill whole 32-byte blocks, else at most
+// one plane): the largest multiple of one 256-byte float repeat (64 elements) that fits the
 // Unified Buffer (less Select's reserve in the backward) next to the per-core statistics arrays, with
 // double-buffered GM queues. The struct the kernels read is in
 // op_kernel/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling_data.h.
@@ -66,8 +67,11 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     uint32_t big = channels % cores;
     uint32_t statsLength = static_cast<uint32_t>(RoundUp(perCore + (big ? 1 : 0), kFloatsPerBlock));
 
-    // No use for a tile longer than a plane (tiles never cross planes).
-    uint64_t longest = std::min<uint64_t>(RoundUp(planeSize, kFloatRepeat), kMaxTileLength);
+    // A tile holds whole planes when their bytes fill whole 32-byte blocks (the kernels then move several per
+    // DMA), else at most one plane: no use for a tile longer than that.
+    const bool wholePlanes = planeSize * dtypeSize % 32 == 0;
+    uint64_t longest = std::min<uint64_t>(RoundUp(wholePlanes ? planeSize * batch : planeSize, kFloatRepeat),
+                                          kMaxTileLength);
     uint32_t tile = static_cast<uint32_t>(longest);
     // the backward selects dz with Select (tensor-tensor mode), which needs its UB reserve
     uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward);

@@ -95,8 +95,8 @@ private:
             }
             Adds(values, values, -shift, tile.count);
             Mul(squares, values, values, tile.count);
-            Add(sum, sum, values, tile.count);
-            Add(sumSquares, sumSquares, squares, tile.count);
+            batch_norm_kernel::AccumulatePlanes(sum, values, tile);
+            batch_norm_kernel::AccumulatePlanes(sumSquares, squares, tile);
         });
         LocalTensor<float> work = reduceWorkBuf_.Get<float>();
         float total = batch_norm_kernel::SumToScalar(values, sum, work, tiling_.tileLength);

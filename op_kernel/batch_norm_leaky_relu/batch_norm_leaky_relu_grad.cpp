@@ -92,8 +92,8 @@ private:
             LoadTile(tile);
             Adds(centered, centered, -beta, tile.count);
             Mul(product, dz, centered, tile.count);
-            Add(sum, sum, dz, tile.count);
-            Add(sumProduct, sumProduct, product, tile.count);
+            batch_norm_kernel::AccumulatePlanes(sum, dz, tile);
+            batch_norm_kernel::AccumulatePlanes(sumProduct, product, tile);
         });
         LocalTensor<float> work = reduceWorkBuf_.Get<float>();
         float gradBeta = batch_norm_kernel::SumToScalar(product, sum, work, tiling_.tileLength);

@@ -54,7 +54,9 @@ static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t 
     CHECK(t.reduceWorkLength >= (t.tileLength + kFloatRepeat - 1) / kFloatRepeat && t.reduceWorkLength % 8 == 0,
           "reduce work %u", t.reduceWorkLength);
     // largest tile: one repeat more would not fit, or no need for it
-    bool capped = t.tileLength >= RoundUp(plane, kFloatRepeat) || t.tileLength == kMaxTileLength;
+    // (whole planes per tile when a plane fills whole 32-byte blocks, else at most one plane)
+    const uint64_t wanted = plane * size % 32 == 0 ? plane * t.batch : plane;
+    bool capped = t.tileLength >= RoundUp(wanted, kFloatRepeat) || t.tileLength == kMaxTileLength;
     CHECK(capped || UbBytes(pass, size, t.tileLength + kFloatRepeat, t.statsLength) > ub, "tile %u not maximal",
           t.tileLength);
     CHECK(t.inverseCount > 0 && t.unbiasFactor >= 1.0f, "count factors");
