@@ -60,50 +60,56 @@ def check_noise_past_2_31(device):
 
 def check_eval_kernel(device):
     """Both eval paths (D3) finish and match the CPU: the default (torch_npu's convolution + our LeakyReLU
-    kernel) and the one-launch kernel asked for by ASCEND_ACTS_EVAL_KERNEL=fused (Matmul on the cube); the
-    shell's timeout turns a hang into a failure."""
+    kernel) and the one-launch kernel asked for by ASCEND_ACTS_EVAL_KERNEL=fused (cube-side img2col); the
+    shell's timeout turns a hang into a failure. Also prints each path's median time at batch 64: the
+    measurement that decides whether the fused kernel should become the default (it is only modelled faster)."""
     torch.manual_seed(0)
     block = ascend_acts.nn.ConvBNLeakyReLU2d(64, 128, 4, 2, 1, negative_slope=0.2).eval()
     x = torch.randn(16, 64, 32, 32)
     want = block(x)
     block = block.to(device)
-    errors = {}
+    batch = torch.randn(64, 64, 32, 32).to(device)
+    errors, times = {}, {}
     for path in ("aclnn", "fused"):
         os.environ["ASCEND_ACTS_EVAL_KERNEL"] = path  # read by the extension at each call
         try:
             got = block(x.to(device))
             if device == "npu":
                 torch.npu.synchronize()
+            times[path] = median_ms(lambda: block(batch), device)
         finally:
             os.environ.pop("ASCEND_ACTS_EVAL_KERNEL")
         errors[path] = (got.cpu().double() - want.double()).abs().max().item()
     tolerance = 2e-4 * max(1.0, want.abs().max().item())
     return max(errors.values()) <= tolerance, "eval paths finished; max |error| " + ", ".join(
-        f"{path} {error:.3g}" for path, error in errors.items())
+        f"{path} {error:.3g}" for path, error in errors.items()) + "; median ms at batch 64 " + ", ".join(
+        f"{path} {ms:.3f}" for path, ms in times.items())
+
+
+def median_ms(fn, device):
+    """Milliseconds per call: the median of 20 after 3 warm-ups."""
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(20):
+        if device == "npu":
+            torch.npu.synchronize()
+        start = time.perf_counter()
+        fn()
+        if device == "npu":
+            torch.npu.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    return sorted(times)[len(times) // 2]
 
 
 def check_timings(device):
     """Milliseconds per call (median of 20 after 3 warm-ups), ours vs torch's built-in, for the report."""
-    def median_ms(fn):
-        for _ in range(3):
-            fn()
-        times = []
-        for _ in range(20):
-            if device == "npu":
-                torch.npu.synchronize()
-            start = time.perf_counter()
-            fn()
-            if device == "npu":
-                torch.npu.synchronize()
-            times.append((time.perf_counter() - start) * 1e3)
-        return sorted(times)[len(times) // 2]
-
     x = torch.randn(1 << 24, device=device)
     rows = [("leaky_relu 16M", lambda: ascend_acts.leaky_relu(x, 0.2),
              lambda: torch.nn.functional.leaky_relu(x, 0.2)),
             ("rrelu training 16M", lambda: ascend_acts.rrelu(x, training=True),
              lambda: torch.nn.functional.rrelu(x, training=True))]
-    return True, "; ".join(f"{name}: {median_ms(ours):.3f} ms (torch {median_ms(theirs):.3f} ms)"
+    return True, "; ".join(f"{name}: {median_ms(ours, device):.3f} ms (torch {median_ms(theirs, device):.3f} ms)"
                            for name, ours, theirs in rows)
 
 

@@ -6,7 +6,7 @@
 #   4 wraparound   RReLU noise bit-identical to the reference: int32 multiply/add wrap on overflow (D12)
 #   5 index 2**24  RReLU noise bit-identical at flat indices past 2**24 (CreateVecIndex's float path, D4)
 #   6 index 2**31  RReLU noise bit-identical at flat indices past 2**31 (16 GiB of device memory)
-#   7 eval kernel  the Matmul eval kernel finishes within the timeout and matches the CPU (D3)
+#   7 eval kernel  the cube-side eval kernel finishes within the timeout and matches the CPU (D3)
 #   8 npu tests    pytest -m npu (every op vs the CPU reference)
 #   9 timings      our kernels vs torch_npu's built-ins (reported, never failed)
 # A step whose prerequisite failed is reported "skip". Steps run under `timeout` (a hang is a failure).

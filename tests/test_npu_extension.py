@@ -100,9 +100,9 @@ def test_a_disagreement_is_detected(mutation):
 
 
 def test_the_eval_kernel_runs_only_on_request():
-    """Issue: the fused eval kernel's floors are 2.4-16x aclnn conv + LeakyReLU's (benchmarks/fused_traffic.py),
-    so the NPU's eval is torch_npu's convolution + our LeakyReLU unless ASCEND_ACTS_EVAL_KERNEL=fused, and a
-    misspelt value is an error. Static (no NPU here): the default branch returns before the fused call."""
+    """Issue: the fused eval kernel is modelled, never measured on an NPU (benchmarks/fused_traffic.py), so the NPU's
+    eval is torch_npu's convolution + our LeakyReLU unless ASCEND_ACTS_EVAL_KERNEL=fused, and a misspelt value is
+    an error. Static (no NPU here): the default branch returns before the fused call."""
     body = SOURCE[SOURCE.index("at::Tensor ConvBiasLeakyRelu("):]
     body = body[:body.index("\n}\n")]
     default = body.index("if (groups != 1 || !FusedEvalKernelRequested()) {")
