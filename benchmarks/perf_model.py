@@ -282,9 +282,14 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="small shapes, two small conv layers at batch 2")
     parser.add_argument("--section", choices=("all", "kernels", "conv"), default="all")
     parser.add_argument("--batch", type=int, default=None, help="conv layers' batch (default 64, --quick 2)")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--name", default="perf_model", help="file name of the results (without suffix)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"results directory (default {RESULTS_DIR}; --quick: outputs/benchmarks, untracked)")
+    parser.add_argument("--name", default=None,
+                        help="file name of the results without suffix (default perf_model[_<section>])")
     args = parser.parse_args(argv)
+    # a smoke run or a part must not overwrite the committed full results
+    out = args.out or (Path("outputs/benchmarks") if args.quick else RESULTS_DIR)
+    name = args.name or ("perf_model" if args.section == "all" else f"perf_model_{args.section}")
     batch = args.batch or (2 if args.quick else 64)
     rows = []
     if args.section in ("all", "kernels"):
@@ -300,8 +305,8 @@ def main(argv=None) -> None:
                    "CANN / ours": [r.ratio for r in rows]},
                   "Modelled 910B1 time: our kernels vs the CANN way (same assumptions)", path)
 
-    report(args.name, "Modelled 910B time of every kernel vs the CANN way (emulator pipe timeline + floors)", rows,
-           table, NOTES, args.out, plot)
+    report(name, "Modelled 910B time of every kernel vs the CANN way (emulator pipe timeline + floors)", rows,
+           table, NOTES, out, plot)
 
 
 if __name__ == "__main__":

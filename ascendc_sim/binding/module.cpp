@@ -129,12 +129,17 @@ ConvBnLeakyReluEvalTiling ConvEvalTilingFor(const std::vector<uint32_t>& xShape,
                    uint32_t(std::max<int64_t>(oh, 0)),
                    uint32_t(std::max<int64_t>(ow, 0))};
     CubePlatform cube{p.cubeCores, p.vectorCores, p.ubBytes, p.l1Bytes, p.l0aBytes, p.l0bBytes, p.l0cBytes};
+    const std::string layer = "input " + py::str(py::cast(xShape)).cast<std::string>() + ", weight " +
+                              py::str(py::cast(weightShape)).cast<std::string>() + " on " + platformName;
+    if (oh <= 0 || ow <= 0 || weightShape[1] != xShape[1]) {
+        throw py::value_error("conv_bn_leaky_relu_eval_tiling(): no output, or weight.shape[1] is not the input's "
+                              "channels (groups = 1), for " + layer);
+    }
     ConvBnLeakyReluEvalTiling tiling{};
-    if (oh <= 0 || ow <= 0 || weightShape[1] != xShape[1] ||
-        !ComputeConvBnLeakyReluEvalTiling(g, elementSize, negativeSlope, cube, tiling)) {
-        throw py::value_error("no eval tiling for input " + py::str(py::cast(xShape)).cast<std::string>() +
-                              ", weight " + py::str(py::cast(weightShape)).cast<std::string>() + " on " + platformName +
-                              " (groups = 1: weight.shape[1] must be the input channels)");
+    if (!ComputeConvBnLeakyReluEvalTiling(g, elementSize, negativeSlope, cube, tiling)) {
+        throw py::value_error("conv_bn_leaky_relu_eval_tiling(): no eval tiling for " + layer +
+                              ": the W' block (16 rows x all of K) and two input bands do not fit L1, or a row "
+                              "does not fit L0");
     }
     return tiling;
 }

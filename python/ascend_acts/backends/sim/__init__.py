@@ -21,6 +21,7 @@ from .conv_bn_leaky_relu_eval import (  # noqa: F401
     conv_bias_leaky_relu_backward,
     conv_bn_leaky_relu_eval,
 )
+from .conv_bn_leaky_relu_eval import has_tiling as conv_bn_leaky_relu_eval_has_tiling  # noqa: F401
 from .conv_bn_leaky_relu_eval import tiling as conv_bn_leaky_relu_eval_tiling  # noqa: F401
 from .elementwise import leaky_relu, leaky_relu_backward, rrelu_with_seed, rrelu_with_seed_backward  # noqa: F401
 from .elementwise import tiling as elementwise_tiling  # noqa: F401

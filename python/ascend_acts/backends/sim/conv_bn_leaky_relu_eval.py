@@ -2,8 +2,9 @@
 the convolution on the cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in the cube's fractal
 layout; bias and LeakyReLU on the vector unit; one MIX launch) on the emulator, and the eval ops built on it.
 
-Grouped convolutions and the eval backward (needed only to train through an eval-mode block) run the
-reference backend.
+Grouped convolutions, layers the kernel has no tiling for (its W' block of 16 rows x all of K and two input
+bands must fit L1: e.g. 512 -> 1024 channels with a 4x4 kernel in float32) and the eval backward (needed only
+to train through an eval-mode block) run the reference backend.
 """
 
 from __future__ import annotations
@@ -23,6 +24,15 @@ def tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int, 
     return emulator.binding().conv_bn_leaky_relu_eval_tiling(
         list(x_shape), list(weight_shape), list(stride), list(padding), list(dilation), element_size,
         emulator.settings().platform if platform is None else platform, negative_slope)
+
+
+def has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int) -> bool:
+    """Whether the kernel can run this layer (the op layer has checked the shapes: a refusal here is capacity)."""
+    try:
+        tiling(x_shape, weight_shape, stride, padding, dilation, element_size)
+    except ValueError:
+        return False
+    return True
 
 
 def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -53,7 +63,7 @@ def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative
 
 def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
     emulator.check_dtype(input)
-    if groups != 1:
+    if groups != 1 or not has_tiling(input.shape, weight.shape, stride, padding, dilation, input.element_size()):
         return reference_conv_bn.conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups,
                                                       negative_slope)
     shape = output_shape(input.shape, weight.shape, stride, padding, dilation)
