@@ -22,8 +22,8 @@ SCRIPTS = {
     "benchmarks/bench_dcgan_step.py": ["dcgan_step.csv", "dcgan_step.md", "dcgan_step.png"],
     "benchmarks/bench_conv_bn_leaky_relu.py": ["conv_bn_leaky_relu.csv", "conv_bn_leaky_relu.md",
                                                "conv_bn_leaky_relu.png"],
-    "benchmarks/sim_traffic.py": ["sim_traffic.md"],
-    "benchmarks/fused_traffic.py": ["fused_traffic.csv", "fused_traffic.md"],
+    "benchmarks/perf_model.py": ["perf_model.csv", "perf_model.md", "perf_model.png"],
+    "benchmarks/fused_traffic.py": ["fused_traffic.csv", "fused_traffic.md", "fused_traffic.png"],
     "benchmarks/bench_fused_bias_leaky_relu.py": ["fused_bias_leaky_relu.csv", "fused_bias_leaky_relu.md",
                                                   "fused_bias_leaky_relu.png"],
 }

@@ -114,7 +114,10 @@ PreparedTiling PrepareRaw(const KernelEntry& kernel, py::handle tiling, std::opt
 }
 
 LaunchCounters Run(KernelTable table, const std::string& name, py::dict buffers, py::handle tiling,
-                   const std::string& platformName, std::optional<uint32_t> blockDim) {
+                   const std::string& platformName, std::optional<uint32_t> blockDim, py::handle costs) {
+    if (!costs.is_none() && !py::isinstance<ascendc_sim::TimelineCosts>(costs)) {
+        throw py::type_error(name + ": costs must be a TimelineCosts or None, got " + TypeName(costs));
+    }
     const KernelEntry* kernel = table.Find(name);
     if (kernel == nullptr) {
         std::string known;
@@ -224,14 +227,22 @@ LaunchCounters Run(KernelTable table, const std::string& name, py::dict buffers,
     GM_ADDR tilingAddress = prepared.bytes.empty() ? nullptr : prepared.bytes.data();
     auto runCore = [&] { kernel->run(gm.data(), workspaceAddress, tilingAddress); };
     ascendc_sim::LaunchResult result;
+    std::optional<ascendc_sim::Timeline> timeline;
+    if (!costs.is_none()) {
+        timeline.emplace(costs.cast<const ascendc_sim::TimelineCosts&>());
+        timeline->SetLaunch(kernel->mix, prepared.blocks);
+    }
     {
         py::gil_scoped_release released;
         std::lock_guard<std::mutex> one(g_launchMutex);
+        ascendc_sim::trace::Activate(timeline ? &*timeline : nullptr);
         result = kernel->mix ? ascendc_sim::LaunchMix(kernel->entry, platform, prepared.blocks, dtype->tilingKey,
                                                       launchBuffers, runCore)
                              : ascendc_sim::Launch(kernel->entry, platform, prepared.blocks, dtype->tilingKey,
                                                    launchBuffers, runCore, kernel->wrapsIntegers);
+        ascendc_sim::trace::Activate(nullptr);
     }
+    if (timeline) counters.timeline = std::make_shared<ascendc_sim::TimelineSummary>(timeline->Summary());
     if (!result.ok) RaiseBrokenRule(kernel->entry, result);
     const auto& c = result.counters;
     counters.gmBytesIn = c.gmBytesIn;
@@ -267,13 +278,204 @@ void DefineLaunch(py::module_& module, KernelTable table) {
     module.def(
         "launch",
         [table](const std::string& kernel, py::dict buffers, py::object tiling, const std::string& platform,
-                std::optional<uint32_t> blockDim) { return Run(table, kernel, buffers, tiling, platform, blockDim); },
+                std::optional<uint32_t> blockDim, py::object costs) {
+            return Run(table, kernel, buffers, tiling, platform, blockDim, costs);
+        },
         py::arg("kernel"), py::arg("buffers"), py::arg("tiling") = py::none(), py::arg("platform") = "ascend910b1",
-        py::arg("block_dim") = py::none(),
+        py::arg("block_dim") = py::none(), py::arg("costs") = py::none(),
         "Launch `kernel` (its op-table base name) on the emulator. `buffers`: every GM parameter by name, a "
         "contiguous NumPy array or CPU torch tensor used in place (None: one the kernel does not touch); "
         "`tiling`: the kernel's tiling struct (from the *_tiling functions); `block_dim`: only for kernels "
-        "without a tiling struct. Returns the Launch counters; raises EmulatorError for a broken rule.");
+        "without a tiling struct; `costs`: a TimelineCosts to schedule the launch's pipe timeline with (Launch.timeline; "
+        "None: no schedule). Returns the Launch counters; raises EmulatorError for a broken rule.");
+}
+
+}  // namespace ascend_acts_sim
+
+namespace ascend_acts_sim {
+namespace {
+
+using ascendc_sim::Pipe;
+
+Pipe PipeNamed(const std::string& name) {
+    for (size_t p = 0; p < ascendc_sim::kPipes; ++p) {
+        if (name == ascendc_sim::PipeName(Pipe(p))) return Pipe(p);
+    }
+    throw py::value_error("schedule: pipe must be one of MTE2, MTE1, M, FIX, V, MTE3, S, got '" + name + "'");
+}
+
+ascendc_sim::EventKind KindNamed(const std::string& name) {
+    static const std::pair<const char*, ascendc_sim::EventKind> kinds[] = {
+        {"dma", ascendc_sim::EventKind::Dma},       {"load", ascendc_sim::EventKind::Load},
+        {"mmad", ascendc_sim::EventKind::Mmad},     {"fixpipe", ascendc_sim::EventKind::Fixpipe},
+        {"vector", ascendc_sim::EventKind::Vector}, {"gather", ascendc_sim::EventKind::Gather}};
+    for (const auto& [n, kind] : kinds) {
+        if (name == n) return kind;
+    }
+    throw py::value_error("schedule: kind must be one of dma, load, mmad, fixpipe, vector, gather, got '" + name + "'");
+}
+
+// ("UB" | "L1" | "L0A" | "L0B" | "L0C", begin, end) on the event's core, or ("GM", buffer, begin, end)
+ascendc_sim::Span SpanOf(py::handle item, uint32_t core) {
+    py::tuple t = py::reinterpret_borrow<py::tuple>(item);
+    const std::string space = py::str(t[0]);
+    ascendc_sim::Span span;
+    span.owner = core;
+    if (space == "GM") {
+        if (t.size() != 4) throw py::value_error("schedule: a GM range is ('GM', buffer, begin, end)");
+        span.gm = true;
+        span.gmBuffer = t[1].cast<uint32_t>();
+        span.begin = t[2].cast<uint64_t>();
+        span.end = t[3].cast<uint64_t>();
+        return span;
+    }
+    if (t.size() != 3) throw py::value_error("schedule: a local range is (memory, begin, end)");
+    const ascendc_sim::Memory memories[] = {ascendc_sim::Memory::UB, ascendc_sim::Memory::L1, ascendc_sim::Memory::L0A,
+                                            ascendc_sim::Memory::L0B, ascendc_sim::Memory::L0C};
+    bool found = false;
+    for (auto m : memories) {
+        if (space == ascendc_sim::MemoryName(m)) span.memory = m, found = true;
+    }
+    if (!found) throw py::value_error("schedule: memory must be GM, UB, L1, L0A, L0B or L0C, got '" + space + "'");
+    span.begin = t[1].cast<uint64_t>();
+    span.end = t[2].cast<uint64_t>();
+    return span;
+}
+
+template <class T>
+T Get(py::dict event, const char* key, T fallback) {
+    return event.contains(key) ? event[key].cast<T>() : fallback;
+}
+
+ascendc_sim::TimelineSummary Schedule(py::list events, const ascendc_sim::TimelineCosts& costs, bool mix,
+                                      uint32_t blockDim) {
+    // everything checked before the first event is scheduled
+    struct Item {
+        uint32_t core;
+        int kind;  // 0 event, 1 flag set, 2 flag wait
+        ascendc_sim::TraceEvent event;
+        std::vector<uint32_t> peers;
+        uint16_t flag = 0;
+    };
+    std::vector<Item> items;
+    for (py::handle handle : events) {
+        py::dict d = py::reinterpret_borrow<py::dict>(handle);
+        Item item;
+        item.core = Get<uint32_t>(d, "core", 0);
+        item.event.pipe = PipeNamed(Get<std::string>(d, "pipe", "V"));
+        if (d.contains("flag_set") || d.contains("flag_wait")) {
+            item.kind = d.contains("flag_set") ? 1 : 2;
+            item.flag = d[d.contains("flag_set") ? "flag_set" : "flag_wait"].cast<uint16_t>();
+            item.peers = d["peers"].cast<std::vector<uint32_t>>();
+        } else {
+            item.kind = 0;
+            ascendc_sim::TraceEvent& e = item.event;
+            e.kind = KindNamed(Get<std::string>(d, "kind", "vector"));
+            e.bytes = Get<uint64_t>(d, "bytes", 0);
+            e.firstBytes = Get<uint64_t>(d, "first_bytes", 0);
+            e.macs = Get<uint64_t>(d, "macs", 0);
+            e.elements = Get<uint64_t>(d, "elements", 0);
+            e.elementBytes = Get<uint8_t>(d, "element_bytes", 2);
+            if (d.contains("reads")) {
+                py::list reads = d["reads"];
+                if (reads.size() > 3) throw py::value_error("schedule: at most 3 read ranges per event");
+                for (py::handle r : reads) e.reads[e.readCount++] = SpanOf(r, item.core);
+            }
+            if (d.contains("write") && !d["write"].is_none()) {
+                e.writes = true;
+                e.write = SpanOf(d["write"], item.core);
+            }
+        }
+        items.push_back(std::move(item));
+    }
+    ascendc_sim::Timeline timeline(costs);
+    timeline.SetLaunch(mix, blockDim);
+    for (const Item& item : items) {
+        if (item.kind == 0) timeline.Add(item.core, item.event);
+        if (item.kind == 1) timeline.FlagSet(item.core, item.event.pipe, item.peers, item.flag);
+        if (item.kind == 2) timeline.FlagWait(item.core, item.event.pipe, item.peers, item.flag);
+    }
+    return timeline.Summary();
+}
+
+py::tuple BusyOf(const std::vector<std::array<double, ascendc_sim::kPipes>>& perCore) {
+    py::tuple out(perCore.size());
+    for (size_t c = 0; c < perCore.size(); ++c) {
+        py::dict pipes;
+        for (size_t p = 0; p < ascendc_sim::kPipes; ++p) pipes[ascendc_sim::PipeName(Pipe(p))] = perCore[c][p];
+        out[c] = pipes;
+    }
+    return out;
+}
+
+}  // namespace
+
+void DefineTimeline(py::module_& m) {
+    using ascendc_sim::TimelineCosts;
+    py::class_<TimelineCosts>(m, "TimelineCosts",
+                              "Cost inputs of the pipe schedule (cycles, bytes per cycle); its values come from "
+                              "ascend_acts.backends.sim.timeline.Assumptions.")
+        .def(py::init<>())
+        .def_readwrite("dma_issue_cycles", &TimelineCosts::dmaIssueCycles)
+        .def_readwrite("dma_latency_cycles", &TimelineCosts::dmaLatencyCycles)
+        .def_readwrite("mte2_hbm_bytes_per_cycle", &TimelineCosts::mte2HbmBytesPerCycle)
+        .def_readwrite("mte2_l2_bytes_per_cycle", &TimelineCosts::mte2L2BytesPerCycle)
+        .def_readwrite("mte3_bytes_per_cycle", &TimelineCosts::mte3BytesPerCycle)
+        .def_readwrite("fix_bytes_per_cycle", &TimelineCosts::fixBytesPerCycle)
+        .def_readwrite("l0c_to_ub_bytes_per_cycle", &TimelineCosts::l0cToUbBytesPerCycle)
+        .def_readwrite("mte1_l0a_bytes_per_cycle", &TimelineCosts::mte1L0aBytesPerCycle)
+        .def_readwrite("mte1_l0b_bytes_per_cycle", &TimelineCosts::mte1L0bBytesPerCycle)
+        .def_readwrite("mte1_issue_cycles", &TimelineCosts::mte1IssueCycles)
+        .def_readwrite("cube_macs_per_cycle_16", &TimelineCosts::cubeMacsPerCycle16)
+        .def_readwrite("cube_macs_per_cycle_32", &TimelineCosts::cubeMacsPerCycle32)
+        .def_readwrite("cube_efficiency", &TimelineCosts::cubeEfficiency)
+        .def_readwrite("mmad_issue_cycles", &TimelineCosts::mmadIssueCycles)
+        .def_readwrite("vector_bytes_per_cycle", &TimelineCosts::vectorBytesPerCycle)
+        .def_readwrite("vector_issue_cycles", &TimelineCosts::vectorIssueCycles)
+        .def_readwrite("gather_elements_per_cycle", &TimelineCosts::gatherElementsPerCycle)
+        .def_readwrite("sync_cycles", &TimelineCosts::syncCycles)
+        .def_readwrite("cross_core_flag_cycles", &TimelineCosts::crossCoreFlagCycles);
+
+    using ascendc_sim::TimelineSummary;
+    py::class_<TimelineSummary, std::shared_ptr<TimelineSummary>>(
+        m, "Timeline",
+        "A launch's as-soon-as-possible pipe schedule (cycles). Cores: a MIX launch's AIC c at c and AIV v at "
+        "block_dim + v; otherwise block b at b and its Matmul calls' cube core at block_dim + b.")
+        .def_readonly("costs", &TimelineSummary::costs)
+        .def_readonly("mix", &TimelineSummary::mix)
+        .def_readonly("block_dim", &TimelineSummary::blockDim)
+        .def_property_readonly("makespan_cycles",
+                               [](const TimelineSummary& s) { return py::tuple(py::cast(s.makespanCycles)); })
+        .def_property_readonly("busy_cycles", [](const TimelineSummary& s) { return BusyOf(s.busyCycles); })
+        .def_property_readonly("events",
+                               [](const TimelineSummary& s) {
+                                   py::tuple out(s.events.size());
+                                   for (size_t c = 0; c < s.events.size(); ++c) {
+                                       py::dict pipes;
+                                       for (size_t p = 0; p < ascendc_sim::kPipes; ++p)
+                                           pipes[ascendc_sim::PipeName(Pipe(p))] = s.events[c][p];
+                                       out[c] = pipes;
+                                   }
+                                   return out;
+                               })
+        .def_readonly("syncs", &TimelineSummary::syncs)
+        .def_readonly("cross_core_waits", &TimelineSummary::crossCoreWaits)
+        .def_readonly("cube_macs_16", &TimelineSummary::cubeMacs16)
+        .def_readonly("cube_macs_32", &TimelineSummary::cubeMacs32)
+        .def_readonly("vector_repeats", &TimelineSummary::vectorRepeats)
+        .def_readonly("gather_elements", &TimelineSummary::gatherElements)
+        .def_readonly("gm_bytes", &TimelineSummary::gmBytes)
+        .def_readonly("hbm_bytes", &TimelineSummary::hbmBytes)
+        .def_readonly("footprint_bytes", &TimelineSummary::footprintBytes);
+
+    m.def("schedule", &Schedule, py::arg("events"), py::arg("costs"), py::arg("mix") = false,
+          py::arg("block_dim") = 1,
+          "The launch schedule over hand-written events (tests): a list of dicts, each either an operation "
+          "{'core', 'pipe', 'kind' (dma, load, mmad, fixpipe, vector, gather), 'bytes', 'first_bytes' (MTE2: of them read from HBM), "
+          "'macs', 'element_bytes', "
+          "'elements', 'reads': [range], 'write': range}, a range being (memory, begin, end) on the core or "
+          "('GM', buffer, begin, end), or a cross-core flag {'core', 'pipe', 'flag_set' | 'flag_wait': id, "
+          "'peers': [cores]}. Returns a Timeline (GM traffic levels stay 0: no GM access is counted).");
 }
 
 }  // namespace ascend_acts_sim

@@ -6,12 +6,14 @@
 
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kernel_table.h"
 #include "sim/launch.h"
+#include "sim/timeline.h"
 
 namespace ascend_acts_sim {
 
@@ -23,6 +25,7 @@ struct LaunchCounters {
     uint32_t blockDim = 0, tileLength = 0;
     std::vector<uint64_t> blockBytesIn, blockBytesOut;                            // per block (MIX launches: per core)
     std::vector<std::pair<std::string, uint64_t>> bufferBytesIn, bufferBytesOut;  // per GM buffer, by name
+    std::shared_ptr<ascendc_sim::TimelineSummary> timeline;  // the pipe schedule, when the launch was given costs
 };
 
 // The platform of that name; ValueError naming the known ones otherwise.
@@ -32,5 +35,10 @@ const ascendc_sim::Platform& PlatformNamed(const std::string& name);
 // `module`, launching the kernels of `table`. The Python types it returns and raises live in
 // ascend_acts._sim (imported first by the test module).
 void DefineLaunch(pybind11::module_& module, KernelTable table);
+
+// Defines the timeline types on `module` (ascend_acts._sim): TimelineCosts (the schedule's cost inputs),
+// Timeline (a launch's schedule: Launch.timeline) and `schedule(events, costs, ...)`, the same schedule over
+// events given by hand.
+void DefineTimeline(pybind11::module_& module);
 
 }  // namespace ascend_acts_sim

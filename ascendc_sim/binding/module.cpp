@@ -211,6 +211,7 @@ PYBIND11_MODULE(_sim, m) {
         },
         "The platform table, the default (ascend910b1) first.");
 
+    ascend_acts_sim::DefineTimeline(m);
     using ascend_acts_sim::LaunchCounters;
     auto tupleOf = [](const std::vector<uint64_t>& v) { return py::tuple(py::cast(v)); };
     auto dictOf = [](const std::vector<std::pair<std::string, uint64_t>>& v) {
@@ -235,7 +236,8 @@ PYBIND11_MODULE(_sim, m) {
                                [tupleOf](const LaunchCounters& c) { return tupleOf(c.blockBytesOut); })
         .def_property_readonly("buffer_bytes_in", [dictOf](const LaunchCounters& c) { return dictOf(c.bufferBytesIn); })
         .def_property_readonly("buffer_bytes_out",
-                               [dictOf](const LaunchCounters& c) { return dictOf(c.bufferBytesOut); });
+                               [dictOf](const LaunchCounters& c) { return dictOf(c.bufferBytesOut); })
+        .def_readonly("timeline", &LaunchCounters::timeline);
 
     ReadOnlyClass<ElementwiseTiling>(m, "ElementwiseTiling", "op_host/elementwise_tiling.h's struct.")
         .def_readonly("total_length", &ElementwiseTiling::totalLength)

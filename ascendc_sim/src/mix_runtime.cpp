@@ -16,6 +16,7 @@
 
 #include "sim/launch.h"
 #include "sim/mix.h"
+#include "sim/timeline.h"
 
 namespace ascendc_sim {
 
@@ -320,6 +321,7 @@ void CrossCoreSet(uint8_t mode, uint16_t flagId) {
     }
     ++clock[me];  // writes after this set belong to the next epoch
     ++ctx.counters.crossCoreFlags;
+    trace::FlagSet(me, receivers, flagId);
 }
 
 void CrossCoreWait(uint8_t mode, uint16_t flagId) {
@@ -354,6 +356,7 @@ void CrossCoreWait(uint8_t mode, uint16_t flagId) {
         pending.erase(pending.begin());
         for (size_t i = 0; i < clock.size(); ++i) clock[i] = std::max(clock[i], seen[i]);
     }
+    trace::FlagWait(me, senders, flagId);
 }
 
 LaunchResult LaunchMix(const char* kernel, const Platform& platform, uint32_t blockDim, uint64_t tilingKey,

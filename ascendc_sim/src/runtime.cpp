@@ -3,6 +3,7 @@
 #include "sim/launch.h"
 #include "sim/mix.h"
 #include "sim/tensors.h"
+#include "sim/timeline.h"
 
 namespace ascendc_sim {
 
@@ -43,6 +44,7 @@ void RecordGmRead(const void* address, uint64_t bytes) {
         NoteMixGmAccess(size_t(buffer - Ctx().gm.data()), static_cast<const uint8_t*>(address) - buffer->base, bytes,
                         false);
     }
+    trace::TouchGm(address, bytes, false);
     buffer->bytesIn += bytes;
     auto& c = Ctx().counters;
     c.gmBytesIn += bytes;
@@ -72,6 +74,7 @@ void RecordGmWrite(const void* address, uint64_t bytes) {
             owner = block;
         }
     }
+    trace::TouchGm(address, bytes, true);
     buffer->bytesOut += bytes;
     ctx.counters.gmBytesOut += bytes;
     ctx.counters.blockBytesOut[ctx.coreId] += bytes;

@@ -127,8 +127,8 @@ public:
         const uint64_t m0 = uint64_t(mBlock) * t_.baseM, n0 = uint64_t(nBlock) * t_.baseN, k = t_.Ka;
         // MTE2: the A block, and the B block unless all of its K stayed in L1 since the last load
         ascendc_sim::RecordGmRead(a_.Address() + m0 * k, uint64_t(rows_) * k * sizeof(SrcT));
-        const bool bFitsL1 = uint64_t(t_.stepKb) * t_.baseK >= k;
-        if (!bFitsL1 || bLoaded_ != nBlock) {
+        const bool bFitsL1 = uint64_t(t_.stepKb) * t_.baseK >= k, loadB = !bFitsL1 || bLoaded_ != nBlock;
+        if (loadB) {
             for (uint64_t r = 0; r < k; ++r)
                 ascendc_sim::RecordGmRead(b_.Address() + r * t_.N + n0, cols_ * sizeof(SrcT));
             bLoaded_ = nBlock;
@@ -146,6 +146,7 @@ public:
         auto& counters = ascendc_sim::Ctx().counters;
         ++counters.cubeIterations;
         counters.cubeMacs += uint64_t(rows_) * cols_ * k;
+        ascendc_sim::trace::MatmulIterate(a_.Address() + m0 * k, uint64_t(rows_) * k * sizeof(SrcT), b_.Address() + n0, ((k - 1) * t_.N + cols_) * sizeof(SrcT), loadB ? k * cols_ * sizeof(SrcT) : 0, uint64_t(rows_ + 15) / 16 * 16 * ((cols_ + 15) / 16 * 16) * ((k + 32 / sizeof(SrcT) - 1) / (32 / sizeof(SrcT)) * (32 / sizeof(SrcT))), sizeof(SrcT), next_ - 1);
         pending_ = true;
         return true;
     }
@@ -161,6 +162,7 @@ public:
         for (int32_t i = 0; i < rows_; ++i) {
             std::copy_n(block_.data() + size_t(i) * cols_, cols_, c.Address() + size_t(i) * stride);
         }
+        ascendc_sim::trace::MatmulGetC(c, uint64_t(rows_ - 1) * stride + cols_, uint64_t(rows_) * cols_ * sizeof(DstT), next_ - 1);
         pending_ = false;
     }
 

@@ -185,11 +185,15 @@ public:
         }
         len_ = len;
     }
+    // The buffers in turn, from the one after the last allocated (CANN's TQueBind::AllocBuffer advances a
+    // cursor the same way): with two buffers, consecutive tiles use different ones (double buffering).
     template <typename T>
     LocalTensor<T> AllocTensor() {
-        for (size_t i = 0; i < slots_.size(); ++i) {
+        for (size_t probe = 0; probe < slots_.size(); ++probe) {
+            const size_t i = (cursor_ + probe) % slots_.size();
             if (state_[i] == Slot::Free) {
                 state_[i] = Slot::Held;
+                cursor_ = (i + 1) % slots_.size();
                 return LocalTensor<T>(reinterpret_cast<T*>(slots_[i]), len_ / sizeof(T), position);
             }
         }
@@ -238,6 +242,7 @@ private:
     std::vector<uint8_t*> slots_;
     std::vector<Slot> state_;
     std::deque<size_t> queued_;
+    size_t cursor_ = 0;
     uint32_t len_ = 0;
 };
 

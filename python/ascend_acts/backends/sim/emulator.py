@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .timeline import Assumptions
+
 try:
     from ... import _sim
 except ImportError as exc:  # not built (or built for another Python)
@@ -53,9 +55,11 @@ def platforms() -> list[str]:
 
 @dataclass(frozen=True)
 class _Settings:
-    """Launch settings tests and benchmarks may change: platform and cores to tile for (0 = all)."""
+    """Launch settings tests and benchmarks may change: platform, cores to tile for (0 = all), the performance
+    model's assumptions every launch is scheduled with (timeline.Assumptions)."""
     platform: str = "ascend910b1"
     vector_cores: int = 0
+    assumptions: Assumptions = Assumptions()
 
 
 _settings_var: contextvars.ContextVar[_Settings] = contextvars.ContextVar("ascend_acts_sim_settings",
@@ -68,14 +72,19 @@ def settings() -> _Settings:
 
 
 @contextlib.contextmanager
-def launch_settings(platform: str | None = None, vector_cores: int | None = None):
-    """Run launches on another platform (see platforms()) or tiled for fewer cores, inside a `with` block
-    (this context only)."""
+def launch_settings(platform: str | None = None, vector_cores: int | None = None,
+                    assumptions: Assumptions | None = None):
+    """Run launches on another platform (see platforms()), tiled for fewer cores, or scheduled with other
+    performance-model assumptions, inside a `with` block (this context only)."""
     current = settings()
     if platform is not None and platform not in platforms():
         raise ValueError(f"launch_settings(): platform must be one of {platforms()}, got {platform!r}")
+    if assumptions is not None and not isinstance(assumptions, Assumptions):
+        raise TypeError(f"launch_settings(): assumptions must be a timeline.Assumptions, got "
+                        f"{type(assumptions).__name__}")
     token = _settings_var.set(_Settings(current.platform if platform is None else platform,
-                                        current.vector_cores if vector_cores is None else vector_cores))
+                                        current.vector_cores if vector_cores is None else vector_cores,
+                                        current.assumptions if assumptions is None else assumptions))
     try:
         yield
     finally:
@@ -83,13 +92,17 @@ def launch_settings(platform: str | None = None, vector_cores: int | None = None
 
 
 def last_launch():
-    """Counters (ascend_acts._sim.Launch) of the latest launch made in this context (thread)."""
+    """Counters (ascend_acts._sim.Launch) of the latest launch made in this context (thread); its `.timeline`
+    is the pipe schedule (`timeline.model_time(last_launch())` the modelled time)."""
     return _last_var.get()
 
 
 def launch(kernel: str, buffers: dict, tiling):
-    """Launches `kernel` (its op-table base name) on this context's platform and records its counters."""
-    counters = binding().launch(kernel, buffers, tiling, platform=settings().platform)
+    """Launches `kernel` (its op-table base name) on this context's platform, scheduled with this context's
+    assumptions, and records its counters."""
+    current = settings()
+    counters = binding().launch(kernel, buffers, tiling, platform=current.platform,
+                                costs=current.assumptions.to_costs())
     _last_var.set(counters)
     return counters
 
