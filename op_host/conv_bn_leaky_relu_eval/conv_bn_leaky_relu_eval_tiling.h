@@ -47,10 +47,10 @@ inline uint32_t BandRowsFor(const ConvBnLeakyReluEvalTiling& t) {
 }
 
 // UB bytes of an AIV's prologue (interleaving `rows` input rows of up to C0 channels): the channel rows and the
-// interleaved rows, double-buffered, and the Gather offsets (uint32 per element).
+// interleaved rows, double-buffered.
 inline uint64_t PrologueUbBytes(uint32_t rows, uint32_t width, uint32_t c0, uint32_t dtypeSize) {
-    const uint64_t pitch = RoundUp(rows * width, c0);  // a channel row, whole 32-byte blocks
-    return 2 * c0 * pitch * dtypeSize + 2 * pitch * c0 * dtypeSize + pitch * c0 * 4;
+    const uint64_t pitch = ProloguePitch(rows * width);
+    return 2 * c0 * pitch * dtypeSize + 2 * pitch * c0 * dtypeSize;
 }
 
 // UB bytes of an AIV's epilogue (`rows` output-slot rows of Npad): float in, T out, both double-buffered,

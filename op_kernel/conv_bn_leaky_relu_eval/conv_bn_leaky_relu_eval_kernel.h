@@ -4,7 +4,7 @@
 // Per AI core, per work item j (slots j % 2 of its GM rings):
 //   AIV prologue  (both AIVs, half of the C1 channel groups each): the band of input rows the tile reads
 //                 (clipped to the image; padding comes from LoadData 3Dv2's padList, not from data), NCHW ->
-//                 [rows][W][C0] with Gather, to the input slot as [C1][rows][W][C0]; IN_READY.
+//                 [rows][W][C0] with TransDataTo5HD, to the input slot as [C1][rows][W][C0]; IN_READY.
 //   AIC           the slot -> L1 (double-buffered band), IN_FREE; the item's W' block -> L1 when it differs from
 //                 the resident one (slice by slice, each just before its first Mmad); per K chunk: LoadData 3Dv2
 //                 (img2col of the band) -> L0B, LoadData 2D (whole W' fractals) -> L0A, Mmad into L0C in float32;
@@ -34,7 +34,7 @@ struct CrossCoreFlags {
 };
 
 template <typename T>
-struct BitsOf;  // Gather and Duplicate move bits: 16-bit types as uint16_t, float as uint32_t
+struct BitsOf;  // TransDataTo5HD and Duplicate move bits: 16-bit types as uint16_t, float as uint32_t
 template <>
 struct BitsOf<float> {
     using Type = uint32_t;
@@ -53,6 +53,8 @@ class ConvBnLeakyReluEvalKernel {
     using Bits = typename BitsOf<T>::Type;
     static constexpr uint32_t kC0 = 32 / sizeof(T);
     static constexpr uint32_t kFractal = 16 * kC0;  // elements of a 512-byte fractal
+    static constexpr uint32_t kPositionsPerRepeat = 16;  // TransDataTo5HD: 16 blocks of C0 channels per repeat
+    static constexpr uint32_t kMaxRepeats = 255;         // TransDataTo5HDParams::repeatTimes is a uint8_t
 
 public:
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR workspace,
@@ -235,28 +237,16 @@ private:
 
     // ---------------------------------------------------------------- vector cores (AIV) --------------------
     __aicore__ inline void InitVector() {
-        const uint32_t pitch = conv_eval_tiling::RoundUp(t_.prologueRows * t_.conv.width, kC0);
+        const uint32_t pitch = conv_eval_tiling::ProloguePitch(t_.prologueRows * t_.conv.width);
         pitch_ = pitch;
         pipe_.InitBuffer(channelRows_, 2, kC0 * pitch * sizeof(T));
         pipe_.InitBuffer(interleaved_, 2, pitch * kC0 * sizeof(T));
-        pipe_.InitBuffer(gatherOffsets_, pitch * kC0 * sizeof(uint32_t));
         pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(float));
         pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(T));
         pipe_.InitBuffer(biasBuf_, conv_eval_tiling::RoundUp(t_.blockRows * sizeof(float), 32));
-        FillGatherOffsets();
         const uint32_t half = conv_eval_tiling::CeilDiv(t_.channelGroups, 2), sub = uint32_t(AscendC::GetSubBlockIdx());
         firstGroup_ = sub * half < t_.channelGroups ? sub * half : t_.channelGroups;
         lastGroup_ = firstGroup_ + half < t_.channelGroups ? firstGroup_ + half : t_.channelGroups;
-    }
-
-    // offsets[p * C0 + c] = byte offset of channel c, position p in the channel rows (pitch elements apart):
-    // Gather then writes [positions][C0]. Built once; every pass uses a prefix.
-    __aicore__ inline void FillGatherOffsets() {
-        AscendC::LocalTensor<uint32_t> offsets = gatherOffsets_.template Get<uint32_t>();
-        for (uint32_t p = 0; p < pitch_; ++p) {
-            for (uint32_t c = 0; c < kC0; ++c) offsets.SetValue(p * kC0 + c, (c * pitch_ + p) * uint32_t(sizeof(T)));
-        }
-        AscendC::PipeBarrier<PIPE_ALL>();  // scalar writes before the vector unit's Gathers
     }
 
     __aicore__ inline void RunVector() {
@@ -302,13 +292,37 @@ private:
         // channels past Cin must be zeros, never garbage: NaN * 0 is NaN in Mmad
         if (channels < kC0) AscendC::Duplicate(planeBits[channels * pitch_], Bits(0), (kC0 - channels) * pitch_);
         AscendC::LocalTensor<Bits> packed = interleaved_.template AllocTensor<Bits>();
-        AscendC::Gather(packed, planeBits, gatherOffsets_.template Get<uint32_t>(), 0u, elements * kC0);
+        Interleave(packed, planeBits, conv_eval_tiling::CeilDiv(elements, kPositionsPerRepeat));
         channelRows_.FreeTensor(planes);
         interleaved_.EnQue(packed);
         packed = interleaved_.template DeQue<Bits>();
         const uint64_t at = (uint64_t(group) * tile.inRows + row) * g.width * kC0;
         AscendC::DataCopy(inputSlot_[slot][at], packed.template ReinterpretCast<T>(), elements * kC0);
         interleaved_.FreeTensor(packed);
+    }
+
+    // [C0][pitch] channel rows -> [positions][C0], 16 positions per TransDataTo5HD repeat. 16-bit: source i is
+    // channel i's block of the repeat's 16 positions, destination i position i. 32-bit (a block holds 8
+    // positions): sources i and 8 + i are channel i's two blocks, and destination blocks 2i and 2i + 1 (element
+    // i of sources 0..7 and of 8..15) are positions i and 8 + i.
+    __aicore__ inline void Interleave(const AscendC::LocalTensor<Bits>& packed, const AscendC::LocalTensor<Bits>& planes,
+                                      uint32_t repeats) {
+        constexpr uint32_t kBlock = 32 / sizeof(Bits), kBlocksPerPosition = kPositionsPerRepeat / kBlock;
+        AscendC::LocalTensor<Bits> src[AscendC::NCHW_CONV_ADDR_LIST_SIZE], dst[AscendC::NCHW_CONV_ADDR_LIST_SIZE];
+        for (uint32_t done = 0; done < repeats; done += kMaxRepeats) {
+            const uint32_t n = repeats - done < kMaxRepeats ? repeats - done : kMaxRepeats;
+            const uint32_t position = done * kPositionsPerRepeat;
+            for (uint32_t i = 0; i < AscendC::NCHW_CONV_ADDR_LIST_SIZE; ++i) {
+                const uint32_t channel = i % kC0, half = i / kC0;  // half: 0 for 16-bit types
+                src[i] = planes[channel * pitch_ + position + half * kBlock];
+                const uint32_t at = kBlock == 16 ? i : (i % 2) * 8 + i / 2;  // the position block i holds
+                dst[i] = packed[(position + at) * kC0];
+            }
+            AscendC::TransDataTo5HD(dst, src,
+                                    AscendC::TransDataTo5HDParams(false, false, uint8_t(n),
+                                                                  uint16_t(kPositionsPerRepeat * kC0 / kBlock),
+                                                                  uint16_t(kBlocksPerPosition)));
+        }
     }
 
     // Epilogue of item j: this AIV's rows of output slot j % 2 -> + b', LeakyReLU, T -> y.
@@ -392,7 +406,7 @@ private:
     // vector cores
     AscendC::TQue<AscendC::TPosition::VECIN, 1> channelRows_, resultRows_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> interleaved_, outputRows_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> gatherOffsets_, biasBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> biasBuf_;
     uint32_t pitch_ = 0, firstGroup_ = 0, lastGroup_ = 0, biasBlock_ = 0xFFFFFFFFu;
 };
 

@@ -76,6 +76,8 @@ constexpr uint16_t kOutputFree = 6;  // AIVs -> AIC: output slot copied to UB
 
 __aicore__ inline uint32_t CeilDiv(uint32_t value, uint32_t divisor) { return (value + divisor - 1) / divisor; }
 __aicore__ inline uint32_t RoundUp(uint32_t value, uint32_t multiple) { return CeilDiv(value, multiple) * multiple; }
+// Elements between two channel rows of an AIV's prologue buffer: whole TransDataTo5HD repeats of 16 positions.
+__aicore__ inline uint32_t ProloguePitch(uint32_t positions) { return RoundUp(positions, 16); }
 
 // Work items [first, first + count) of AI core `core`: contiguous, balanced to within one item.
 __aicore__ inline void ItemRange(const ConvBnLeakyReluEvalTiling& t, uint32_t core, uint32_t& first,
