@@ -213,19 +213,19 @@ BROKEN = [("conv_eval_no_input_ready_wait", "cross_core_hazard"), ("conv_eval_no
 @pytest.mark.parametrize("kernel, rule", BROKEN)
 def test_hazard_checker_catches_a_missing_flag(kernel, rule):
     """The product kernel class with one cross-core flag left out (tests/sim_kernels/conv_eval_broken_kernels.cpp):
-    72 small images on 24 AI cores, three items each, so every ring slot is reused."""
+    120 small images on 24 AI cores, five items each, so every ring slot (kRingSlots = 4) is reused."""
     from ascend_acts import _sim_tests
     from ascend_acts.backends.sim.conv_bn_leaky_relu_eval import pack_weight
 
-    x = torch.randn(72, 3, 4, 4)
+    x = torch.randn(120, 3, 4, 4)
     weight = torch.randn(16, 3, 1, 1)
     geometry = ((1, 1), (0, 0, 0, 0), (1, 1))
     tiling = sim().conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, 4, SLOPE)
-    assert tiling.work_items == 72 and tiling.block_dim == 24
+    assert tiling.work_items == 120 and tiling.block_dim == 24
     bias = torch.randn(16)
     control = sim().conv_bn_leaky_relu_eval(x, weight, bias, *geometry, SLOPE)  # the product kernel: no error
     torch.testing.assert_close(control, F.leaky_relu(F.conv2d(x, weight, bias), SLOPE), rtol=1e-5, atol=1e-5)
-    buffers = {"x": x, "weight": pack_weight(weight, torch.float32), "bias": bias, "y": torch.empty(72, 16, 4, 4)}
+    buffers = {"x": x, "weight": pack_weight(weight, torch.float32), "bias": bias, "y": torch.empty(120, 16, 4, 4)}
     with pytest.raises(sim().EmulatorError) as caught:
         _sim_tests.launch(kernel, buffers, tiling)
     assert caught.value.rule == sim().Rule[rule]

@@ -182,9 +182,9 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     return true;
 }
 
-// User workspace bytes (GM): the two input and two output slots of every AI core.
+// User workspace bytes (GM): the kRingSlots input and output slots of every AI core.
 inline uint64_t WorkspaceBytes(const ConvBnLeakyReluEvalTiling& t) {
-    return uint64_t(t.blockDim) * 2 * (uint64_t(t.inputSlotBytes) + t.outputSlotBytes);
+    return uint64_t(t.blockDim) * conv_eval_tiling::kRingSlots * (uint64_t(t.inputSlotBytes) + t.outputSlotBytes);
 }
 
 }  // namespace ascend_acts

@@ -1,7 +1,7 @@
 // The eval kernel of the fused Conv2d + BatchNorm2d (folded) + LeakyReLU, the Ascend way: img2col on the cube
 // side, MIX AIC:AIV 1:2. Layouts, work items and rings: conv_bn_leaky_relu_eval_tiling_data.h.
 //
-// Per AI core, per work item j (slots j % 2 of its GM rings):
+// Per AI core, per work item j (slots j % kRingSlots of its GM rings):
 //   AIV prologue  (both AIVs, half of the C1 channel groups each): the band of input rows the tile reads
 //                 (clipped to the image; padding comes from LoadData 3Dv2's padList, not from data), NCHW ->
 //                 [rows][W][C0] with TransDataTo5HD, to the input slot as [C1][rows][W][C0]; IN_READY.
@@ -53,6 +53,7 @@ class ConvBnLeakyReluEvalKernel {
     using Bits = typename BitsOf<T>::Type;
     static constexpr uint32_t kC0 = 32 / sizeof(T);
     static constexpr uint32_t kFractal = 16 * kC0;  // elements of a 512-byte fractal
+    static constexpr uint32_t kSlots = conv_eval_tiling::kRingSlots;
     static constexpr uint32_t kPositionsPerRepeat = 16;  // TransDataTo5HD: 16 blocks of C0 channels per repeat
     static constexpr uint32_t kMaxRepeats = 255;         // TransDataTo5HDParams::repeatTimes is a uint8_t
 
@@ -73,12 +74,13 @@ public:
             core_ = uint32_t(AscendC::GetBlockIdx() / AscendC::GetTaskRation());
         }
         conv_eval_tiling::ItemRange(t_, core_, firstItem_, itemCount_);
-        const uint64_t ring = 2ull * (t_.inputSlotBytes + t_.outputSlotBytes);
+        const uint64_t ring = uint64_t(kSlots) * (t_.inputSlotBytes + t_.outputSlotBytes);
         GM_ADDR mine = workspace + core_ * ring;
-        for (uint32_t s = 0; s < 2; ++s) {
+        for (uint32_t s = 0; s < kSlots; ++s) {
             inputSlot_[s].SetGlobalBuffer((__gm__ T*)(mine + s * t_.inputSlotBytes), t_.inputSlotBytes / sizeof(T));
-            outputSlot_[s].SetGlobalBuffer((__gm__ float*)(mine + 2ull * t_.inputSlotBytes + s * t_.outputSlotBytes),
-                                           t_.outputSlotBytes / sizeof(float));
+            outputSlot_[s].SetGlobalBuffer(
+                (__gm__ float*)(mine + uint64_t(kSlots) * t_.inputSlotBytes + s * t_.outputSlotBytes),
+                t_.outputSlotBytes / sizeof(float));
         }
         if ASCEND_IS_AIC {
             InitCube();
@@ -131,7 +133,7 @@ private:
     // The AIVs' input slot of item j -> an L1 band buffer (queued for the item's LoadData 3Dv2).
     __aicore__ inline void FetchBand(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-        const uint32_t slot = j % 2;
+        const uint32_t slot = j % kSlots;
         Sync::Await(conv_eval_tiling::kInputReady + slot);
         AscendC::LocalTensor<T> band = bandL1_.template AllocTensor<T>();
         // one 32-byte-block run per channel group: rows * W * C0 elements of T = rows * W blocks
@@ -140,7 +142,7 @@ private:
                                                   0, 0));
         bandL1_.EnQue(band);
         // the copy is in the MTE2 pipe's order before the flag; an item nobody refills needs no release
-        if (j + 2 < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kInputFree + slot);
+        if (j + kSlots < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kInputFree + slot);
     }
 
     // Drops the resident W' block; `block`'s slices load as the next K loop reaches them.
@@ -223,11 +225,11 @@ private:
         }
     }
 
-    // L0C -> output slot j % 2 (row-major float, Npad per row), once the AIVs have taken its previous contents.
+    // L0C -> output slot j % kSlots (row-major float, Npad per row), once the AIVs have taken its previous contents.
     __aicore__ inline void WriteResult(const AscendC::LocalTensor<float>& result, const conv_eval_tiling::ConvTile& tile,
                                        uint32_t j) {
-        const uint32_t slot = j % 2;
-        if (j >= 2) Sync::Await(conv_eval_tiling::kOutputFree + slot);
+        const uint32_t slot = j % kSlots;
+        if (j >= kSlots) Sync::Await(conv_eval_tiling::kOutputFree + slot);
         const uint32_t rows = conv_eval_tiling::CeilDiv(tile.channels, 16) * 16;
         AscendC::FixpipeParamsV220 params(uint16_t(tile.paddedPositions), uint16_t(rows), uint16_t(rows),
                                           t_.tilePositions, false);
@@ -249,18 +251,21 @@ private:
         lastGroup_ = firstGroup_ + half < t_.channelGroups ? firstGroup_ + half : t_.channelGroups;
     }
 
+    // A flag wait holds the whole core, so the waits come in the order their flags arrive: item j + kSlots's
+    // input slot is freed when the cube fetches item j's band, before item j's result is ready.
     __aicore__ inline void RunVector() {
-        for (uint32_t j = 0; j <= itemCount_; ++j) {
-            if (j < itemCount_) PrepareInput(j);
-            if (j >= 1) FinishOutput(j - 1);
+        for (uint32_t j = 0; j < itemCount_ && j < kSlots; ++j) PrepareInput(j);
+        for (uint32_t j = 0; j < itemCount_; ++j) {
+            if (j + kSlots < itemCount_) PrepareInput(j + kSlots);
+            FinishOutput(j);
         }
     }
 
-    // Prologue of item j: this AIV's channel groups of the band -> input slot j % 2.
+    // Prologue of item j: this AIV's channel groups of the band -> input slot j % kSlots.
     __aicore__ inline void PrepareInput(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-        const uint32_t slot = j % 2;
-        if (j >= 2) Sync::Await(conv_eval_tiling::kInputFree + slot);
+        const uint32_t slot = j % kSlots;
+        if (j >= kSlots) Sync::Await(conv_eval_tiling::kInputFree + slot);
         for (uint32_t group = firstGroup_; group < lastGroup_; ++group) {
             for (uint32_t row = 0; row < tile.inRows; row += t_.prologueRows) {
                 const uint32_t rows = tile.inRows - row < t_.prologueRows ? tile.inRows - row : t_.prologueRows;
@@ -325,10 +330,10 @@ private:
         }
     }
 
-    // Epilogue of item j: this AIV's rows of output slot j % 2 -> + b', LeakyReLU, T -> y.
+    // Epilogue of item j: this AIV's rows of output slot j % kSlots -> + b', LeakyReLU, T -> y.
     __aicore__ inline void FinishOutput(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-        const uint32_t slot = j % 2, half = conv_eval_tiling::CeilDiv(tile.channels, 2);
+        const uint32_t slot = j % kSlots, half = conv_eval_tiling::CeilDiv(tile.channels, 2);
         const uint32_t sub = uint32_t(AscendC::GetSubBlockIdx());
         const uint32_t first = sub * half < tile.channels ? sub * half : tile.channels;
         const uint32_t count = tile.channels - first < half ? tile.channels - first : half;
@@ -337,9 +342,9 @@ private:
         for (uint32_t row = 0; row < count; row += t_.epilogueRows) {
             const uint32_t rows = count - row < t_.epilogueRows ? count - row : t_.epilogueRows;
             const bool last = row + rows == count;
-            FinishRows(tile, first + row, row, rows, slot, last && j + 2 < itemCount_);
+            FinishRows(tile, first + row, row, rows, slot, last && j + kSlots < itemCount_);
         }
-        if (count == 0 && j + 2 < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
+        if (count == 0 && j + kSlots < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
     }
 
     // b' of this AIV's rows of the block -> UB, read by the scalar unit.
@@ -391,8 +396,8 @@ private:
     AscendC::TPipe pipe_;
     AscendC::GlobalTensor<T> xGm_, weightGm_, yGm_;
     AscendC::GlobalTensor<float> biasGm_;
-    AscendC::GlobalTensor<T> inputSlot_[2];
-    AscendC::GlobalTensor<float> outputSlot_[2];
+    AscendC::GlobalTensor<T> inputSlot_[conv_eval_tiling::kRingSlots];
+    AscendC::GlobalTensor<float> outputSlot_[conv_eval_tiling::kRingSlots];
     uint32_t core_ = 0, firstItem_ = 0, itemCount_ = 0;
     // cube core
     AscendC::TQue<AscendC::TPosition::A1, 1> weightL1_;

@@ -19,9 +19,9 @@
 // b-major, then n, then t; AI core c takes the contiguous range ItemRange(c) (balanced to one item), so its
 // W' block stays in L1 and is reloaded only when the range enters the next Cout block.
 //
-// GM workspace, per AI core: two input slots (a tile's input band, [C1][rows][W][C0] in T, written by the
-// AIVs, read by the AIC) and two output slots (C = W' * img2col, [blockRows][tilePositions] float32, written
-// by the AIC's Fixpipe, read by the AIVs); item j of a core uses slots j % 2.
+// GM workspace, per AI core: kRingSlots input slots (a tile's input band, [C1][rows][W][C0] in T, written by
+// the AIVs, read by the AIC) and kRingSlots output slots (C = W' * img2col, [blockRows][tilePositions] float32,
+// written by the AIC's Fixpipe, read by the AIVs); item j of a core uses slots j % kRingSlots.
 #pragma once
 
 #include <cstdint>
@@ -68,11 +68,15 @@ namespace conv_eval_tiling {
 constexpr uint32_t kFractalRows = 16;    // cube fractal: 16 rows of C0 elements (512 bytes)
 constexpr uint32_t kMaxWeightSlices = 8;  // L1 slices of a W' block (TQue buffers)
 constexpr uint32_t kSlotAlign = 512;
+// Slots per GM ring: the AIVs prepare up to this many items ahead of the cube, so a flag's and a copy's latency
+// hide behind other items' work. Four flags per slot must fit the 16 cross-core flag ids.
+constexpr uint32_t kRingSlots = 4;
 // cross-core flag ids (mode 2): slot s of a ring uses id + s
-constexpr uint16_t kInputReady = 0;  // AIVs -> AIC: input slot written
-constexpr uint16_t kInputFree = 2;   // AIC -> AIVs: input slot copied to L1
-constexpr uint16_t kOutputReady = 4; // AIC -> AIVs: output slot written by Fixpipe
-constexpr uint16_t kOutputFree = 6;  // AIVs -> AIC: output slot copied to UB
+constexpr uint16_t kInputReady = 0;                   // AIVs -> AIC: input slot written
+constexpr uint16_t kInputFree = kRingSlots;           // AIC -> AIVs: input slot copied to L1
+constexpr uint16_t kOutputReady = 2 * kRingSlots;     // AIC -> AIVs: output slot written by Fixpipe
+constexpr uint16_t kOutputFree = 3 * kRingSlots;      // AIVs -> AIC: output slot copied to UB
+static_assert(kOutputFree + kRingSlots <= 16, "cross-core flag ids are 0..15");
 
 __aicore__ inline uint32_t CeilDiv(uint32_t value, uint32_t divisor) { return (value + divisor - 1) / divisor; }
 __aicore__ inline uint32_t RoundUp(uint32_t value, uint32_t multiple) { return CeilDiv(value, multiple) * multiple; }
