@@ -343,6 +343,7 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("pad_right", &ConvBnLeakyReluEvalTiling::padRight)
         .def_readonly("l0c_buffers", &ConvBnLeakyReluEvalTiling::l0cBuffers)
         .def_readonly("prologue_rows", &ConvBnLeakyReluEvalTiling::prologueRows)
+        .def_readonly("prologue_groups", &ConvBnLeakyReluEvalTiling::prologueGroups)
         .def_readonly("epilogue_rows", &ConvBnLeakyReluEvalTiling::epilogueRows)
         .def_readonly("input_slot_bytes", &ConvBnLeakyReluEvalTiling::inputSlotBytes)
         .def_readonly("output_slot_bytes", &ConvBnLeakyReluEvalTiling::outputSlotBytes)

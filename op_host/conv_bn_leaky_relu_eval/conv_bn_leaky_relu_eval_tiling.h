@@ -33,6 +33,7 @@ constexpr uint32_t kMaxLoad2dRepeat = 255;  // LoadData2DParams::repeatTimes is 
 constexpr uint32_t kMaxMmadSide = 4095;     // Mmad m, n, k; Fixpipe nSize
 constexpr uint32_t kMaxU16 = 65535;
 constexpr uint32_t kMaxU8 = 255;
+constexpr uint32_t kMaxPadBlocks = 4095;  // DataCopyExtParams::blockCount of DataCopyPad (12 bits)
 
 inline uint64_t Effective(uint32_t kernel, uint32_t dilation) { return uint64_t(kernel - 1) * dilation + 1; }
 
@@ -46,11 +47,11 @@ inline uint32_t BandRowsFor(const ConvBnLeakyReluEvalTiling& t) {
     return most;
 }
 
-// UB bytes of an AIV's prologue (interleaving `rows` input rows of up to C0 channels): the channel rows and the
-// interleaved rows, double-buffered.
-inline uint64_t PrologueUbBytes(uint32_t rows, uint32_t width, uint32_t c0, uint32_t dtypeSize) {
+// UB bytes of an AIV's prologue (interleaving `rows` input rows of `groups` groups of C0 channels): the channel
+// rows and the interleaved rows, double-buffered.
+inline uint64_t PrologueUbBytes(uint32_t rows, uint32_t groups, uint32_t width, uint32_t c0, uint32_t dtypeSize) {
     const uint64_t pitch = ProloguePitch(rows * width);
-    return 2 * c0 * pitch * dtypeSize + 2 * pitch * c0 * dtypeSize;
+    return 4ull * groups * c0 * pitch * dtypeSize;
 }
 
 // UB bytes of an AIV's epilogue (`rows` output-slot rows of Npad): float in, T out, both double-buffered,
@@ -95,12 +96,19 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     t.weightSlices = CeilDiv(kPadded, t.weightSliceK);
     if (L1Bytes(t, dtypeSize) > p.l1Bytes) return false;
     // UB: half for the prologue, half for the epilogue, each in as many passes as it takes
+    // (the most rows, then the most of an AIV's channel groups per pass: fewer, longer copies)
     t.prologueRows = 0;
     for (uint32_t rows = t.bandRows; rows >= 1; --rows) {
-        if (PrologueUbBytes(rows, g.width, t.c0, dtypeSize) <= p.ubBytes / 2) {
+        if (PrologueUbBytes(rows, 1, g.width, t.c0, dtypeSize) <= p.ubBytes / 2) {
             t.prologueRows = rows;
             break;
         }
+    }
+    t.prologueGroups = 1;
+    const uint32_t perAiv = CeilDiv(t.channelGroups, 2);
+    while (t.prologueRows > 0 && t.prologueGroups < perAiv && (t.prologueGroups + 1) * t.c0 <= kMaxPadBlocks &&
+           PrologueUbBytes(t.prologueRows, t.prologueGroups + 1, g.width, t.c0, dtypeSize) <= p.ubBytes / 2) {
+        ++t.prologueGroups;
     }
     t.epilogueRows = 0;
     for (uint32_t rows = CeilDiv(blockRows, 2); rows >= 1; --rows) {

@@ -241,8 +241,8 @@ private:
     __aicore__ inline void InitVector() {
         const uint32_t pitch = conv_eval_tiling::ProloguePitch(t_.prologueRows * t_.conv.width);
         pitch_ = pitch;
-        pipe_.InitBuffer(channelRows_, 2, kC0 * pitch * sizeof(T));
-        pipe_.InitBuffer(interleaved_, 2, pitch * kC0 * sizeof(T));
+        pipe_.InitBuffer(channelRows_, 2, t_.prologueGroups * kC0 * pitch * sizeof(T));
+        pipe_.InitBuffer(interleaved_, 2, t_.prologueGroups * pitch * kC0 * sizeof(T));
         pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(float));
         pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(T));
         pipe_.InitBuffer(biasBuf_, conv_eval_tiling::RoundUp(t_.blockRows * sizeof(float), 32));
@@ -266,22 +266,24 @@ private:
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
         const uint32_t slot = j % kSlots;
         if (j >= kSlots) Sync::Await(conv_eval_tiling::kInputFree + slot);
-        for (uint32_t group = firstGroup_; group < lastGroup_; ++group) {
+        for (uint32_t group = firstGroup_; group < lastGroup_; group += t_.prologueGroups) {
+            const uint32_t groups = lastGroup_ - group < t_.prologueGroups ? lastGroup_ - group : t_.prologueGroups;
             for (uint32_t row = 0; row < tile.inRows; row += t_.prologueRows) {
                 const uint32_t rows = tile.inRows - row < t_.prologueRows ? tile.inRows - row : t_.prologueRows;
-                InterleaveRows(tile, group, row, rows, slot);
+                InterleaveRows(tile, group, groups, row, rows, slot);
             }
         }
         Sync::template Signal<PIPE_MTE3>(conv_eval_tiling::kInputReady + slot);
     }
 
-    // Input rows [firstInRow + row, ... + rows) of channel group `group` -> [rows][W][C0] at the slot's
-    // [group][row] (the band's rows are tile.inRows per group).
-    __aicore__ inline void InterleaveRows(const conv_eval_tiling::ConvTile& tile, uint32_t group, uint32_t row,
-                                          uint32_t rows, uint32_t slot) {
+    // Input rows [firstInRow + row, ... + rows) of channel groups [group, group + groups) -> [rows][W][C0] per
+    // group at the slot's [group][row] (the band's rows are tile.inRows per group): one copy in of every channel
+    // row, one TransDataTo5HD per group, one copy out.
+    __aicore__ inline void InterleaveRows(const conv_eval_tiling::ConvTile& tile, uint32_t group, uint32_t groups,
+                                          uint32_t row, uint32_t rows, uint32_t slot) {
         const ConvGeometry& g = t_.conv;
-        const uint32_t firstChannel = group * kC0;
-        const uint32_t channels = g.inChannels - firstChannel < kC0 ? g.inChannels - firstChannel : kC0;
+        const uint32_t firstChannel = group * kC0, padded = groups * kC0;
+        const uint32_t channels = g.inChannels - firstChannel < padded ? g.inChannels - firstChannel : padded;
         const uint32_t elements = rows * g.width, plane = g.height * g.width;
         AscendC::LocalTensor<T> planes = channelRows_.template AllocTensor<T>();
         const uint64_t origin =
@@ -295,14 +297,22 @@ private:
         planes = channelRows_.template DeQue<T>();
         AscendC::LocalTensor<Bits> planeBits = planes.template ReinterpretCast<Bits>();
         // channels past Cin must be zeros, never garbage: NaN * 0 is NaN in Mmad
-        if (channels < kC0) AscendC::Duplicate(planeBits[channels * pitch_], Bits(0), (kC0 - channels) * pitch_);
+        if (channels < padded) AscendC::Duplicate(planeBits[channels * pitch_], Bits(0), (padded - channels) * pitch_);
         AscendC::LocalTensor<Bits> packed = interleaved_.template AllocTensor<Bits>();
-        Interleave(packed, planeBits, conv_eval_tiling::CeilDiv(elements, kPositionsPerRepeat));
+        for (uint32_t k = 0; k < groups; ++k) {
+            Interleave(packed[k * pitch_ * kC0], planeBits[k * kC0 * pitch_],
+                       conv_eval_tiling::CeilDiv(elements, kPositionsPerRepeat));
+        }
         channelRows_.FreeTensor(planes);
         interleaved_.EnQue(packed);
         packed = interleaved_.template DeQue<Bits>();
+        // a C0-channel position is one 32-byte block: groups runs of `elements` blocks, pitch apart in UB and a
+        // band of a group apart in the slot
         const uint64_t at = (uint64_t(group) * tile.inRows + row) * g.width * kC0;
-        AscendC::DataCopy(inputSlot_[slot][at], packed.template ReinterpretCast<T>(), elements * kC0);
+        AscendC::DataCopyPad(inputSlot_[slot][at], packed.template ReinterpretCast<T>(),
+                             AscendC::DataCopyExtParams{uint16_t(groups), uint32_t(elements * 32),
+                                                        (pitch_ - elements) * uint32_t(sizeof(T)) * kC0 / 32,
+                                                        uint32_t((tile.inRows - rows) * g.width * 32), 0});
         interleaved_.FreeTensor(packed);
     }
 

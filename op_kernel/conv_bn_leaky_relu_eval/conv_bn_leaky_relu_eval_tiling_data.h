@@ -57,6 +57,7 @@ struct ConvBnLeakyReluEvalTiling {
     uint32_t padRight;        // padding columns right of the image the last output column reaches
     uint32_t l0cBuffers;      // 2 when two Mb x Npad float results fit L0C, else 1
     uint32_t prologueRows;    // input rows an AIV interleaves per pass (UB)
+    uint32_t prologueGroups;  // channel groups an AIV interleaves per pass (UB): one copy in and out for all
     uint32_t epilogueRows;    // output-slot rows an AIV finishes per pass (UB)
     uint32_t inputSlotBytes;  // one input slot: C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
     uint32_t outputSlotBytes; // one output slot: Mb * Npad * 4
