@@ -338,6 +338,8 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("tile_rows", &ConvBnLeakyReluEvalTiling::tileRows)
         .def_readonly("tiles_per_image", &ConvBnLeakyReluEvalTiling::tilesPerImage)
         .def_readonly("tile_positions", &ConvBnLeakyReluEvalTiling::tilePositions)
+        .def_readonly("images_per_item", &ConvBnLeakyReluEvalTiling::imagesPerItem)
+        .def_readonly("item_positions", &ConvBnLeakyReluEvalTiling::itemPositions)
         .def_readonly("band_rows", &ConvBnLeakyReluEvalTiling::bandRows)
         .def_readonly("pad_bottom", &ConvBnLeakyReluEvalTiling::padBottom)
         .def_readonly("pad_right", &ConvBnLeakyReluEvalTiling::padRight)

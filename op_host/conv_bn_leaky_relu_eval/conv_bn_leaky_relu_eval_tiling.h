@@ -60,14 +60,14 @@ inline uint64_t EpilogueUbBytes(uint32_t rows, uint32_t positions, uint32_t bloc
     return 2ull * rows * positions * 4 + 2ull * rows * positions * dtypeSize + RoundUp(blockRows * 4, 32);
 }
 
-// The W' block's slices and two input bands.
+// The W' block's slices and two input bands (an item's: one per image).
 inline uint64_t L1Bytes(const ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize) {
     const uint64_t weights = uint64_t(t.blockRows) * t.weightSlices * t.weightSliceK * dtypeSize;
     const uint64_t band = uint64_t(t.channelGroups) * t.c0 * t.bandRows * t.conv.width * dtypeSize;
-    return weights + 2 * band;
+    return weights + 2 * band * t.imagesPerItem;
 }
 
-// Fills the tile-dependent fields for (Mb, tileRows); false when they do not fit the platform.
+// Fills the tile-dependent fields for (Mb, tileRows, t.imagesPerItem); false when they do not fit the platform.
 inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t tileRows, uint32_t dtypeSize,
                      const CubePlatform& p) {
     const ConvGeometry& g = t.conv;
@@ -76,15 +76,18 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     t.tileRows = tileRows;
     t.tilesPerImage = CeilDiv(g.outHeight, tileRows);
     t.tilePositions = RoundUp(tileRows * g.outWidth, kFractalRows);
-    if (uint64_t(tileRows) * g.outWidth > kMaxMmadSide || t.tilePositions > kMaxMmadSide) return false;
+    if (t.imagesPerItem > 1 && t.tilesPerImage > 1) return false;  // several images: whole images only
+    const uint64_t itemPositions = uint64_t(t.imagesPerItem) * t.tilePositions;
+    if (uint64_t(tileRows) * g.outWidth > kMaxMmadSide || itemPositions > kMaxMmadSide) return false;
+    t.itemPositions = static_cast<uint32_t>(itemPositions);
     t.bandRows = BandRowsFor(t);
     if (uint64_t(t.bandRows) * g.width > kMaxU16 || uint64_t(t.bandRows) > kMaxU16) return false;
-    if (uint64_t(blockRows) * t.tilePositions * 4 > p.l0cBytes) return false;
-    t.l0cBuffers = 2 * uint64_t(blockRows) * t.tilePositions * 4 <= p.l0cBytes ? 2 : 1;
-    // kc: double-buffered L0A (Mb x kc) and L0B (kc x Npad); whole fractals a LoadData 2D repeat can move
+    if (uint64_t(blockRows) * itemPositions * 4 > p.l0cBytes) return false;
+    t.l0cBuffers = 2 * uint64_t(blockRows) * itemPositions * 4 <= p.l0cBytes ? 2 : 1;
+    // kc: double-buffered L0A (Mb x kc) and L0B (kc x the item's Npad); whole fractals a LoadData 2D repeat moves
     const uint32_t kPadded = t.kFractals * t.c0;
     uint64_t fractals = p.l0aBytes / (2ull * blockRows * t.c0 * dtypeSize);
-    const uint64_t byL0b = p.l0bBytes / (2ull * t.tilePositions * t.c0 * dtypeSize);
+    const uint64_t byL0b = p.l0bBytes / (2ull * itemPositions * t.c0 * dtypeSize);
     fractals = byL0b < fractals ? byL0b : fractals;
     fractals = fractals < kMaxLoad2dRepeat ? fractals : kMaxLoad2dRepeat;
     fractals = fractals < kMaxMmadSide / t.c0 ? fractals : kMaxMmadSide / t.c0;
@@ -112,14 +115,38 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     }
     t.epilogueRows = 0;
     for (uint32_t rows = CeilDiv(blockRows, 2); rows >= 1; --rows) {
-        if (EpilogueUbBytes(rows, t.tilePositions, blockRows, dtypeSize) <= p.ubBytes / 2) {
+        if (EpilogueUbBytes(rows, t.itemPositions, blockRows, dtypeSize) <= p.ubBytes / 2) {
             t.epilogueRows = rows;
             break;
         }
     }
     if (t.prologueRows == 0 || t.epilogueRows == 0) return false;
-    t.workItems = t.coutBlocks * g.batch * t.tilesPerImage;
+    t.workItems = t.coutBlocks * CeilDiv(g.batch, t.imagesPerItem) * t.tilesPerImage;
     return true;
+}
+
+// Whole-image tiles: the images per item G that minimise the most item rounds a core runs times (G + 1) (a
+// round's fixed cost -- flags, copy latencies, the W' block's trip L1 -> L0A -- is about an image's work),
+// keeping L0C double-buffered when it was and an item for every AI core that had one. More images per item:
+// fewer, longer instructions everywhere.
+inline void ChooseImagesPerItem(ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize, const CubePlatform& p) {
+    if (t.tilesPerImage != 1) return;
+    ConvBnLeakyReluEvalTiling best = t;
+    uint64_t bestCost = uint64_t(CeilDiv(t.workItems, p.cubeCoreNum)) * 2;
+    for (uint32_t images = 2; images <= t.conv.batch; ++images) {
+        ConvBnLeakyReluEvalTiling candidate = t;
+        candidate.imagesPerItem = images;
+        if (!TryShape(candidate, t.blockRows, t.tileRows, dtypeSize, p)) break;  // larger G only needs more
+        if (candidate.l0cBuffers < t.l0cBuffers) break;
+        const uint32_t enough = t.workItems < p.cubeCoreNum ? t.workItems : p.cubeCoreNum;
+        if (candidate.workItems < enough) break;  // every AI core keeps an item
+        const uint64_t cost = uint64_t(CeilDiv(candidate.workItems, p.cubeCoreNum)) * (images + 1);
+        if (cost < bestCost) {
+            best = candidate;
+            bestCost = cost;
+        }
+    }
+    t = best;
 }
 
 // The tallest tile that fits for Mb, preferring a double-buffered L0C; false when none fits.
@@ -165,6 +192,7 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     plan.kFractals = plan.channelGroups * g.kernelH * g.kernelW;
     if (uint64_t(plan.kFractals) * plan.c0 > kMaxU16) return false;  // kStartPt / kExtension
     plan.negativeSlope = negativeSlope;
+    plan.imagesPerItem = 1;
 
     bool found = false;
     ConvBnLeakyReluEvalTiling best{};
@@ -183,9 +211,11 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
         if (best.workItems >= p.cubeCoreNum) break;
     }
     if (!found) return false;
+    ChooseImagesPerItem(best, dtypeSize, p);
     best.blockDim = best.workItems < p.cubeCoreNum ? best.workItems : p.cubeCoreNum;
-    best.inputSlotBytes = RoundUp(best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);
-    best.outputSlotBytes = best.blockRows * best.tilePositions * 4;
+    best.inputSlotBytes =
+        RoundUp(best.imagesPerItem * best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);
+    best.outputSlotBytes = best.blockRows * best.itemPositions * 4;
     t = best;
     return true;
 }

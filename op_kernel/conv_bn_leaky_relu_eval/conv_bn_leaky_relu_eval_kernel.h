@@ -104,8 +104,8 @@ private:
         pipe_.InitBuffer(weightL1_, t_.weightSlices, weightSlice);
         pipe_.InitBuffer(bandL1_, 2, t_.inputSlotBytes);
         pipe_.InitBuffer(weightL0_, 2, t_.blockRows * t_.kChunk * sizeof(T));
-        pipe_.InitBuffer(columnsL0_, 2, t_.kChunk * t_.tilePositions * sizeof(T));
-        pipe_.InitBuffer(resultL0c_, t_.l0cBuffers, t_.blockRows * t_.tilePositions * sizeof(float));
+        pipe_.InitBuffer(columnsL0_, 2, t_.kChunk * t_.itemPositions * sizeof(T));
+        pipe_.InitBuffer(resultL0c_, t_.l0cBuffers, t_.blockRows * t_.itemPositions * sizeof(float));
     }
 
     __aicore__ inline void RunCube() {
@@ -130,16 +130,16 @@ private:
         ReleaseWeights(residentBlock_);
     }
 
-    // The AIVs' input slot of item j -> an L1 band buffer (queued for the item's LoadData 3Dv2).
+    // The AIVs' input slot of item j (its images' bands) -> an L1 band buffer (queued for the LoadData 3Dv2s).
     __aicore__ inline void FetchBand(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
         const uint32_t slot = j % kSlots;
         Sync::Await(conv_eval_tiling::kInputReady + slot);
         AscendC::LocalTensor<T> band = bandL1_.template AllocTensor<T>();
-        // one 32-byte-block run per channel group: rows * W * C0 elements of T = rows * W blocks
+        // one 32-byte-block run per image and channel group: rows * W * C0 elements of T = rows * W blocks
         AscendC::DataCopy(band, inputSlot_[slot],
-                          AscendC::DataCopyParams(uint16_t(t_.channelGroups), uint16_t(tile.inRows * t_.conv.width),
-                                                  0, 0));
+                          AscendC::DataCopyParams(uint16_t(t_.channelGroups * tile.images),
+                                                  uint16_t(tile.inRows * t_.conv.width), 0, 0));
         bandL1_.EnQue(band);
         // the copy is in the MTE2 pipe's order before the flag; an item nobody refills needs no release
         if (j + kSlots < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kInputFree + slot);
@@ -169,14 +169,19 @@ private:
         sliceLoaded_[s] = true;
     }
 
-    // C (+)= W'[block rows][kStart, kStart + kc) * img2col(band)[kStart, kStart + kc)[positions].
+    // C (+)= W'[block rows][kStart, kStart + kc) * img2col(band)[kStart, kStart + kc)[positions], per image of
+    // the item: its columns in its own L0B region, its C in its own L0C region. L0C holds C n-block-major, so the
+    // images' regions side by side are one rows x (images * Npad) matrix for the Fixpipe; the W' chunk in L0A
+    // serves every image.
     __aicore__ inline void MultiplyChunk(const AscendC::LocalTensor<float>& result, const AscendC::LocalTensor<T>& band,
                                          const conv_eval_tiling::ConvTile& tile, uint32_t kStart, bool first) {
         const uint32_t kPadded = t_.kFractals * kC0;
         const uint32_t k = kPadded - kStart < t_.kChunk ? kPadded - kStart : t_.kChunk;
         const uint32_t rowFractals = conv_eval_tiling::CeilDiv(tile.channels, 16);
+        const uint32_t npad = tile.paddedPositions, rows = rowFractals * 16;
+        const uint32_t bandElements = t_.channelGroups * kC0 * tile.inRows * t_.conv.width;
         AscendC::LocalTensor<T> columns = columnsL0_.template AllocTensor<T>();
-        LoadColumns(columns, band, tile, kStart, k);
+        for (uint32_t i = 0; i < tile.images; ++i) LoadColumns(columns[i * k * npad], band[i * bandElements], tile, kStart, k);
         columnsL0_.EnQue(columns);
         AscendC::LocalTensor<T> weights = weightL0_.template AllocTensor<T>();
         LoadWeights(weights, rowFractals, kStart, k);
@@ -184,11 +189,13 @@ private:
         columns = columnsL0_.template DeQue<T>();
         weights = weightL0_.template DeQue<T>();
         AscendC::MmadParams params;
-        params.m = uint16_t(rowFractals * 16);
-        params.n = uint16_t(tile.paddedPositions);
+        params.m = uint16_t(rows);
+        params.n = uint16_t(npad);
         params.k = uint16_t(k);
         params.cmatrixInitVal = first;  // the first chunk starts C at 0, the others accumulate
-        AscendC::Mmad(result, weights, columns, params);
+        for (uint32_t i = 0; i < tile.images; ++i) {
+            AscendC::Mmad(result[i * rows * npad], weights, columns[i * k * npad], params);
+        }
         columnsL0_.FreeTensor(columns);
         weightL0_.FreeTensor(weights);
     }
@@ -225,14 +232,15 @@ private:
         }
     }
 
-    // L0C -> output slot j % kSlots (row-major float, Npad per row), once the AIVs have taken its previous contents.
+    // L0C -> output slot j % kSlots (row-major float, itemPositions per row, image i's columns at i * Npad), once the
+    // AIVs have taken its previous contents.
     __aicore__ inline void WriteResult(const AscendC::LocalTensor<float>& result, const conv_eval_tiling::ConvTile& tile,
                                        uint32_t j) {
         const uint32_t slot = j % kSlots;
         if (j >= kSlots) Sync::Await(conv_eval_tiling::kOutputFree + slot);
         const uint32_t rows = conv_eval_tiling::CeilDiv(tile.channels, 16) * 16;
-        AscendC::FixpipeParamsV220 params(uint16_t(tile.paddedPositions), uint16_t(rows), uint16_t(rows),
-                                          t_.tilePositions, false);
+        AscendC::FixpipeParamsV220 params(uint16_t(tile.images * tile.paddedPositions), uint16_t(rows), uint16_t(rows),
+                                          t_.itemPositions, false);
         AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(outputSlot_[slot], result, params);
         Sync::template Signal<PIPE_FIX>(conv_eval_tiling::kOutputReady + slot);
     }
@@ -243,8 +251,8 @@ private:
         pitch_ = pitch;
         pipe_.InitBuffer(channelRows_, 2, t_.prologueGroups * kC0 * pitch * sizeof(T));
         pipe_.InitBuffer(interleaved_, 2, t_.prologueGroups * pitch * kC0 * sizeof(T));
-        pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(float));
-        pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(T));
+        pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.itemPositions * sizeof(float));
+        pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.itemPositions * sizeof(T));
         pipe_.InitBuffer(biasBuf_, conv_eval_tiling::RoundUp(t_.blockRows * sizeof(float), 32));
         const uint32_t half = conv_eval_tiling::CeilDiv(t_.channelGroups, 2), sub = uint32_t(AscendC::GetSubBlockIdx());
         firstGroup_ = sub * half < t_.channelGroups ? sub * half : t_.channelGroups;
@@ -266,28 +274,30 @@ private:
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
         const uint32_t slot = j % kSlots;
         if (j >= kSlots) Sync::Await(conv_eval_tiling::kInputFree + slot);
-        for (uint32_t group = firstGroup_; group < lastGroup_; group += t_.prologueGroups) {
-            const uint32_t groups = lastGroup_ - group < t_.prologueGroups ? lastGroup_ - group : t_.prologueGroups;
-            for (uint32_t row = 0; row < tile.inRows; row += t_.prologueRows) {
-                const uint32_t rows = tile.inRows - row < t_.prologueRows ? tile.inRows - row : t_.prologueRows;
-                InterleaveRows(tile, group, groups, row, rows, slot);
+        for (uint32_t image = 0; image < tile.images; ++image) {
+            for (uint32_t group = firstGroup_; group < lastGroup_; group += t_.prologueGroups) {
+                const uint32_t groups = lastGroup_ - group < t_.prologueGroups ? lastGroup_ - group : t_.prologueGroups;
+                for (uint32_t row = 0; row < tile.inRows; row += t_.prologueRows) {
+                    const uint32_t rows = tile.inRows - row < t_.prologueRows ? tile.inRows - row : t_.prologueRows;
+                    InterleaveRows(tile, image, group, groups, row, rows, slot);
+                }
             }
         }
         Sync::template Signal<PIPE_MTE3>(conv_eval_tiling::kInputReady + slot);
     }
 
-    // Input rows [firstInRow + row, ... + rows) of channel groups [group, group + groups) -> [rows][W][C0] per
-    // group at the slot's [group][row] (the band's rows are tile.inRows per group): one copy in of every channel
-    // row, one TransDataTo5HD per group, one copy out.
-    __aicore__ inline void InterleaveRows(const conv_eval_tiling::ConvTile& tile, uint32_t group, uint32_t groups,
-                                          uint32_t row, uint32_t rows, uint32_t slot) {
+    // Input rows [firstInRow + row, ... + rows) of channel groups [group, group + groups) of the item's image
+    // `image` -> [rows][W][C0] per group at the slot's [image][group][row] (the band's rows are tile.inRows per
+    // group): one copy in of every channel row, one TransDataTo5HD per group, one copy out.
+    __aicore__ inline void InterleaveRows(const conv_eval_tiling::ConvTile& tile, uint32_t image, uint32_t group,
+                                          uint32_t groups, uint32_t row, uint32_t rows, uint32_t slot) {
         const ConvGeometry& g = t_.conv;
         const uint32_t firstChannel = group * kC0, padded = groups * kC0;
         const uint32_t channels = g.inChannels - firstChannel < padded ? g.inChannels - firstChannel : padded;
         const uint32_t elements = rows * g.width, plane = g.height * g.width;
         AscendC::LocalTensor<T> planes = channelRows_.template AllocTensor<T>();
         const uint64_t origin =
-            (uint64_t(tile.image) * g.inChannels + firstChannel) * plane + (tile.firstInRow + row) * g.width;
+            (uint64_t(tile.image + image) * g.inChannels + firstChannel) * plane + (tile.firstInRow + row) * g.width;
         const uint32_t gapBlocks = (pitch_ - conv_eval_tiling::RoundUp(elements, kC0)) / kC0;
         AscendC::DataCopyPad(planes, xGm_[origin],
                              AscendC::DataCopyExtParams{uint16_t(channels), uint32_t(elements * sizeof(T)),
@@ -308,7 +318,7 @@ private:
         packed = interleaved_.template DeQue<Bits>();
         // a C0-channel position is one 32-byte block: groups runs of `elements` blocks, pitch apart in UB and a
         // band of a group apart in the slot
-        const uint64_t at = (uint64_t(group) * tile.inRows + row) * g.width * kC0;
+        const uint64_t at = ((uint64_t(image) * t_.channelGroups + group) * tile.inRows + row) * g.width * kC0;
         AscendC::DataCopyPad(inputSlot_[slot][at], packed.template ReinterpretCast<T>(),
                              AscendC::DataCopyExtParams{uint16_t(groups), uint32_t(elements * 32),
                                                         (pitch_ - elements) * uint32_t(sizeof(T)) * kC0 / 32,
@@ -367,16 +377,17 @@ private:
         biasBlock_ = block;
     }
 
-    // Slot rows [slotRow, slotRow + rows) (block channels; biasRow = the first one's index among this AIV's) ->
-    // y. `release`: the last reads of the slot are issued, so the AIC may overwrite it.
+    // Slot rows [slotRow, slotRow + rows) (block channels; biasRow = the first one's index among this AIV's), every
+    // image of the item, -> y: one Adds per row over all the images' columns, then one copy out per image.
+    // `release`: the last reads of the slot are issued, so the AIC may overwrite it.
     __aicore__ inline void FinishRows(const conv_eval_tiling::ConvTile& tile, uint32_t slotRow, uint32_t biasRow,
                                       uint32_t rows, uint32_t slot, bool release) {
         const ConvGeometry& g = t_.conv;
-        const uint32_t width = tile.paddedPositions;
+        const uint32_t npad = tile.paddedPositions, width = tile.images * npad;
         AscendC::LocalTensor<float> values = resultRows_.template AllocTensor<float>();
-        AscendC::DataCopyPad(values, outputSlot_[slot][slotRow * t_.tilePositions],
+        AscendC::DataCopyPad(values, outputSlot_[slot][slotRow * t_.itemPositions],
                              AscendC::DataCopyExtParams{uint16_t(rows), uint32_t(width * sizeof(float)),
-                                                        uint32_t((t_.tilePositions - width) * sizeof(float)), 0, 0},
+                                                        uint32_t((t_.itemPositions - width) * sizeof(float)), 0, 0},
                              AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
         if (release) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
         resultRows_.EnQue(values);
@@ -392,13 +403,17 @@ private:
         outputRows_.EnQue(out);
         out = outputRows_.template DeQue<T>();
         const uint32_t planeOut = g.outHeight * g.outWidth;
-        const uint64_t origin = (uint64_t(tile.image) * g.outChannels + tile.block * t_.blockRows + slotRow) * planeOut +
-                                tile.firstOutRow * g.outWidth;
         const uint32_t rowBytes = tile.positions * sizeof(T);
-        AscendC::DataCopyPad(yGm_[origin], out,
-                             AscendC::DataCopyExtParams{uint16_t(rows), rowBytes,
-                                                        (width * uint32_t(sizeof(T)) - conv_eval_tiling::RoundUp(rowBytes, 32)) / 32,
-                                                        uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
+        for (uint32_t i = 0; i < tile.images; ++i) {
+            const uint64_t origin =
+                (uint64_t(tile.image + i) * g.outChannels + tile.block * t_.blockRows + slotRow) * planeOut +
+                tile.firstOutRow * g.outWidth;
+            AscendC::DataCopyPad(yGm_[origin], out[i * npad],
+                                 AscendC::DataCopyExtParams{
+                                     uint16_t(rows), rowBytes,
+                                     (width * uint32_t(sizeof(T)) - conv_eval_tiling::RoundUp(rowBytes, 32)) / 32,
+                                     uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
+        }
         outputRows_.FreeTensor(out);
     }
 
