@@ -125,14 +125,25 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     return true;
 }
 
-// Whole-image tiles: the images per item G that minimise the most item rounds a core runs times (G + 1) (a
-// round's fixed cost -- flags, copy latencies, the W' block's trip L1 -> L0A -- is about an image's work),
-// keeping L0C double-buffered when it was and an item for every AI core that had one. More images per item:
-// fewer, longer instructions everywhere.
+// The cube's time for an item of `images` whole images, in cycles at the platform's documented rates (CANN's
+// platform_config .ini: l1_to_l0_a_rate=512, l1_to_l0_b_rate=256 bytes per cycle; one 16 x 16 x C0 fractal
+// Mmad per cycle): MTE1 moves the W' block into L0A once per item and every image's img2col into L0B, and the
+// M pipe's Mmads overlap it.
+inline double ItemCubeCycles(const ConvBnLeakyReluEvalTiling& t, uint32_t images, uint32_t dtypeSize) {
+    const double kPadded = double(t.kFractals) * t.c0;
+    const double mte1 = t.blockRows * kPadded * dtypeSize / 512 + images * kPadded * t.tilePositions * dtypeSize / 256;
+    const double mmad = images * double(t.blockRows) * t.tilePositions * kPadded / (256.0 * t.c0);
+    return mte1 > mmad ? mte1 : mmad;
+}
+
+// Whole-image tiles: the images per item G that minimise the busiest AI core's cube time (its item rounds times
+// an item's time: more images per item share one trip of the W' block into L0A), keeping L0C double-buffered
+// when it was and an item for every AI core that had one. Fewer items also mean fewer, longer instructions and
+// flag round trips everywhere.
 inline void ChooseImagesPerItem(ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize, const CubePlatform& p) {
     if (t.tilesPerImage != 1) return;
     ConvBnLeakyReluEvalTiling best = t;
-    uint64_t bestCost = uint64_t(CeilDiv(t.workItems, p.cubeCoreNum)) * 2;
+    double bestCost = CeilDiv(t.workItems, p.cubeCoreNum) * ItemCubeCycles(t, 1, dtypeSize);
     for (uint32_t images = 2; images <= t.conv.batch; ++images) {
         ConvBnLeakyReluEvalTiling candidate = t;
         candidate.imagesPerItem = images;
@@ -140,7 +151,7 @@ inline void ChooseImagesPerItem(ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize
         if (candidate.l0cBuffers < t.l0cBuffers) break;
         const uint32_t enough = t.workItems < p.cubeCoreNum ? t.workItems : p.cubeCoreNum;
         if (candidate.workItems < enough) break;  // every AI core keeps an item
-        const uint64_t cost = uint64_t(CeilDiv(candidate.workItems, p.cubeCoreNum)) * (images + 1);
+        const double cost = CeilDiv(candidate.workItems, p.cubeCoreNum) * ItemCubeCycles(candidate, images, dtypeSize);
         if (cost < bestCost) {
             best = candidate;
             bestCost = cost;
