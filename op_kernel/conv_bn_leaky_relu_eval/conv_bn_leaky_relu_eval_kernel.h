@@ -110,10 +110,13 @@ private:
 
     __aicore__ inline void RunCube() {
         if (itemCount_ == 0) return;
+        // the first W' block before the first wait for the AIVs: its copy overlaps their first prologue
+        const conv_eval_tiling::ConvTile first = conv_eval_tiling::TileOf(t_, firstItem_);
+        ReleaseWeights(first.block);
+        for (uint32_t s = 0; s < t_.weightSlices; ++s) LoadWeightSlice(s, conv_eval_tiling::CeilDiv(first.channels, 16));
         FetchBand(0);
         for (uint32_t j = 0; j < itemCount_; ++j) {
             AscendC::LocalTensor<T> band = bandL1_.template DeQue<T>();
-            if (j + 1 < itemCount_) FetchBand(j + 1);  // its copy overlaps this item's Mmads
             const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
             if (tile.block != residentBlock_) ReleaseWeights(tile.block);
             AscendC::LocalTensor<float> result = resultL0c_.template AllocTensor<float>();
@@ -122,6 +125,9 @@ private:
                 MultiplyChunk(result, band, tile, kStart, kStart == 0);
             }
             bandL1_.FreeTensor(band);
+            // after this item's Mmads are issued, so its wait for the next band holds none of them; the copy
+            // still overlaps them (the other L1 band buffer is free)
+            if (j + 1 < itemCount_) FetchBand(j + 1);
             resultL0c_.EnQue(result);
             result = resultL0c_.template DeQue<float>();
             WriteResult(result, tile, j);
