@@ -46,6 +46,10 @@ BROKEN_KERNELS = [
     ("compare_scalar_partial_repeat", "vector_alignment", 0, 2),
     ("select_in_scalar_mode", "unsupported_mode", 0, 2),
     ("flag_outside_mix", "cross_core_flag", 0, 2),
+    ("transdata_zero_repeats", "transdata_params", 0, 8),
+    ("transdata_high_half", "transdata_params", 0, 8),
+    ("transdata_past_buffer", "ub_out_of_bounds", 0, 8),
+    ("transdata_unaligned", "unaligned_local", 0, 8),
     ("correct", "block_dim", None, 49),  # 910B1 has 48 vector cores
 ]
 
@@ -85,6 +89,33 @@ def test_matmul_registered_in_the_entry_runs():
     a, b = data[:16].reshape(4, 4).astype(np.float64), data.reshape(4, 16).astype(np.float64)
     assert np.array_equal(out.reshape(4, 16), a @ b)
     assert launch.cube_iterations == 1 and launch.cube_macs == 4 * 16 * 4
+
+
+def transdata_oracle(rows: np.ndarray) -> np.ndarray:
+    """Huawei's TransDataTo5HD rule, repeat by repeat: 16 source rows (one block per repeat) -> 16 blocks.
+    16-bit: destination block i = element i of each source block; 32-bit: element i of sources 0..7 ->
+    destination block 2i, of sources 8..15 -> block 2i + 1."""
+    block = 32 // rows.itemsize
+    repeats = rows.shape[1] // block
+    out = np.empty((repeats, 16, block), rows.dtype)
+    for r in range(repeats):
+        src = rows[:, r * block:(r + 1) * block]  # 16 blocks
+        for i in range(block):
+            if block == 16:
+                out[r, i] = src[:, i]
+            else:
+                out[r, 2 * i], out[r, 2 * i + 1] = src[:8, i], src[8:, i]
+    return out.reshape(-1)
+
+
+@pytest.mark.parametrize("kernel, dtype", [("transdata_float", np.float32), ("transdata_half", np.uint16)])
+def test_transdata_to_5hd_matches_the_documented_rule(kernel, dtype):
+    x = np.random.default_rng(5).standard_normal(512).astype(np.float32)
+    y = np.zeros_like(x)
+    launch = kernels_module().launch(kernel, {"x": x, "y": y}, block_dim=1)
+    expected = transdata_oracle(x.view(dtype).reshape(16, -1))
+    assert np.array_equal(y.view(dtype), expected)
+    assert launch.vector_instructions == 1
 
 
 def documented_rules() -> set[str]:

@@ -37,6 +37,7 @@ ODD = {
     "stride3_no_pad": ((1, 2, 10, 10), 3, 2, 3, (0, 0, 0, 0), 1),
     "several_tiles_per_image": ((1, 3, 24, 20), 5, 3, 1, (1, 1, 1, 1), 1),
     "more_items_than_cores": ((30, 8, 6, 6), 16, 3, 1, (1, 1, 1, 1), 1),
+    "multi_image_items": ((99, 16, 4, 4), 64, 4, 2, (1, 1, 1, 1), 1),  # 2 images per item, the last item 1
 }
 CASES = {**DCGAN, **ODD}
 PLATFORMS = ("ascend910b1", "ascend910b3", "ascend910_93")
@@ -134,7 +135,9 @@ def design_traffic(tiling, x, weight_shape):
         first = core * base + min(core, extra)
         blocks = []
         for item in range(first, first + base + (core < extra)):
-            block, rest = divmod(item, g.batch * tiling.tiles_per_image)
+            block, rest = divmod(item, -(-g.batch // tiling.images_per_item) * tiling.tiles_per_image)
+            image = rest // tiling.tiles_per_image * tiling.images_per_item
+            images = min(tiling.images_per_item, g.batch - image)
             out_row = rest % tiling.tiles_per_image * tiling.tile_rows
             out_rows = min(tiling.tile_rows, g.out_height - out_row)
             top = out_row * g.stride_h - g.pad_top
@@ -142,12 +145,12 @@ def design_traffic(tiling, x, weight_shape):
             band = min(bottom, g.height - 1) - max(top, 0) + 1
             npad = -(-out_rows * g.out_width // 16) * 16
             rows16 = -(-rows_of(block) // 16) * 16
-            slot_in = tiling.channel_groups * tiling.c0 * band * g.width * size
-            totals["x"] += g.in_channels * band * g.width * size
-            totals["ws_out"] += slot_in + rows16 * npad * 4
-            totals["ws_in"] += slot_in + rows_of(block) * npad * 4
-            totals["macs"] += rows16 * npad * k_padded
-            totals["mmads"] += -(-k_padded // tiling.k_chunk)
+            slot_in = images * tiling.channel_groups * tiling.c0 * band * g.width * size
+            totals["x"] += images * g.in_channels * band * g.width * size
+            totals["ws_out"] += slot_in + rows16 * images * npad * 4
+            totals["ws_in"] += slot_in + rows_of(block) * images * npad * 4
+            totals["macs"] += rows16 * images * npad * k_padded
+            totals["mmads"] += -(-k_padded // tiling.k_chunk) * images
             if not blocks or blocks[-1] != block:
                 blocks.append(block)
         for block in blocks:
@@ -156,7 +159,8 @@ def design_traffic(tiling, x, weight_shape):
     return totals
 
 
-@pytest.mark.parametrize("case", fast_only(CASES, ["dcgan_d4", "1x1_40_to_130", "several_tiles_per_image"]))
+@pytest.mark.parametrize("case", fast_only(CASES, ["dcgan_d4", "1x1_40_to_130", "several_tiles_per_image",
+                                                  "multi_image_items"]))
 def test_traffic(case):
     """y written exactly once; x read once per (Cout block, item) band; each W' block read once per AI core range
     that enters it; the rings written and read as the design says; the cube's MACs the padded Mb x Npad x K work."""
@@ -177,16 +181,31 @@ def test_traffic(case):
 
 def test_dcgan_tiling_at_batch_64():
     """The design's choices for the DCGAN discriminator layers at batch 64 in float16 on 910B1 (24 AI cores)."""
-    expected = {  # (C_in, C_out, H): (Mb, tile rows, kc, items)
-        (64, 128, 32): (128, 8, 128, 128), (128, 256, 16): (64, 8, 256, 256), (256, 512, 8): (32, 4, 512, 1024)}
-    for (cin, cout, h), (mb, rows, kc, items) in expected.items():
+    expected = {  # (C_in, C_out, H): (Mb, tile rows, kc, images per item, items)
+        (64, 128, 32): (128, 8, 128, 1, 128), (128, 256, 16): (64, 8, 256, 1, 256), (256, 512, 8): (32, 4, 256, 4, 256)}
+    for (cin, cout, h), (mb, rows, kc, images, items) in expected.items():
         t = sim().conv_bn_leaky_relu_eval_tiling((64, cin, h, h), (cout, cin, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1), 2)
-        assert (t.block_rows, t.tile_rows, t.k_chunk, t.work_items, t.block_dim) == (mb, rows, kc, items, 24)
+        assert (t.block_rows, t.tile_rows, t.k_chunk, t.images_per_item, t.work_items, t.block_dim) == (
+            mb, rows, kc, images, items, 24)
+        assert t.item_positions == images * t.tile_positions
         weights = mb * t.weight_slices * t.weight_slice_k * 2
         assert weights == mb * cin * 16 * 2  # the whole W' block stays in L1
-        assert weights + 2 * t.channel_groups * t.c0 * t.band_rows * h * 2 <= 512 * 1024
-        assert 2 * mb * kc * 2 <= 64 * 1024 and 2 * kc * t.tile_positions * 2 <= 64 * 1024
-        assert t.l0c_buffers * mb * t.tile_positions * 4 <= 128 * 1024
+        assert weights + 2 * images * t.channel_groups * t.c0 * t.band_rows * h * 2 <= 512 * 1024
+        assert 2 * mb * kc * 2 <= 64 * 1024 and 2 * kc * t.item_positions * 2 <= 64 * 1024
+        assert t.l0c_buffers * mb * t.item_positions * 4 <= 128 * 1024
+
+
+def test_multi_image_items():
+    """99 images, 2 per item (50 items on 24 AI cores, the last with 1 image); every image right
+    (test_bit_identical_to_the_float32_oracle and test_traffic run the same case)."""
+    x, weight, bias, geometry, expected = case_inputs("multi_image_items", torch.float32)
+    out, tiling, launch = run(x, weight, bias, geometry, expected.shape)
+    assert (tiling.images_per_item, tiling.work_items, tiling.tiles_per_image) == (2, 50, 1)
+    assert x.shape[0] % tiling.images_per_item == 1
+    torch.testing.assert_close(out.double(), expected, rtol=TOLERANCES[torch.float32][0],
+                               atol=TOLERANCES[torch.float32][1])
+    small = sim().conv_bn_leaky_relu_eval_tiling((2, 8, 6, 6), (16, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4)
+    assert small.images_per_item == 1  # never more images than every core's share allows
 
 
 def test_fewer_items_than_cores():
@@ -213,19 +232,20 @@ BROKEN = [("conv_eval_no_input_ready_wait", "cross_core_hazard"), ("conv_eval_no
 @pytest.mark.parametrize("kernel, rule", BROKEN)
 def test_hazard_checker_catches_a_missing_flag(kernel, rule):
     """The product kernel class with one cross-core flag left out (tests/sim_kernels/conv_eval_broken_kernels.cpp):
-    72 small images on 24 AI cores, three items each, so every ring slot is reused."""
+    120 images on 24 AI cores, five items each (an image of 32 x 32 positions fills L0C: one image per item), so
+    every ring slot (kRingSlots = 4) is reused."""
     from ascend_acts import _sim_tests
     from ascend_acts.backends.sim.conv_bn_leaky_relu_eval import pack_weight
 
-    x = torch.randn(72, 3, 4, 4)
+    x = torch.randn(120, 3, 32, 32)
     weight = torch.randn(16, 3, 1, 1)
     geometry = ((1, 1), (0, 0, 0, 0), (1, 1))
     tiling = sim().conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, 4, SLOPE)
-    assert tiling.work_items == 72 and tiling.block_dim == 24
+    assert tiling.work_items == 120 and tiling.block_dim == 24 and tiling.images_per_item == 1
     bias = torch.randn(16)
     control = sim().conv_bn_leaky_relu_eval(x, weight, bias, *geometry, SLOPE)  # the product kernel: no error
     torch.testing.assert_close(control, F.leaky_relu(F.conv2d(x, weight, bias), SLOPE), rtol=1e-5, atol=1e-5)
-    buffers = {"x": x, "weight": pack_weight(weight, torch.float32), "bias": bias, "y": torch.empty(72, 16, 4, 4)}
+    buffers = {"x": x, "weight": pack_weight(weight, torch.float32), "bias": bias, "y": torch.empty(120, 16, 32, 32)}
     with pytest.raises(sim().EmulatorError) as caught:
         _sim_tests.launch(kernel, buffers, tiling)
     assert caught.value.rule == sim().Rule[rule]

@@ -6,6 +6,7 @@
 #include "sim/datacopy.h"
 #include "sim/vector.h"
 #include "sim/cube.h"
+#include "sim/transpose.h"
 
 // CANN selects a kernel branch with the tiling key the host set (TilingContext::SetTilingKey), and finds
 // the keys a kernel has by a regex over the preprocessed kernel that only reads integer literals

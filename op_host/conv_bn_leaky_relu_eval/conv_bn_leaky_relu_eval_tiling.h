@@ -33,6 +33,7 @@ constexpr uint32_t kMaxLoad2dRepeat = 255;  // LoadData2DParams::repeatTimes is 
 constexpr uint32_t kMaxMmadSide = 4095;     // Mmad m, n, k; Fixpipe nSize
 constexpr uint32_t kMaxU16 = 65535;
 constexpr uint32_t kMaxU8 = 255;
+constexpr uint32_t kMaxPadBlocks = 4095;  // DataCopyExtParams::blockCount of DataCopyPad (12 bits)
 
 inline uint64_t Effective(uint32_t kernel, uint32_t dilation) { return uint64_t(kernel - 1) * dilation + 1; }
 
@@ -46,11 +47,11 @@ inline uint32_t BandRowsFor(const ConvBnLeakyReluEvalTiling& t) {
     return most;
 }
 
-// UB bytes of an AIV's prologue (interleaving `rows` input rows of up to C0 channels): the channel rows and the
-// interleaved rows, double-buffered, and the Gather offsets (uint32 per element).
-inline uint64_t PrologueUbBytes(uint32_t rows, uint32_t width, uint32_t c0, uint32_t dtypeSize) {
-    const uint64_t pitch = RoundUp(rows * width, c0);  // a channel row, whole 32-byte blocks
-    return 2 * c0 * pitch * dtypeSize + 2 * pitch * c0 * dtypeSize + pitch * c0 * 4;
+// UB bytes of an AIV's prologue (interleaving `rows` input rows of `groups` groups of C0 channels): the channel
+// rows and the interleaved rows, double-buffered.
+inline uint64_t PrologueUbBytes(uint32_t rows, uint32_t groups, uint32_t width, uint32_t c0, uint32_t dtypeSize) {
+    const uint64_t pitch = ProloguePitch(rows * width);
+    return 4ull * groups * c0 * pitch * dtypeSize;
 }
 
 // UB bytes of an AIV's epilogue (`rows` output-slot rows of Npad): float in, T out, both double-buffered,
@@ -59,14 +60,14 @@ inline uint64_t EpilogueUbBytes(uint32_t rows, uint32_t positions, uint32_t bloc
     return 2ull * rows * positions * 4 + 2ull * rows * positions * dtypeSize + RoundUp(blockRows * 4, 32);
 }
 
-// The W' block's slices and two input bands.
+// The W' block's slices and two input bands (an item's: one per image).
 inline uint64_t L1Bytes(const ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize) {
     const uint64_t weights = uint64_t(t.blockRows) * t.weightSlices * t.weightSliceK * dtypeSize;
     const uint64_t band = uint64_t(t.channelGroups) * t.c0 * t.bandRows * t.conv.width * dtypeSize;
-    return weights + 2 * band;
+    return weights + 2 * band * t.imagesPerItem;
 }
 
-// Fills the tile-dependent fields for (Mb, tileRows); false when they do not fit the platform.
+// Fills the tile-dependent fields for (Mb, tileRows, t.imagesPerItem); false when they do not fit the platform.
 inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t tileRows, uint32_t dtypeSize,
                      const CubePlatform& p) {
     const ConvGeometry& g = t.conv;
@@ -75,15 +76,18 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     t.tileRows = tileRows;
     t.tilesPerImage = CeilDiv(g.outHeight, tileRows);
     t.tilePositions = RoundUp(tileRows * g.outWidth, kFractalRows);
-    if (uint64_t(tileRows) * g.outWidth > kMaxMmadSide || t.tilePositions > kMaxMmadSide) return false;
+    if (t.imagesPerItem > 1 && t.tilesPerImage > 1) return false;  // several images: whole images only
+    const uint64_t itemPositions = uint64_t(t.imagesPerItem) * t.tilePositions;
+    if (uint64_t(tileRows) * g.outWidth > kMaxMmadSide || itemPositions > kMaxMmadSide) return false;
+    t.itemPositions = static_cast<uint32_t>(itemPositions);
     t.bandRows = BandRowsFor(t);
     if (uint64_t(t.bandRows) * g.width > kMaxU16 || uint64_t(t.bandRows) > kMaxU16) return false;
-    if (uint64_t(blockRows) * t.tilePositions * 4 > p.l0cBytes) return false;
-    t.l0cBuffers = 2 * uint64_t(blockRows) * t.tilePositions * 4 <= p.l0cBytes ? 2 : 1;
-    // kc: double-buffered L0A (Mb x kc) and L0B (kc x Npad); whole fractals a LoadData 2D repeat can move
+    if (uint64_t(blockRows) * itemPositions * 4 > p.l0cBytes) return false;
+    t.l0cBuffers = 2 * uint64_t(blockRows) * itemPositions * 4 <= p.l0cBytes ? 2 : 1;
+    // kc: double-buffered L0A (Mb x kc) and L0B (kc x the item's Npad); whole fractals a LoadData 2D repeat moves
     const uint32_t kPadded = t.kFractals * t.c0;
     uint64_t fractals = p.l0aBytes / (2ull * blockRows * t.c0 * dtypeSize);
-    const uint64_t byL0b = p.l0bBytes / (2ull * t.tilePositions * t.c0 * dtypeSize);
+    const uint64_t byL0b = p.l0bBytes / (2ull * itemPositions * t.c0 * dtypeSize);
     fractals = byL0b < fractals ? byL0b : fractals;
     fractals = fractals < kMaxLoad2dRepeat ? fractals : kMaxLoad2dRepeat;
     fractals = fractals < kMaxMmadSide / t.c0 ? fractals : kMaxMmadSide / t.c0;
@@ -95,23 +99,65 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     t.weightSlices = CeilDiv(kPadded, t.weightSliceK);
     if (L1Bytes(t, dtypeSize) > p.l1Bytes) return false;
     // UB: half for the prologue, half for the epilogue, each in as many passes as it takes
+    // (the most rows, then the most of an AIV's channel groups per pass: fewer, longer copies)
     t.prologueRows = 0;
     for (uint32_t rows = t.bandRows; rows >= 1; --rows) {
-        if (PrologueUbBytes(rows, g.width, t.c0, dtypeSize) <= p.ubBytes / 2) {
+        if (PrologueUbBytes(rows, 1, g.width, t.c0, dtypeSize) <= p.ubBytes / 2) {
             t.prologueRows = rows;
             break;
         }
     }
+    t.prologueGroups = 1;
+    const uint32_t perAiv = CeilDiv(t.channelGroups, 2);
+    while (t.prologueRows > 0 && t.prologueGroups < perAiv && (t.prologueGroups + 1) * t.c0 <= kMaxPadBlocks &&
+           PrologueUbBytes(t.prologueRows, t.prologueGroups + 1, g.width, t.c0, dtypeSize) <= p.ubBytes / 2) {
+        ++t.prologueGroups;
+    }
     t.epilogueRows = 0;
     for (uint32_t rows = CeilDiv(blockRows, 2); rows >= 1; --rows) {
-        if (EpilogueUbBytes(rows, t.tilePositions, blockRows, dtypeSize) <= p.ubBytes / 2) {
+        if (EpilogueUbBytes(rows, t.itemPositions, blockRows, dtypeSize) <= p.ubBytes / 2) {
             t.epilogueRows = rows;
             break;
         }
     }
     if (t.prologueRows == 0 || t.epilogueRows == 0) return false;
-    t.workItems = t.coutBlocks * g.batch * t.tilesPerImage;
+    t.workItems = t.coutBlocks * CeilDiv(g.batch, t.imagesPerItem) * t.tilesPerImage;
     return true;
+}
+
+// The cube's time for an item of `images` whole images, in cycles at the platform's documented rates (CANN's
+// platform_config .ini: l1_to_l0_a_rate=512, l1_to_l0_b_rate=256 bytes per cycle; one 16 x 16 x C0 fractal
+// Mmad per cycle): MTE1 moves the W' block into L0A once per item and every image's img2col into L0B, and the
+// M pipe's Mmads overlap it.
+inline double ItemCubeCycles(const ConvBnLeakyReluEvalTiling& t, uint32_t images, uint32_t dtypeSize) {
+    const double kPadded = double(t.kFractals) * t.c0;
+    const double mte1 = t.blockRows * kPadded * dtypeSize / 512 + images * kPadded * t.tilePositions * dtypeSize / 256;
+    const double mmad = images * double(t.blockRows) * t.tilePositions * kPadded / (256.0 * t.c0);
+    return mte1 > mmad ? mte1 : mmad;
+}
+
+// Whole-image tiles: the images per item G that minimise the busiest AI core's cube time (its item rounds times
+// an item's time: more images per item share one trip of the W' block into L0A), keeping L0C double-buffered
+// when it was and an item for every AI core that had one. Fewer items also mean fewer, longer instructions and
+// flag round trips everywhere.
+inline void ChooseImagesPerItem(ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize, const CubePlatform& p) {
+    if (t.tilesPerImage != 1) return;
+    ConvBnLeakyReluEvalTiling best = t;
+    double bestCost = CeilDiv(t.workItems, p.cubeCoreNum) * ItemCubeCycles(t, 1, dtypeSize);
+    for (uint32_t images = 2; images <= t.conv.batch; ++images) {
+        ConvBnLeakyReluEvalTiling candidate = t;
+        candidate.imagesPerItem = images;
+        if (!TryShape(candidate, t.blockRows, t.tileRows, dtypeSize, p)) break;  // larger G only needs more
+        if (candidate.l0cBuffers < t.l0cBuffers) break;
+        const uint32_t enough = t.workItems < p.cubeCoreNum ? t.workItems : p.cubeCoreNum;
+        if (candidate.workItems < enough) break;  // every AI core keeps an item
+        const double cost = CeilDiv(candidate.workItems, p.cubeCoreNum) * ItemCubeCycles(candidate, images, dtypeSize);
+        if (cost < bestCost) {
+            best = candidate;
+            bestCost = cost;
+        }
+    }
+    t = best;
 }
 
 // The tallest tile that fits for Mb, preferring a double-buffered L0C; false when none fits.
@@ -157,6 +203,7 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     plan.kFractals = plan.channelGroups * g.kernelH * g.kernelW;
     if (uint64_t(plan.kFractals) * plan.c0 > kMaxU16) return false;  // kStartPt / kExtension
     plan.negativeSlope = negativeSlope;
+    plan.imagesPerItem = 1;
 
     bool found = false;
     ConvBnLeakyReluEvalTiling best{};
@@ -175,16 +222,18 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
         if (best.workItems >= p.cubeCoreNum) break;
     }
     if (!found) return false;
+    ChooseImagesPerItem(best, dtypeSize, p);
     best.blockDim = best.workItems < p.cubeCoreNum ? best.workItems : p.cubeCoreNum;
-    best.inputSlotBytes = RoundUp(best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);
-    best.outputSlotBytes = best.blockRows * best.tilePositions * 4;
+    best.inputSlotBytes =
+        RoundUp(best.imagesPerItem * best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);
+    best.outputSlotBytes = best.blockRows * best.itemPositions * 4;
     t = best;
     return true;
 }
 
-// User workspace bytes (GM): the two input and two output slots of every AI core.
+// User workspace bytes (GM): the kRingSlots input and output slots of every AI core.
 inline uint64_t WorkspaceBytes(const ConvBnLeakyReluEvalTiling& t) {
-    return uint64_t(t.blockDim) * 2 * (uint64_t(t.inputSlotBytes) + t.outputSlotBytes);
+    return uint64_t(t.blockDim) * conv_eval_tiling::kRingSlots * (uint64_t(t.inputSlotBytes) + t.outputSlotBytes);
 }
 
 }  // namespace ascend_acts

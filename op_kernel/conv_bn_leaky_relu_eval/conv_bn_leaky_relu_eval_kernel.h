@@ -1,10 +1,10 @@
 // The eval kernel of the fused Conv2d + BatchNorm2d (folded) + LeakyReLU, the Ascend way: img2col on the cube
 // side, MIX AIC:AIV 1:2. Layouts, work items and rings: conv_bn_leaky_relu_eval_tiling_data.h.
 //
-// Per AI core, per work item j (slots j % 2 of its GM rings):
+// Per AI core, per work item j (slots j % kRingSlots of its GM rings):
 //   AIV prologue  (both AIVs, half of the C1 channel groups each): the band of input rows the tile reads
 //                 (clipped to the image; padding comes from LoadData 3Dv2's padList, not from data), NCHW ->
-//                 [rows][W][C0] with Gather, to the input slot as [C1][rows][W][C0]; IN_READY.
+//                 [rows][W][C0] with TransDataTo5HD, to the input slot as [C1][rows][W][C0]; IN_READY.
 //   AIC           the slot -> L1 (double-buffered band), IN_FREE; the item's W' block -> L1 when it differs from
 //                 the resident one (slice by slice, each just before its first Mmad); per K chunk: LoadData 3Dv2
 //                 (img2col of the band) -> L0B, LoadData 2D (whole W' fractals) -> L0A, Mmad into L0C in float32;
@@ -34,7 +34,7 @@ struct CrossCoreFlags {
 };
 
 template <typename T>
-struct BitsOf;  // Gather and Duplicate move bits: 16-bit types as uint16_t, float as uint32_t
+struct BitsOf;  // TransDataTo5HD and Duplicate move bits: 16-bit types as uint16_t, float as uint32_t
 template <>
 struct BitsOf<float> {
     using Type = uint32_t;
@@ -53,6 +53,9 @@ class ConvBnLeakyReluEvalKernel {
     using Bits = typename BitsOf<T>::Type;
     static constexpr uint32_t kC0 = 32 / sizeof(T);
     static constexpr uint32_t kFractal = 16 * kC0;  // elements of a 512-byte fractal
+    static constexpr uint32_t kSlots = conv_eval_tiling::kRingSlots;
+    static constexpr uint32_t kPositionsPerRepeat = 16;  // TransDataTo5HD: 16 blocks of C0 channels per repeat
+    static constexpr uint32_t kMaxRepeats = 255;         // TransDataTo5HDParams::repeatTimes is a uint8_t
 
 public:
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR workspace,
@@ -71,12 +74,13 @@ public:
             core_ = uint32_t(AscendC::GetBlockIdx() / AscendC::GetTaskRation());
         }
         conv_eval_tiling::ItemRange(t_, core_, firstItem_, itemCount_);
-        const uint64_t ring = 2ull * (t_.inputSlotBytes + t_.outputSlotBytes);
+        const uint64_t ring = uint64_t(kSlots) * (t_.inputSlotBytes + t_.outputSlotBytes);
         GM_ADDR mine = workspace + core_ * ring;
-        for (uint32_t s = 0; s < 2; ++s) {
+        for (uint32_t s = 0; s < kSlots; ++s) {
             inputSlot_[s].SetGlobalBuffer((__gm__ T*)(mine + s * t_.inputSlotBytes), t_.inputSlotBytes / sizeof(T));
-            outputSlot_[s].SetGlobalBuffer((__gm__ float*)(mine + 2ull * t_.inputSlotBytes + s * t_.outputSlotBytes),
-                                           t_.outputSlotBytes / sizeof(float));
+            outputSlot_[s].SetGlobalBuffer(
+                (__gm__ float*)(mine + uint64_t(kSlots) * t_.inputSlotBytes + s * t_.outputSlotBytes),
+                t_.outputSlotBytes / sizeof(float));
         }
         if ASCEND_IS_AIC {
             InitCube();
@@ -100,16 +104,19 @@ private:
         pipe_.InitBuffer(weightL1_, t_.weightSlices, weightSlice);
         pipe_.InitBuffer(bandL1_, 2, t_.inputSlotBytes);
         pipe_.InitBuffer(weightL0_, 2, t_.blockRows * t_.kChunk * sizeof(T));
-        pipe_.InitBuffer(columnsL0_, 2, t_.kChunk * t_.tilePositions * sizeof(T));
-        pipe_.InitBuffer(resultL0c_, t_.l0cBuffers, t_.blockRows * t_.tilePositions * sizeof(float));
+        pipe_.InitBuffer(columnsL0_, 2, t_.kChunk * t_.itemPositions * sizeof(T));
+        pipe_.InitBuffer(resultL0c_, t_.l0cBuffers, t_.blockRows * t_.itemPositions * sizeof(float));
     }
 
     __aicore__ inline void RunCube() {
         if (itemCount_ == 0) return;
+        // the first W' block before the first wait for the AIVs: its copy overlaps their first prologue
+        const conv_eval_tiling::ConvTile first = conv_eval_tiling::TileOf(t_, firstItem_);
+        ReleaseWeights(first.block);
+        for (uint32_t s = 0; s < t_.weightSlices; ++s) LoadWeightSlice(s, conv_eval_tiling::CeilDiv(first.channels, 16));
         FetchBand(0);
         for (uint32_t j = 0; j < itemCount_; ++j) {
             AscendC::LocalTensor<T> band = bandL1_.template DeQue<T>();
-            if (j + 1 < itemCount_) FetchBand(j + 1);  // its copy overlaps this item's Mmads
             const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
             if (tile.block != residentBlock_) ReleaseWeights(tile.block);
             AscendC::LocalTensor<float> result = resultL0c_.template AllocTensor<float>();
@@ -118,6 +125,9 @@ private:
                 MultiplyChunk(result, band, tile, kStart, kStart == 0);
             }
             bandL1_.FreeTensor(band);
+            // after this item's Mmads are issued, so its wait for the next band holds none of them; the copy
+            // still overlaps them (the other L1 band buffer is free)
+            if (j + 1 < itemCount_) FetchBand(j + 1);
             resultL0c_.EnQue(result);
             result = resultL0c_.template DeQue<float>();
             WriteResult(result, tile, j);
@@ -126,19 +136,19 @@ private:
         ReleaseWeights(residentBlock_);
     }
 
-    // The AIVs' input slot of item j -> an L1 band buffer (queued for the item's LoadData 3Dv2).
+    // The AIVs' input slot of item j (its images' bands) -> an L1 band buffer (queued for the LoadData 3Dv2s).
     __aicore__ inline void FetchBand(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-        const uint32_t slot = j % 2;
+        const uint32_t slot = j % kSlots;
         Sync::Await(conv_eval_tiling::kInputReady + slot);
         AscendC::LocalTensor<T> band = bandL1_.template AllocTensor<T>();
-        // one 32-byte-block run per channel group: rows * W * C0 elements of T = rows * W blocks
+        // one 32-byte-block run per image and channel group: rows * W * C0 elements of T = rows * W blocks
         AscendC::DataCopy(band, inputSlot_[slot],
-                          AscendC::DataCopyParams(uint16_t(t_.channelGroups), uint16_t(tile.inRows * t_.conv.width),
-                                                  0, 0));
+                          AscendC::DataCopyParams(uint16_t(t_.channelGroups * tile.images),
+                                                  uint16_t(tile.inRows * t_.conv.width), 0, 0));
         bandL1_.EnQue(band);
         // the copy is in the MTE2 pipe's order before the flag; an item nobody refills needs no release
-        if (j + 2 < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kInputFree + slot);
+        if (j + kSlots < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kInputFree + slot);
     }
 
     // Drops the resident W' block; `block`'s slices load as the next K loop reaches them.
@@ -165,14 +175,19 @@ private:
         sliceLoaded_[s] = true;
     }
 
-    // C (+)= W'[block rows][kStart, kStart + kc) * img2col(band)[kStart, kStart + kc)[positions].
+    // C (+)= W'[block rows][kStart, kStart + kc) * img2col(band)[kStart, kStart + kc)[positions], per image of
+    // the item: its columns in its own L0B region, its C in its own L0C region. L0C holds C n-block-major, so the
+    // images' regions side by side are one rows x (images * Npad) matrix for the Fixpipe; the W' chunk in L0A
+    // serves every image.
     __aicore__ inline void MultiplyChunk(const AscendC::LocalTensor<float>& result, const AscendC::LocalTensor<T>& band,
                                          const conv_eval_tiling::ConvTile& tile, uint32_t kStart, bool first) {
         const uint32_t kPadded = t_.kFractals * kC0;
         const uint32_t k = kPadded - kStart < t_.kChunk ? kPadded - kStart : t_.kChunk;
         const uint32_t rowFractals = conv_eval_tiling::CeilDiv(tile.channels, 16);
+        const uint32_t npad = tile.paddedPositions, rows = rowFractals * 16;
+        const uint32_t bandElements = t_.channelGroups * kC0 * tile.inRows * t_.conv.width;
         AscendC::LocalTensor<T> columns = columnsL0_.template AllocTensor<T>();
-        LoadColumns(columns, band, tile, kStart, k);
+        for (uint32_t i = 0; i < tile.images; ++i) LoadColumns(columns[i * k * npad], band[i * bandElements], tile, kStart, k);
         columnsL0_.EnQue(columns);
         AscendC::LocalTensor<T> weights = weightL0_.template AllocTensor<T>();
         LoadWeights(weights, rowFractals, kStart, k);
@@ -180,11 +195,13 @@ private:
         columns = columnsL0_.template DeQue<T>();
         weights = weightL0_.template DeQue<T>();
         AscendC::MmadParams params;
-        params.m = uint16_t(rowFractals * 16);
-        params.n = uint16_t(tile.paddedPositions);
+        params.m = uint16_t(rows);
+        params.n = uint16_t(npad);
         params.k = uint16_t(k);
         params.cmatrixInitVal = first;  // the first chunk starts C at 0, the others accumulate
-        AscendC::Mmad(result, weights, columns, params);
+        for (uint32_t i = 0; i < tile.images; ++i) {
+            AscendC::Mmad(result[i * rows * npad], weights, columns[i * k * npad], params);
+        }
         columnsL0_.FreeTensor(columns);
         weightL0_.FreeTensor(weights);
     }
@@ -221,76 +238,72 @@ private:
         }
     }
 
-    // L0C -> output slot j % 2 (row-major float, Npad per row), once the AIVs have taken its previous contents.
+    // L0C -> output slot j % kSlots (row-major float, itemPositions per row, image i's columns at i * Npad), once the
+    // AIVs have taken its previous contents.
     __aicore__ inline void WriteResult(const AscendC::LocalTensor<float>& result, const conv_eval_tiling::ConvTile& tile,
                                        uint32_t j) {
-        const uint32_t slot = j % 2;
-        if (j >= 2) Sync::Await(conv_eval_tiling::kOutputFree + slot);
+        const uint32_t slot = j % kSlots;
+        if (j >= kSlots) Sync::Await(conv_eval_tiling::kOutputFree + slot);
         const uint32_t rows = conv_eval_tiling::CeilDiv(tile.channels, 16) * 16;
-        AscendC::FixpipeParamsV220 params(uint16_t(tile.paddedPositions), uint16_t(rows), uint16_t(rows),
-                                          t_.tilePositions, false);
+        AscendC::FixpipeParamsV220 params(uint16_t(tile.images * tile.paddedPositions), uint16_t(rows), uint16_t(rows),
+                                          t_.itemPositions, false);
         AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(outputSlot_[slot], result, params);
         Sync::template Signal<PIPE_FIX>(conv_eval_tiling::kOutputReady + slot);
     }
 
     // ---------------------------------------------------------------- vector cores (AIV) --------------------
     __aicore__ inline void InitVector() {
-        const uint32_t pitch = conv_eval_tiling::RoundUp(t_.prologueRows * t_.conv.width, kC0);
+        const uint32_t pitch = conv_eval_tiling::ProloguePitch(t_.prologueRows * t_.conv.width);
         pitch_ = pitch;
-        pipe_.InitBuffer(channelRows_, 2, kC0 * pitch * sizeof(T));
-        pipe_.InitBuffer(interleaved_, 2, pitch * kC0 * sizeof(T));
-        pipe_.InitBuffer(gatherOffsets_, pitch * kC0 * sizeof(uint32_t));
-        pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(float));
-        pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.tilePositions * sizeof(T));
+        pipe_.InitBuffer(channelRows_, 2, t_.prologueGroups * kC0 * pitch * sizeof(T));
+        pipe_.InitBuffer(interleaved_, 2, t_.prologueGroups * pitch * kC0 * sizeof(T));
+        pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.itemPositions * sizeof(float));
+        pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.itemPositions * sizeof(T));
         pipe_.InitBuffer(biasBuf_, conv_eval_tiling::RoundUp(t_.blockRows * sizeof(float), 32));
-        FillGatherOffsets();
         const uint32_t half = conv_eval_tiling::CeilDiv(t_.channelGroups, 2), sub = uint32_t(AscendC::GetSubBlockIdx());
         firstGroup_ = sub * half < t_.channelGroups ? sub * half : t_.channelGroups;
         lastGroup_ = firstGroup_ + half < t_.channelGroups ? firstGroup_ + half : t_.channelGroups;
     }
 
-    // offsets[p * C0 + c] = byte offset of channel c, position p in the channel rows (pitch elements apart):
-    // Gather then writes [positions][C0]. Built once; every pass uses a prefix.
-    __aicore__ inline void FillGatherOffsets() {
-        AscendC::LocalTensor<uint32_t> offsets = gatherOffsets_.template Get<uint32_t>();
-        for (uint32_t p = 0; p < pitch_; ++p) {
-            for (uint32_t c = 0; c < kC0; ++c) offsets.SetValue(p * kC0 + c, (c * pitch_ + p) * uint32_t(sizeof(T)));
-        }
-        AscendC::PipeBarrier<PIPE_ALL>();  // scalar writes before the vector unit's Gathers
-    }
-
+    // A flag wait holds the whole core, so the waits come in the order their flags arrive: item j + kSlots's
+    // input slot is freed when the cube fetches item j's band, before item j's result is ready.
     __aicore__ inline void RunVector() {
-        for (uint32_t j = 0; j <= itemCount_; ++j) {
-            if (j < itemCount_) PrepareInput(j);
-            if (j >= 1) FinishOutput(j - 1);
+        for (uint32_t j = 0; j < itemCount_ && j < kSlots; ++j) PrepareInput(j);
+        for (uint32_t j = 0; j < itemCount_; ++j) {
+            if (j + kSlots < itemCount_) PrepareInput(j + kSlots);
+            FinishOutput(j);
         }
     }
 
-    // Prologue of item j: this AIV's channel groups of the band -> input slot j % 2.
+    // Prologue of item j: this AIV's channel groups of the band -> input slot j % kSlots.
     __aicore__ inline void PrepareInput(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-        const uint32_t slot = j % 2;
-        if (j >= 2) Sync::Await(conv_eval_tiling::kInputFree + slot);
-        for (uint32_t group = firstGroup_; group < lastGroup_; ++group) {
-            for (uint32_t row = 0; row < tile.inRows; row += t_.prologueRows) {
-                const uint32_t rows = tile.inRows - row < t_.prologueRows ? tile.inRows - row : t_.prologueRows;
-                InterleaveRows(tile, group, row, rows, slot);
+        const uint32_t slot = j % kSlots;
+        if (j >= kSlots) Sync::Await(conv_eval_tiling::kInputFree + slot);
+        for (uint32_t image = 0; image < tile.images; ++image) {
+            for (uint32_t group = firstGroup_; group < lastGroup_; group += t_.prologueGroups) {
+                const uint32_t groups = lastGroup_ - group < t_.prologueGroups ? lastGroup_ - group : t_.prologueGroups;
+                for (uint32_t row = 0; row < tile.inRows; row += t_.prologueRows) {
+                    const uint32_t rows = tile.inRows - row < t_.prologueRows ? tile.inRows - row : t_.prologueRows;
+                    InterleaveRows(tile, image, group, groups, row, rows, slot);
+                }
             }
         }
         Sync::template Signal<PIPE_MTE3>(conv_eval_tiling::kInputReady + slot);
     }
 
-    // Input rows [firstInRow + row, ... + rows) of channel group `group` -> [rows][W][C0] at the slot's
-    // [group][row] (the band's rows are tile.inRows per group).
-    __aicore__ inline void InterleaveRows(const conv_eval_tiling::ConvTile& tile, uint32_t group, uint32_t row,
-                                          uint32_t rows, uint32_t slot) {
+    // Input rows [firstInRow + row, ... + rows) of channel groups [group, group + groups) of the item's image
+    // `image` -> [rows][W][C0] per group at the slot's [image][group][row] (the band's rows are tile.inRows per
+    // group): one copy in of every channel row, one TransDataTo5HD per group, one copy out.
+    __aicore__ inline void InterleaveRows(const conv_eval_tiling::ConvTile& tile, uint32_t image, uint32_t group,
+                                          uint32_t groups, uint32_t row, uint32_t rows, uint32_t slot) {
         const ConvGeometry& g = t_.conv;
-        const uint32_t firstChannel = group * kC0;
-        const uint32_t channels = g.inChannels - firstChannel < kC0 ? g.inChannels - firstChannel : kC0;
+        const uint32_t firstChannel = group * kC0, padded = groups * kC0;
+        const uint32_t channels = g.inChannels - firstChannel < padded ? g.inChannels - firstChannel : padded;
         const uint32_t elements = rows * g.width, plane = g.height * g.width;
         AscendC::LocalTensor<T> planes = channelRows_.template AllocTensor<T>();
         const uint64_t origin =
-            (uint64_t(tile.image) * g.inChannels + firstChannel) * plane + (tile.firstInRow + row) * g.width;
+            (uint64_t(tile.image + image) * g.inChannels + firstChannel) * plane + (tile.firstInRow + row) * g.width;
         const uint32_t gapBlocks = (pitch_ - conv_eval_tiling::RoundUp(elements, kC0)) / kC0;
         AscendC::DataCopyPad(planes, xGm_[origin],
                              AscendC::DataCopyExtParams{uint16_t(channels), uint32_t(elements * sizeof(T)),
@@ -300,21 +313,53 @@ private:
         planes = channelRows_.template DeQue<T>();
         AscendC::LocalTensor<Bits> planeBits = planes.template ReinterpretCast<Bits>();
         // channels past Cin must be zeros, never garbage: NaN * 0 is NaN in Mmad
-        if (channels < kC0) AscendC::Duplicate(planeBits[channels * pitch_], Bits(0), (kC0 - channels) * pitch_);
+        if (channels < padded) AscendC::Duplicate(planeBits[channels * pitch_], Bits(0), (padded - channels) * pitch_);
         AscendC::LocalTensor<Bits> packed = interleaved_.template AllocTensor<Bits>();
-        AscendC::Gather(packed, planeBits, gatherOffsets_.template Get<uint32_t>(), 0u, elements * kC0);
+        for (uint32_t k = 0; k < groups; ++k) {
+            Interleave(packed[k * pitch_ * kC0], planeBits[k * kC0 * pitch_],
+                       conv_eval_tiling::CeilDiv(elements, kPositionsPerRepeat));
+        }
         channelRows_.FreeTensor(planes);
         interleaved_.EnQue(packed);
         packed = interleaved_.template DeQue<Bits>();
-        const uint64_t at = (uint64_t(group) * tile.inRows + row) * g.width * kC0;
-        AscendC::DataCopy(inputSlot_[slot][at], packed.template ReinterpretCast<T>(), elements * kC0);
+        // a C0-channel position is one 32-byte block: groups runs of `elements` blocks, pitch apart in UB and a
+        // band of a group apart in the slot
+        const uint64_t at = ((uint64_t(image) * t_.channelGroups + group) * tile.inRows + row) * g.width * kC0;
+        AscendC::DataCopyPad(inputSlot_[slot][at], packed.template ReinterpretCast<T>(),
+                             AscendC::DataCopyExtParams{uint16_t(groups), uint32_t(elements * 32),
+                                                        (pitch_ - elements) * uint32_t(sizeof(T)) * kC0 / 32,
+                                                        uint32_t((tile.inRows - rows) * g.width * 32), 0});
         interleaved_.FreeTensor(packed);
     }
 
-    // Epilogue of item j: this AIV's rows of output slot j % 2 -> + b', LeakyReLU, T -> y.
+    // [C0][pitch] channel rows -> [positions][C0], 16 positions per TransDataTo5HD repeat. 16-bit: source i is
+    // channel i's block of the repeat's 16 positions, destination i position i. 32-bit (a block holds 8
+    // positions): sources i and 8 + i are channel i's two blocks, and destination blocks 2i and 2i + 1 (element
+    // i of sources 0..7 and of 8..15) are positions i and 8 + i.
+    __aicore__ inline void Interleave(const AscendC::LocalTensor<Bits>& packed, const AscendC::LocalTensor<Bits>& planes,
+                                      uint32_t repeats) {
+        constexpr uint32_t kBlock = 32 / sizeof(Bits), kBlocksPerPosition = kPositionsPerRepeat / kBlock;
+        AscendC::LocalTensor<Bits> src[AscendC::NCHW_CONV_ADDR_LIST_SIZE], dst[AscendC::NCHW_CONV_ADDR_LIST_SIZE];
+        for (uint32_t done = 0; done < repeats; done += kMaxRepeats) {
+            const uint32_t n = repeats - done < kMaxRepeats ? repeats - done : kMaxRepeats;
+            const uint32_t position = done * kPositionsPerRepeat;
+            for (uint32_t i = 0; i < AscendC::NCHW_CONV_ADDR_LIST_SIZE; ++i) {
+                const uint32_t channel = i % kC0, half = i / kC0;  // half: 0 for 16-bit types
+                src[i] = planes[channel * pitch_ + position + half * kBlock];
+                const uint32_t at = kBlock == 16 ? i : (i % 2) * 8 + i / 2;  // the position block i holds
+                dst[i] = packed[(position + at) * kC0];
+            }
+            AscendC::TransDataTo5HD(dst, src,
+                                    AscendC::TransDataTo5HDParams(false, false, uint8_t(n),
+                                                                  uint16_t(kPositionsPerRepeat * kC0 / kBlock),
+                                                                  uint16_t(kBlocksPerPosition)));
+        }
+    }
+
+    // Epilogue of item j: this AIV's rows of output slot j % kSlots -> + b', LeakyReLU, T -> y.
     __aicore__ inline void FinishOutput(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-        const uint32_t slot = j % 2, half = conv_eval_tiling::CeilDiv(tile.channels, 2);
+        const uint32_t slot = j % kSlots, half = conv_eval_tiling::CeilDiv(tile.channels, 2);
         const uint32_t sub = uint32_t(AscendC::GetSubBlockIdx());
         const uint32_t first = sub * half < tile.channels ? sub * half : tile.channels;
         const uint32_t count = tile.channels - first < half ? tile.channels - first : half;
@@ -323,9 +368,9 @@ private:
         for (uint32_t row = 0; row < count; row += t_.epilogueRows) {
             const uint32_t rows = count - row < t_.epilogueRows ? count - row : t_.epilogueRows;
             const bool last = row + rows == count;
-            FinishRows(tile, first + row, row, rows, slot, last && j + 2 < itemCount_);
+            FinishRows(tile, first + row, row, rows, slot, last && j + kSlots < itemCount_);
         }
-        if (count == 0 && j + 2 < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
+        if (count == 0 && j + kSlots < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
     }
 
     // b' of this AIV's rows of the block -> UB, read by the scalar unit.
@@ -338,16 +383,17 @@ private:
         biasBlock_ = block;
     }
 
-    // Slot rows [slotRow, slotRow + rows) (block channels; biasRow = the first one's index among this AIV's) ->
-    // y. `release`: the last reads of the slot are issued, so the AIC may overwrite it.
+    // Slot rows [slotRow, slotRow + rows) (block channels; biasRow = the first one's index among this AIV's), every
+    // image of the item, -> y: one Adds per row over all the images' columns, then one copy out per image.
+    // `release`: the last reads of the slot are issued, so the AIC may overwrite it.
     __aicore__ inline void FinishRows(const conv_eval_tiling::ConvTile& tile, uint32_t slotRow, uint32_t biasRow,
                                       uint32_t rows, uint32_t slot, bool release) {
         const ConvGeometry& g = t_.conv;
-        const uint32_t width = tile.paddedPositions;
+        const uint32_t npad = tile.paddedPositions, width = tile.images * npad;
         AscendC::LocalTensor<float> values = resultRows_.template AllocTensor<float>();
-        AscendC::DataCopyPad(values, outputSlot_[slot][slotRow * t_.tilePositions],
+        AscendC::DataCopyPad(values, outputSlot_[slot][slotRow * t_.itemPositions],
                              AscendC::DataCopyExtParams{uint16_t(rows), uint32_t(width * sizeof(float)),
-                                                        uint32_t((t_.tilePositions - width) * sizeof(float)), 0, 0},
+                                                        uint32_t((t_.itemPositions - width) * sizeof(float)), 0, 0},
                              AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
         if (release) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
         resultRows_.EnQue(values);
@@ -363,13 +409,17 @@ private:
         outputRows_.EnQue(out);
         out = outputRows_.template DeQue<T>();
         const uint32_t planeOut = g.outHeight * g.outWidth;
-        const uint64_t origin = (uint64_t(tile.image) * g.outChannels + tile.block * t_.blockRows + slotRow) * planeOut +
-                                tile.firstOutRow * g.outWidth;
         const uint32_t rowBytes = tile.positions * sizeof(T);
-        AscendC::DataCopyPad(yGm_[origin], out,
-                             AscendC::DataCopyExtParams{uint16_t(rows), rowBytes,
-                                                        (width * uint32_t(sizeof(T)) - conv_eval_tiling::RoundUp(rowBytes, 32)) / 32,
-                                                        uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
+        for (uint32_t i = 0; i < tile.images; ++i) {
+            const uint64_t origin =
+                (uint64_t(tile.image + i) * g.outChannels + tile.block * t_.blockRows + slotRow) * planeOut +
+                tile.firstOutRow * g.outWidth;
+            AscendC::DataCopyPad(yGm_[origin], out[i * npad],
+                                 AscendC::DataCopyExtParams{
+                                     uint16_t(rows), rowBytes,
+                                     (width * uint32_t(sizeof(T)) - conv_eval_tiling::RoundUp(rowBytes, 32)) / 32,
+                                     uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
+        }
         outputRows_.FreeTensor(out);
     }
 
@@ -377,8 +427,8 @@ private:
     AscendC::TPipe pipe_;
     AscendC::GlobalTensor<T> xGm_, weightGm_, yGm_;
     AscendC::GlobalTensor<float> biasGm_;
-    AscendC::GlobalTensor<T> inputSlot_[2];
-    AscendC::GlobalTensor<float> outputSlot_[2];
+    AscendC::GlobalTensor<T> inputSlot_[conv_eval_tiling::kRingSlots];
+    AscendC::GlobalTensor<float> outputSlot_[conv_eval_tiling::kRingSlots];
     uint32_t core_ = 0, firstItem_ = 0, itemCount_ = 0;
     // cube core
     AscendC::TQue<AscendC::TPosition::A1, 1> weightL1_;
@@ -392,7 +442,7 @@ private:
     // vector cores
     AscendC::TQue<AscendC::TPosition::VECIN, 1> channelRows_, resultRows_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> interleaved_, outputRows_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> gatherOffsets_, biasBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> biasBuf_;
     uint32_t pitch_ = 0, firstGroup_ = 0, lastGroup_ = 0, biasBlock_ = 0xFFFFFFFFu;
 };
 

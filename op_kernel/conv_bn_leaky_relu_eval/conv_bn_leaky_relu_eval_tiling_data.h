@@ -15,13 +15,15 @@
 //          fractals of it to L0A.
 //   bias   b' (Cout,) float32.   y (N, Cout, Ho, Wo), T, written exactly once.
 //
-// Work item = (Cout block b of `blockRows` rows, image n, tile t of `tileRows` whole output rows), numbered
-// b-major, then n, then t; AI core c takes the contiguous range ItemRange(c) (balanced to one item), so its
+// Work item = (Cout block b of `blockRows` rows, images [n, n + G) (G = imagesPerItem, fewer in the batch's
+// last item; G > 1 only when a tile is a whole image), tile t of `tileRows` whole output rows), numbered b-major,
+// then n, then t; AI core c takes the contiguous range ItemRange(c) (balanced to one item), so its
 // W' block stays in L1 and is reloaded only when the range enters the next Cout block.
 //
-// GM workspace, per AI core: two input slots (a tile's input band, [C1][rows][W][C0] in T, written by the
-// AIVs, read by the AIC) and two output slots (C = W' * img2col, [blockRows][tilePositions] float32, written
-// by the AIC's Fixpipe, read by the AIVs); item j of a core uses slots j % 2.
+// GM workspace, per AI core: kRingSlots input slots (an item's input bands, [G][C1][rows][W][C0] in T, written
+// by the AIVs, read by the AIC) and kRingSlots output slots (C = W' * img2col, [blockRows][itemPositions]
+// float32, image i's columns at i * tilePositions, written by the AIC's Fixpipe, read by the AIVs); item j of a
+// core uses slots j % kRingSlots.
 #pragma once
 
 #include <cstdint>
@@ -51,15 +53,18 @@ struct ConvBnLeakyReluEvalTiling {
     uint32_t weightSlices;    // ceil(K1 * C0 / weightSliceK)
     uint32_t tileRows;        // output rows per tile
     uint32_t tilesPerImage;   // ceil(Ho / tileRows)
-    uint32_t tilePositions;   // Npad: tileRows * Wo rounded up to 16 (the Mmad's n, a slot row)
+    uint32_t tilePositions;   // Npad: tileRows * Wo rounded up to 16 (the Mmad's n, an image's slot columns)
+    uint32_t imagesPerItem;   // G: images of one item (their Mmads side by side in L0C, one Fixpipe)
+    uint32_t itemPositions;   // G * Npad: an output slot row, the Fixpipe's n
     uint32_t bandRows;        // most input rows a tile reads (clipped to the image)
     uint32_t padBottom;       // padding rows below the image the last output row reaches
     uint32_t padRight;        // padding columns right of the image the last output column reaches
     uint32_t l0cBuffers;      // 2 when two Mb x Npad float results fit L0C, else 1
     uint32_t prologueRows;    // input rows an AIV interleaves per pass (UB)
+    uint32_t prologueGroups;  // channel groups an AIV interleaves per pass (UB): one copy in and out for all
     uint32_t epilogueRows;    // output-slot rows an AIV finishes per pass (UB)
-    uint32_t inputSlotBytes;  // one input slot: C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
-    uint32_t outputSlotBytes; // one output slot: Mb * Npad * 4
+    uint32_t inputSlotBytes;  // one input slot: G * C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
+    uint32_t outputSlotBytes; // one output slot: Mb * G * Npad * 4
     float negativeSlope;
 };
 
@@ -68,14 +73,20 @@ namespace conv_eval_tiling {
 constexpr uint32_t kFractalRows = 16;    // cube fractal: 16 rows of C0 elements (512 bytes)
 constexpr uint32_t kMaxWeightSlices = 8;  // L1 slices of a W' block (TQue buffers)
 constexpr uint32_t kSlotAlign = 512;
+// Slots per GM ring: the AIVs prepare up to this many items ahead of the cube, so a flag's and a copy's latency
+// hide behind other items' work. Four flags per slot must fit the 16 cross-core flag ids.
+constexpr uint32_t kRingSlots = 4;
 // cross-core flag ids (mode 2): slot s of a ring uses id + s
-constexpr uint16_t kInputReady = 0;  // AIVs -> AIC: input slot written
-constexpr uint16_t kInputFree = 2;   // AIC -> AIVs: input slot copied to L1
-constexpr uint16_t kOutputReady = 4; // AIC -> AIVs: output slot written by Fixpipe
-constexpr uint16_t kOutputFree = 6;  // AIVs -> AIC: output slot copied to UB
+constexpr uint16_t kInputReady = 0;                   // AIVs -> AIC: input slot written
+constexpr uint16_t kInputFree = kRingSlots;           // AIC -> AIVs: input slot copied to L1
+constexpr uint16_t kOutputReady = 2 * kRingSlots;     // AIC -> AIVs: output slot written by Fixpipe
+constexpr uint16_t kOutputFree = 3 * kRingSlots;      // AIVs -> AIC: output slot copied to UB
+static_assert(kOutputFree + kRingSlots <= 16, "cross-core flag ids are 0..15");
 
 __aicore__ inline uint32_t CeilDiv(uint32_t value, uint32_t divisor) { return (value + divisor - 1) / divisor; }
 __aicore__ inline uint32_t RoundUp(uint32_t value, uint32_t multiple) { return CeilDiv(value, multiple) * multiple; }
+// Elements between two channel rows of an AIV's prologue buffer: whole TransDataTo5HD repeats of 16 positions.
+__aicore__ inline uint32_t ProloguePitch(uint32_t positions) { return RoundUp(positions, 16); }
 
 // Work items [first, first + count) of AI core `core`: contiguous, balanced to within one item.
 __aicore__ inline void ItemRange(const ConvBnLeakyReluEvalTiling& t, uint32_t core, uint32_t& first,
@@ -85,9 +96,9 @@ __aicore__ inline void ItemRange(const ConvBnLeakyReluEvalTiling& t, uint32_t co
     count = base + (core < extra ? 1 : 0);
 }
 
-// One work item: its Cout block, image and output rows, the input band it reads and the padding around it.
+// One work item: its Cout block, images and output rows, the input band it reads and the padding around it.
 struct ConvTile {
-    uint32_t block, image;
+    uint32_t block, image, images;    // images [image, image + images)
     uint32_t firstOutRow, outRows;    // output rows [firstOutRow, firstOutRow + outRows)
     uint32_t positions, paddedPositions;  // outRows * Wo, rounded up to 16
     uint32_t firstInRow, inRows;      // the band: input rows [firstInRow, firstInRow + inRows), inside the image
@@ -98,9 +109,10 @@ struct ConvTile {
 __aicore__ inline ConvTile TileOf(const ConvBnLeakyReluEvalTiling& t, uint32_t item) {
     const ConvGeometry& g = t.conv;
     ConvTile tile;
-    const uint32_t perBlock = g.batch * t.tilesPerImage;
+    const uint32_t perBlock = CeilDiv(g.batch, t.imagesPerItem) * t.tilesPerImage;
     tile.block = item / perBlock;
-    tile.image = item % perBlock / t.tilesPerImage;
+    tile.image = item % perBlock / t.tilesPerImage * t.imagesPerItem;
+    tile.images = g.batch - tile.image < t.imagesPerItem ? g.batch - tile.image : t.imagesPerItem;
     tile.firstOutRow = item % t.tilesPerImage * t.tileRows;
     const uint32_t left = g.outHeight - tile.firstOutRow;
     tile.outRows = left < t.tileRows ? left : t.tileRows;

@@ -303,6 +303,38 @@ void GatherOutOfBounds() {
     Gather(dst.Get<float>(), src.Get<float>(), offsets.Get<uint32_t>(), 0u, kFloats);
 }
 
+// TransDataTo5HD over 16 "channel rows" of 128 bytes each (x: 512 floats) -> y, four repeats of 16 blocks:
+// source i is row i, advanced one block per repeat; destination d is block d of the repeat's 16.
+template <typename T>
+void TransDataRows(const TransDataTo5HDParams& params, uint32_t srcShift = 0, uint32_t dstShift = 0) {
+    constexpr uint32_t kRowBytes = 128, kBytes = 16 * kRowBytes, kBlock = 32 / sizeof(T);
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> src, dst;
+    pipe.InitBuffer(src, kBytes);
+    pipe.InitBuffer(dst, kBytes);
+    GlobalTensor<T> in, out;
+    in.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(g_in), kBytes / sizeof(T));
+    out.SetGlobalBuffer(reinterpret_cast<__gm__ T*>(g_out), kBytes / sizeof(T));
+    LocalTensor<T> rows = src.Get<T>(), blocks = dst.Get<T>();
+    DataCopy(rows, in, kBytes / sizeof(T));
+    LocalTensor<T> srcList[NCHW_CONV_ADDR_LIST_SIZE], dstList[NCHW_CONV_ADDR_LIST_SIZE];
+    for (uint32_t i = 0; i < NCHW_CONV_ADDR_LIST_SIZE; ++i) {
+        srcList[i] = rows[i * kRowBytes / sizeof(T) + srcShift];
+        dstList[i] = blocks[i * kBlock + dstShift];
+    }
+    TransDataTo5HD(dstList, srcList, params);
+    DataCopy(out, blocks, kBytes / sizeof(T));
+}
+
+void TransDataFloat() { TransDataRows<float>(TransDataTo5HDParams(false, false, 4, 16, 1)); }
+void TransDataHalf() { TransDataRows<uint16_t>(TransDataTo5HDParams(false, false, 4, 16, 1)); }
+void TransDataZeroRepeats() { TransDataRows<float>(TransDataTo5HDParams(false, false, 0, 16, 1)); }
+void TransDataHighHalf() { TransDataRows<half>(TransDataTo5HDParams(true, false, 4, 16, 1)); }
+// the fifth repeat of the last destination block runs past the buffer
+void TransDataPastBuffer() { TransDataRows<float>(TransDataTo5HDParams(false, false, 5, 16, 1)); }
+// sources 4 bytes into their blocks
+void TransDataUnaligned() { TransDataRows<float>(TransDataTo5HDParams(false, false, 4, 16, 1), 1); }
+
 // An operand that is no tensor in UB (a default LocalTensor).
 void NotInUb() {
     TPipe pipe;
@@ -381,6 +413,12 @@ std::vector<KernelEntry> BrokenKernels() {
         row("compare_scalar_partial_repeat", Run<CompareScalarPartialRepeat>),
         row("select_in_scalar_mode", Run<SelectInScalarMode>),
         row("flag_outside_mix", Run<FlagOutsideMix>),
+        row("transdata_float", Run<TransDataFloat>),
+        row("transdata_half", Run<TransDataHalf>),
+        row("transdata_zero_repeats", Run<TransDataZeroRepeats>),
+        row("transdata_high_half", Run<TransDataHighHalf>),
+        row("transdata_past_buffer", Run<TransDataPastBuffer>),
+        row("transdata_unaligned", Run<TransDataUnaligned>),
         row("correct", Run<Correct>),
     };
 }

@@ -17,7 +17,7 @@ namespace flags = ascend_acts::conv_eval_tiling;
 
 struct SkipsInputReadyWait : CrossCoreFlags {
     static void Await(uint16_t flag) {
-        if (flag == flags::kInputReady || flag == flags::kInputReady + 1) return;
+        if (flag >= flags::kInputReady && flag < flags::kInputReady + flags::kRingSlots) return;
         CrossCoreFlags::Await(flag);
     }
 };
@@ -25,7 +25,7 @@ struct SkipsInputReadyWait : CrossCoreFlags {
 struct SkipsInputFree : CrossCoreFlags {
     template <pipe_t pipe>
     static void Signal(uint16_t flag) {
-        if (flag == flags::kInputFree || flag == flags::kInputFree + 1) return;
+        if (flag >= flags::kInputFree && flag < flags::kInputFree + flags::kRingSlots) return;
         CrossCoreFlags::Signal<pipe>(flag);
     }
 };

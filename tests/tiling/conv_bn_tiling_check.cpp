@@ -81,20 +81,26 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
           "Npad %u", t.tilePositions);
     // capacities: L0A / L0B double-buffered, L0C, L1 (W' block + two bands), UB (prologue + epilogue)
     CHECK(2ull * t.blockRows * t.kChunk * size <= p.l0aBytes, "L0A");
-    CHECK(2ull * t.kChunk * t.tilePositions * size <= p.l0bBytes, "L0B");
-    CHECK(uint64_t(t.l0cBuffers) * t.blockRows * t.tilePositions * 4 <= p.l0cBytes && t.l0cBuffers >= 1, "L0C");
+    CHECK(2ull * t.kChunk * t.itemPositions * size <= p.l0bBytes, "L0B");
+    CHECK(uint64_t(t.l0cBuffers) * t.blockRows * t.itemPositions * 4 <= p.l0cBytes && t.l0cBuffers >= 1, "L0C");
     CHECK(L1Bytes(t, size) <= p.l1Bytes, "L1 %llu", (unsigned long long)L1Bytes(t, size));
-    CHECK(PrologueUbBytes(t.prologueRows, g.width, t.c0, size) +
+    CHECK(PrologueUbBytes(t.prologueRows, t.prologueGroups, g.width, t.c0, size) +
                   EpilogueUbBytes(t.epilogueRows, t.tilePositions, t.blockRows, size) <=
               p.ubBytes,
           "UB");
+    CHECK(t.imagesPerItem >= 1 && t.imagesPerItem <= g.batch && (t.imagesPerItem == 1 || t.tilesPerImage == 1) &&
+              t.itemPositions == t.imagesPerItem * t.tilePositions && t.itemPositions <= 4095 &&
+              t.workItems == t.coutBlocks * ((g.batch + t.imagesPerItem - 1) / t.imagesPerItem) * t.tilesPerImage,
+          "images per item %u", t.imagesPerItem);
+    CHECK(t.prologueGroups >= 1 && t.prologueGroups <= (t.channelGroups + 1) / 2 && t.prologueGroups * t.c0 <= 4095,
+          "prologue groups %u", t.prologueGroups);
     CHECK(t.prologueRows >= 1 && t.prologueRows <= t.bandRows && t.epilogueRows >= 1 &&
               t.epilogueRows <= (t.blockRows + 1) / 2,
           "passes %u %u", t.prologueRows, t.epilogueRows);
-    CHECK(uint64_t(t.inputSlotBytes) >= uint64_t(t.channelGroups) * t.c0 * t.bandRows * g.width * size &&
-              t.inputSlotBytes % 512 == 0 && t.outputSlotBytes == t.blockRows * t.tilePositions * 4,
+    CHECK(uint64_t(t.inputSlotBytes) >= uint64_t(t.imagesPerItem) * t.channelGroups * t.c0 * t.bandRows * g.width * size &&
+              t.inputSlotBytes % 512 == 0 && t.outputSlotBytes == t.blockRows * t.itemPositions * 4,
           "slots");
-    CHECK(WorkspaceBytes(t) == uint64_t(t.blockDim) * 2 * (t.inputSlotBytes + t.outputSlotBytes), "workspace");
+    CHECK(WorkspaceBytes(t) == uint64_t(t.blockDim) * kRingSlots * (t.inputSlotBytes + t.outputSlotBytes), "workspace");
     // work coverage: blocks x images x tiles, every AI core a contiguous, balanced, non-empty range
     CHECK(t.coutBlocks * t.blockRows >= g.outChannels && (t.coutBlocks - 1) * t.blockRows < g.outChannels, "blocks");
     CHECK(t.tilesPerImage * t.tileRows >= g.outHeight && (t.tilesPerImage - 1) * t.tileRows < g.outHeight, "tiles");

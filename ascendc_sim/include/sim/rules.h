@@ -42,7 +42,8 @@
     X(cube_params) \
     X(cross_core_hazard) \
     X(cross_core_deadlock) \
-    X(cross_core_flag)
+    X(cross_core_flag) \
+    X(transdata_params)
 // clang-format on
 
 namespace ascendc_sim {
