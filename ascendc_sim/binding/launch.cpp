@@ -278,15 +278,15 @@ void DefineLaunch(py::module_& module, KernelTable table) {
     module.def(
         "launch",
         [table](const std::string& kernel, py::dict buffers, py::object tiling, const std::string& platform,
-                std::optional<uint32_t> blockDim, py::object costs) {
-            return Run(table, kernel, buffers, tiling, platform, blockDim, costs);
-        },
+                std::optional<uint32_t> blockDim,
+                py::object costs) { return Run(table, kernel, buffers, tiling, platform, blockDim, costs); },
         py::arg("kernel"), py::arg("buffers"), py::arg("tiling") = py::none(), py::arg("platform") = "ascend910b1",
         py::arg("block_dim") = py::none(), py::arg("costs") = py::none(),
         "Launch `kernel` (its op-table base name) on the emulator. `buffers`: every GM parameter by name, a "
         "contiguous NumPy array or CPU torch tensor used in place (None: one the kernel does not touch); "
         "`tiling`: the kernel's tiling struct (from the *_tiling functions); `block_dim`: only for kernels "
-        "without a tiling struct; `costs`: a TimelineCosts to schedule the launch's pipe timeline with (Launch.timeline; "
+        "without a tiling struct; `costs`: a TimelineCosts to schedule the launch's pipe timeline with "
+        "(Launch.timeline; "
         "None: no schedule). Returns the Launch counters; raises EmulatorError for a broken rule.");
 }
 
@@ -468,10 +468,10 @@ void DefineTimeline(py::module_& m) {
         .def_readonly("hbm_bytes", &TimelineSummary::hbmBytes)
         .def_readonly("footprint_bytes", &TimelineSummary::footprintBytes);
 
-    m.def("schedule", &Schedule, py::arg("events"), py::arg("costs"), py::arg("mix") = false,
-          py::arg("block_dim") = 1,
+    m.def("schedule", &Schedule, py::arg("events"), py::arg("costs"), py::arg("mix") = false, py::arg("block_dim") = 1,
           "The launch schedule over hand-written events (tests): a list of dicts, each either an operation "
-          "{'core', 'pipe', 'kind' (dma, load, mmad, fixpipe, vector, gather), 'bytes', 'first_bytes' (MTE2: of them read from HBM), "
+          "{'core', 'pipe', 'kind' (dma, load, mmad, fixpipe, vector, gather), 'bytes', 'first_bytes' (MTE2: of them "
+          "read from HBM), "
           "'macs', 'element_bytes', "
           "'elements', 'reads': [range], 'write': range}, a range being (memory, begin, end) on the core or "
           "('GM', buffer, begin, end), or a cross-core flag {'core', 'pipe', 'flag_set' | 'flag_wait': id, "

@@ -133,7 +133,8 @@ ConvBnLeakyReluEvalTiling ConvEvalTilingFor(const std::vector<uint32_t>& xShape,
                               py::str(py::cast(weightShape)).cast<std::string>() + " on " + platformName;
     if (oh <= 0 || ow <= 0 || weightShape[1] != xShape[1]) {
         throw py::value_error("conv_bn_leaky_relu_eval_tiling(): no output, or weight.shape[1] is not the input's "
-                              "channels (groups = 1), for " + layer);
+                              "channels (groups = 1), for " +
+                              layer);
     }
     ConvBnLeakyReluEvalTiling tiling{};
     if (!ComputeConvBnLeakyReluEvalTiling(g, elementSize, negativeSlope, cube, tiling)) {
@@ -355,8 +356,7 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("input_slot_bytes", &ConvBnLeakyReluEvalTiling::inputSlotBytes)
         .def_readonly("output_slot_bytes", &ConvBnLeakyReluEvalTiling::outputSlotBytes)
         .def_readonly("negative_slope", &ConvBnLeakyReluEvalTiling::negativeSlope)
-        .def_property_readonly("workspace_bytes",
-                               [](const ConvBnLeakyReluEvalTiling& t) { return WorkspaceBytes(t); });
+        .def_property_readonly("workspace_bytes", [](const ConvBnLeakyReluEvalTiling& t) { return WorkspaceBytes(t); });
     m.def("conv_bn_leaky_relu_eval_tiling", &ConvEvalTilingFor, py::arg("x_shape"), py::arg("weight_shape"),
           py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("element_size"),
           py::arg("platform") = "ascend910b1", py::arg("negative_slope") = 0.0f,

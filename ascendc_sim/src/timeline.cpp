@@ -65,8 +65,8 @@ struct Timeline::State {
     bool mix = false;
     uint32_t blockDim = 0;
     std::vector<CoreState> cores;
-    std::vector<Region> gm;                         // per GM buffer, from its first write
-    std::vector<std::vector<uint8_t>> touched;      // per GM buffer and 32-byte granule: 1 read first, 2 written
+    std::vector<Region> gm;                     // per GM buffer, from its first write
+    std::vector<std::vector<uint8_t>> touched;  // per GM buffer and 32-byte granule: 1 read first, 2 written
     std::map<std::tuple<uint32_t, uint16_t, uint32_t>, std::deque<double>> flags;  // (receiver, id, sender)
     uint64_t syncs = 0, crossCoreWaits = 0, cubeMacs16 = 0, cubeMacs32 = 0, vectorRepeats = 0, gatherElements = 0;
     uint64_t gmBytes = 0;
@@ -131,7 +131,7 @@ struct Timeline::State {
             }
             case EventKind::Load:
                 return c.mte1IssueCycles + double(e.bytes) / (e.write.memory == Memory::L0A ? c.mte1L0aBytesPerCycle
-                                                                                              : c.mte1L0bBytesPerCycle);
+                                                                                            : c.mte1L0bBytesPerCycle);
             case EventKind::Mmad: {
                 const bool wide = e.elementBytes == 4;
                 (wide ? cubeMacs32 : cubeMacs16) += e.macs;
@@ -174,7 +174,8 @@ void Timeline::Add(uint32_t core, const TraceEvent& e) {
         Region* region = s.RegionOf(e.reads[r], false);
         if (region == nullptr) continue;
         Granule* g = region->Range(e.reads[r].begin, e.reads[r].end, count);
-        for (size_t i = 0; i < count; ++i) start = std::max(start, s.After(g[i].writer, g[i].writeEnd, core, e.pipe, synced));
+        for (size_t i = 0; i < count; ++i)
+            start = std::max(start, s.After(g[i].writer, g[i].writeEnd, core, e.pipe, synced));
     }
     Region* written = nullptr;
     Granule* wg = nullptr;

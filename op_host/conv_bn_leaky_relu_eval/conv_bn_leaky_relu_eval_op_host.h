@@ -27,8 +27,12 @@ inline bool CubePlatformOf(const platform_ascendc::PlatformAscendC& platform, as
 // silent misread of its bytes).
 inline bool PackedWeightMatches(const gert::Shape& w, const ascend_acts::ConvGeometry& g, uint32_t dtypeSize) {
     const int64_t c0 = 32 / dtypeSize;
-    const int64_t expected[6] = {(int64_t(g.outChannels) + 15) / 16, (int64_t(g.inChannels) + c0 - 1) / c0,
-                                 int64_t(g.kernelH), int64_t(g.kernelW), 16, c0};
+    const int64_t expected[6] = {(int64_t(g.outChannels) + 15) / 16,
+                                 (int64_t(g.inChannels) + c0 - 1) / c0,
+                                 int64_t(g.kernelH),
+                                 int64_t(g.kernelW),
+                                 16,
+                                 c0};
     if (w.GetDimNum() != 6) return false;
     for (size_t i = 0; i < 6; ++i) {
         if (w.GetDim(i) != expected[i]) return false;

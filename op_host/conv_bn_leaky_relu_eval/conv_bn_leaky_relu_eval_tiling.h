@@ -224,8 +224,8 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     if (!found) return false;
     ChooseImagesPerItem(best, dtypeSize, p);
     best.blockDim = best.workItems < p.cubeCoreNum ? best.workItems : p.cubeCoreNum;
-    best.inputSlotBytes =
-        RoundUp(best.imagesPerItem * best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);
+    best.inputSlotBytes = RoundUp(
+        best.imagesPerItem * best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);
     best.outputSlotBytes = best.blockRows * best.itemPositions * 4;
     t = best;
     return true;

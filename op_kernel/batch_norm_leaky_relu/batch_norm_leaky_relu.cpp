@@ -86,18 +86,19 @@ private:
         Duplicate(sumSquares, 0.0f, tiling_.tileLength);
         bool first = true;
         float shift = 0.0f;
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-            LoadAsFloat(values, tile);
-            if (first) {
-                PipeBarrier<PIPE_ALL>();
-                shift = values.GetValue(0);
-                first = false;
-            }
-            Adds(values, values, -shift, tile.count);
-            Mul(squares, values, values, tile.count);
-            batch_norm_kernel::AccumulatePlanes(sum, values, tile);
-            batch_norm_kernel::AccumulatePlanes(sumSquares, squares, tile);
-        });
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
+                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                                              LoadAsFloat(values, tile);
+                                              if (first) {
+                                                  PipeBarrier<PIPE_ALL>();
+                                                  shift = values.GetValue(0);
+                                                  first = false;
+                                              }
+                                              Adds(values, values, -shift, tile.count);
+                                              Mul(squares, values, values, tile.count);
+                                              batch_norm_kernel::AccumulatePlanes(sum, values, tile);
+                                              batch_norm_kernel::AccumulatePlanes(sumSquares, squares, tile);
+                                          });
         LocalTensor<float> work = reduceWorkBuf_.Get<float>();
         float total = batch_norm_kernel::SumToScalar(values, sum, work, tiling_.tileLength);
         float totalSquares = batch_norm_kernel::SumToScalar(values, sumSquares, work, tiling_.tileLength);
@@ -169,13 +170,14 @@ private:
         float scale = stats_[ForwardSlot::Scale].GetValue(local);
         float bias = stats_[ForwardSlot::Bias].GetValue(local);
         LocalTensor<float> values = valuesBuf_.Get<float>();
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-            LoadAsFloat(values, tile);
-            Muls(values, values, scale, tile.count);
-            Adds(values, values, bias, tile.count);
-            LeakyRelu(values, values, tiling_.negativeSlope, tile.count);
-            batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
-        });
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
+                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                                              LoadAsFloat(values, tile);
+                                              Muls(values, values, scale, tile.count);
+                                              Adds(values, values, bias, tile.count);
+                                              LeakyRelu(values, values, tiling_.negativeSlope, tile.count);
+                                              batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
+                                          });
     }
 
     __aicore__ inline void LoadAsFloat(const LocalTensor<float>& values, const PlaneTile& tile) {

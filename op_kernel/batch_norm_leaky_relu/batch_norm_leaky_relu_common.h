@@ -77,8 +77,8 @@ __aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const Ascend
 // acc[0, plane) += each plane of the tile in turn: the per-lane sums, and their rounding, are those of a walk one
 // plane at a time, however many planes one DMA moved (a tile-wide accumulator would leave more of the sum to
 // the final ReduceSum and change the result).
-__aicore__ inline void AccumulatePlanes(const AscendC::LocalTensor<float>& acc, const AscendC::LocalTensor<float>& values,
-                                        const PlaneTile& tile) {
+__aicore__ inline void AccumulatePlanes(const AscendC::LocalTensor<float>& acc,
+                                        const AscendC::LocalTensor<float>& values, const PlaneTile& tile) {
     const uint32_t plane = tile.count / tile.planes;
     for (uint32_t p = 0; p < tile.planes; ++p) AscendC::Add(acc, acc, values[p * plane], plane);
 }

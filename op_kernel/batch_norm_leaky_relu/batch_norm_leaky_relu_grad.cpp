@@ -88,13 +88,14 @@ private:
         LocalTensor<float> sumProduct = sumProductBuf_.Get<float>();
         Duplicate(sum, 0.0f, tiling_.tileLength);
         Duplicate(sumProduct, 0.0f, tiling_.tileLength);
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-            LoadTile(tile);
-            Adds(centered, centered, -beta, tile.count);
-            Mul(product, dz, centered, tile.count);
-            batch_norm_kernel::AccumulatePlanes(sum, dz, tile);
-            batch_norm_kernel::AccumulatePlanes(sumProduct, product, tile);
-        });
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
+                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                                              LoadTile(tile);
+                                              Adds(centered, centered, -beta, tile.count);
+                                              Mul(product, dz, centered, tile.count);
+                                              batch_norm_kernel::AccumulatePlanes(sum, dz, tile);
+                                              batch_norm_kernel::AccumulatePlanes(sumProduct, product, tile);
+                                          });
         LocalTensor<float> work = reduceWorkBuf_.Get<float>();
         float gradBeta = batch_norm_kernel::SumToScalar(product, sum, work, tiling_.tileLength);
         float sumGradTimesCentered = batch_norm_kernel::SumToScalar(product, sumProduct, work, tiling_.tileLength);
@@ -131,15 +132,16 @@ private:
         float coefC = stats_[BackwardSlot::CoefC].GetValue(local);
         LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
         LocalTensor<float> centered = preActivationBuf_.Get<float>();
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-            LoadTile(tile);
-            Adds(centered, centered, -beta, tile.count);
-            Muls(centered, centered, coefB, tile.count);
-            Muls(dz, dz, coefA, tile.count);
-            Add(dz, dz, centered, tile.count);
-            Adds(dz, dz, coefC, tile.count);
-            batch_norm_kernel::StoreAsT(gradInputQueue_, gradInputGm_, dz, tile);
-        });
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
+                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                                              LoadTile(tile);
+                                              Adds(centered, centered, -beta, tile.count);
+                                              Muls(centered, centered, coefB, tile.count);
+                                              Muls(dz, dz, coefA, tile.count);
+                                              Add(dz, dz, centered, tile.count);
+                                              Adds(dz, dz, coefC, tile.count);
+                                              batch_norm_kernel::StoreAsT(gradInputQueue_, gradInputGm_, dz, tile);
+                                          });
     }
 
     // dy and a of one tile -> z (preActivationBuf_) and dz (gradPreActivationBuf_), in float.

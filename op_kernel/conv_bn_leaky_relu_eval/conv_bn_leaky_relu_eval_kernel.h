@@ -113,7 +113,8 @@ private:
         // the first W' block before the first wait for the AIVs: its copy overlaps their first prologue
         const conv_eval_tiling::ConvTile first = conv_eval_tiling::TileOf(t_, firstItem_);
         ReleaseWeights(first.block);
-        for (uint32_t s = 0; s < t_.weightSlices; ++s) LoadWeightSlice(s, conv_eval_tiling::CeilDiv(first.channels, 16));
+        for (uint32_t s = 0; s < t_.weightSlices; ++s)
+            LoadWeightSlice(s, conv_eval_tiling::CeilDiv(first.channels, 16));
         FetchBand(0);
         for (uint32_t j = 0; j < itemCount_; ++j) {
             AscendC::LocalTensor<T> band = bandL1_.template DeQue<T>();
@@ -187,7 +188,8 @@ private:
         const uint32_t npad = tile.paddedPositions, rows = rowFractals * 16;
         const uint32_t bandElements = t_.channelGroups * kC0 * tile.inRows * t_.conv.width;
         AscendC::LocalTensor<T> columns = columnsL0_.template AllocTensor<T>();
-        for (uint32_t i = 0; i < tile.images; ++i) LoadColumns(columns[i * k * npad], band[i * bandElements], tile, kStart, k);
+        for (uint32_t i = 0; i < tile.images; ++i)
+            LoadColumns(columns[i * k * npad], band[i * bandElements], tile, kStart, k);
         columnsL0_.EnQue(columns);
         AscendC::LocalTensor<T> weights = weightL0_.template AllocTensor<T>();
         LoadWeights(weights, rowFractals, kStart, k);
@@ -228,8 +230,8 @@ private:
         const uint32_t firstFractal = kStart / kC0, s = firstFractal / sliceFractals;
         if (!sliceLoaded_[s]) LoadWeightSlice(s, rowFractals);
         const uint32_t sliceStart = s * sliceFractals;
-        const uint32_t sliceWidth =
-            t_.kFractals - sliceStart < sliceFractals ? t_.kFractals - sliceStart : sliceFractals;
+        const uint32_t sliceWidth = t_.kFractals - sliceStart < sliceFractals ? t_.kFractals - sliceStart
+                                                                              : sliceFractals;
         const uint32_t fractals = k / kC0;
         for (uint32_t row = 0; row < rowFractals; ++row) {
             AscendC::LoadData(weights[row * fractals * kFractal], weightSlice_[s],
@@ -240,8 +242,8 @@ private:
 
     // L0C -> output slot j % kSlots (row-major float, itemPositions per row, image i's columns at i * Npad), once the
     // AIVs have taken its previous contents.
-    __aicore__ inline void WriteResult(const AscendC::LocalTensor<float>& result, const conv_eval_tiling::ConvTile& tile,
-                                       uint32_t j) {
+    __aicore__ inline void WriteResult(const AscendC::LocalTensor<float>& result,
+                                       const conv_eval_tiling::ConvTile& tile, uint32_t j) {
         const uint32_t slot = j % kSlots;
         if (j >= kSlots) Sync::Await(conv_eval_tiling::kOutputFree + slot);
         const uint32_t rows = conv_eval_tiling::CeilDiv(tile.channels, 16) * 16;
@@ -302,8 +304,8 @@ private:
         const uint32_t channels = g.inChannels - firstChannel < padded ? g.inChannels - firstChannel : padded;
         const uint32_t elements = rows * g.width, plane = g.height * g.width;
         AscendC::LocalTensor<T> planes = channelRows_.template AllocTensor<T>();
-        const uint64_t origin =
-            (uint64_t(tile.image + image) * g.inChannels + firstChannel) * plane + (tile.firstInRow + row) * g.width;
+        const uint64_t origin = (uint64_t(tile.image + image) * g.inChannels + firstChannel) * plane +
+                                (tile.firstInRow + row) * g.width;
         const uint32_t gapBlocks = (pitch_ - conv_eval_tiling::RoundUp(elements, kC0)) / kC0;
         AscendC::DataCopyPad(planes, xGm_[origin],
                              AscendC::DataCopyExtParams{uint16_t(channels), uint32_t(elements * sizeof(T)),
@@ -336,8 +338,8 @@ private:
     // channel i's block of the repeat's 16 positions, destination i position i. 32-bit (a block holds 8
     // positions): sources i and 8 + i are channel i's two blocks, and destination blocks 2i and 2i + 1 (element
     // i of sources 0..7 and of 8..15) are positions i and 8 + i.
-    __aicore__ inline void Interleave(const AscendC::LocalTensor<Bits>& packed, const AscendC::LocalTensor<Bits>& planes,
-                                      uint32_t repeats) {
+    __aicore__ inline void Interleave(const AscendC::LocalTensor<Bits>& packed,
+                                      const AscendC::LocalTensor<Bits>& planes, uint32_t repeats) {
         constexpr uint32_t kBlock = 32 / sizeof(Bits), kBlocksPerPosition = kPositionsPerRepeat / kBlock;
         AscendC::LocalTensor<Bits> src[AscendC::NCHW_CONV_ADDR_LIST_SIZE], dst[AscendC::NCHW_CONV_ADDR_LIST_SIZE];
         for (uint32_t done = 0; done < repeats; done += kMaxRepeats) {
@@ -370,7 +372,8 @@ private:
             const bool last = row + rows == count;
             FinishRows(tile, first + row, row, rows, slot, last && j + kSlots < itemCount_);
         }
-        if (count == 0 && j + kSlots < itemCount_) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
+        if (count == 0 && j + kSlots < itemCount_)
+            Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
     }
 
     // b' of this AIV's rows of the block -> UB, read by the scalar unit.
@@ -411,14 +414,14 @@ private:
         const uint32_t planeOut = g.outHeight * g.outWidth;
         const uint32_t rowBytes = tile.positions * sizeof(T);
         for (uint32_t i = 0; i < tile.images; ++i) {
-            const uint64_t origin =
-                (uint64_t(tile.image + i) * g.outChannels + tile.block * t_.blockRows + slotRow) * planeOut +
-                tile.firstOutRow * g.outWidth;
-            AscendC::DataCopyPad(yGm_[origin], out[i * npad],
-                                 AscendC::DataCopyExtParams{
-                                     uint16_t(rows), rowBytes,
-                                     (width * uint32_t(sizeof(T)) - conv_eval_tiling::RoundUp(rowBytes, 32)) / 32,
-                                     uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
+            const uint64_t origin = (uint64_t(tile.image + i) * g.outChannels + tile.block * t_.blockRows + slotRow) *
+                                        planeOut +
+                                    tile.firstOutRow * g.outWidth;
+            AscendC::DataCopyPad(
+                yGm_[origin], out[i * npad],
+                AscendC::DataCopyExtParams{uint16_t(rows), rowBytes,
+                                           (width * uint32_t(sizeof(T)) - conv_eval_tiling::RoundUp(rowBytes, 32)) / 32,
+                                           uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
         }
         outputRows_.FreeTensor(out);
     }

@@ -36,51 +36,51 @@ struct ConvGeometry {
     uint32_t batch, inChannels, height, width;
     uint32_t outChannels, kernelH, kernelW;
     uint32_t strideH, strideW, padH, padW, dilationH, dilationW;  // padH / padW: top / left
-    uint32_t outHeight, outWidth;                                   // carry the bottom / right padding
+    uint32_t outHeight, outWidth;                                 // carry the bottom / right padding
 };
 
 struct ConvBnLeakyReluEvalTiling {
     ConvGeometry conv;
-    uint32_t blockDim;        // AI cores launched (1 AIC + 2 AIVs each), every one with at least one item
-    uint32_t workItems;       // coutBlocks * batch * tilesPerImage
-    uint32_t blockRows;       // Mb: Cout rows per block, a multiple of 16
-    uint32_t coutBlocks;      // ceil(Cout / Mb)
-    uint32_t channelGroups;   // C1
-    uint32_t c0;              // C0 = 32 / sizeof(T)
-    uint32_t kFractals;       // K1 = C1 * kh * kw (K padded to K1 * C0)
-    uint32_t kChunk;          // kc: K elements per Mmad (L0A / L0B double-buffered), a multiple of C0
-    uint32_t weightSliceK;    // K elements per L1 slice of the W' block (a multiple of kc): it loads slice by slice
-    uint32_t weightSlices;    // ceil(K1 * C0 / weightSliceK)
-    uint32_t tileRows;        // output rows per tile
-    uint32_t tilesPerImage;   // ceil(Ho / tileRows)
-    uint32_t tilePositions;   // Npad: tileRows * Wo rounded up to 16 (the Mmad's n, an image's slot columns)
-    uint32_t imagesPerItem;   // G: images of one item (their Mmads side by side in L0C, one Fixpipe)
-    uint32_t itemPositions;   // G * Npad: an output slot row, the Fixpipe's n
-    uint32_t bandRows;        // most input rows a tile reads (clipped to the image)
-    uint32_t padBottom;       // padding rows below the image the last output row reaches
-    uint32_t padRight;        // padding columns right of the image the last output column reaches
-    uint32_t l0cBuffers;      // 2 when two Mb x Npad float results fit L0C, else 1
-    uint32_t prologueRows;    // input rows an AIV interleaves per pass (UB)
-    uint32_t prologueGroups;  // channel groups an AIV interleaves per pass (UB): one copy in and out for all
-    uint32_t epilogueRows;    // output-slot rows an AIV finishes per pass (UB)
-    uint32_t inputSlotBytes;  // one input slot: G * C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
-    uint32_t outputSlotBytes; // one output slot: Mb * G * Npad * 4
+    uint32_t blockDim;         // AI cores launched (1 AIC + 2 AIVs each), every one with at least one item
+    uint32_t workItems;        // coutBlocks * batch * tilesPerImage
+    uint32_t blockRows;        // Mb: Cout rows per block, a multiple of 16
+    uint32_t coutBlocks;       // ceil(Cout / Mb)
+    uint32_t channelGroups;    // C1
+    uint32_t c0;               // C0 = 32 / sizeof(T)
+    uint32_t kFractals;        // K1 = C1 * kh * kw (K padded to K1 * C0)
+    uint32_t kChunk;           // kc: K elements per Mmad (L0A / L0B double-buffered), a multiple of C0
+    uint32_t weightSliceK;     // K elements per L1 slice of the W' block (a multiple of kc): it loads slice by slice
+    uint32_t weightSlices;     // ceil(K1 * C0 / weightSliceK)
+    uint32_t tileRows;         // output rows per tile
+    uint32_t tilesPerImage;    // ceil(Ho / tileRows)
+    uint32_t tilePositions;    // Npad: tileRows * Wo rounded up to 16 (the Mmad's n, an image's slot columns)
+    uint32_t imagesPerItem;    // G: images of one item (their Mmads side by side in L0C, one Fixpipe)
+    uint32_t itemPositions;    // G * Npad: an output slot row, the Fixpipe's n
+    uint32_t bandRows;         // most input rows a tile reads (clipped to the image)
+    uint32_t padBottom;        // padding rows below the image the last output row reaches
+    uint32_t padRight;         // padding columns right of the image the last output column reaches
+    uint32_t l0cBuffers;       // 2 when two Mb x Npad float results fit L0C, else 1
+    uint32_t prologueRows;     // input rows an AIV interleaves per pass (UB)
+    uint32_t prologueGroups;   // channel groups an AIV interleaves per pass (UB): one copy in and out for all
+    uint32_t epilogueRows;     // output-slot rows an AIV finishes per pass (UB)
+    uint32_t inputSlotBytes;   // one input slot: G * C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
+    uint32_t outputSlotBytes;  // one output slot: Mb * G * Npad * 4
     float negativeSlope;
 };
 
 namespace conv_eval_tiling {
 
-constexpr uint32_t kFractalRows = 16;    // cube fractal: 16 rows of C0 elements (512 bytes)
+constexpr uint32_t kFractalRows = 16;     // cube fractal: 16 rows of C0 elements (512 bytes)
 constexpr uint32_t kMaxWeightSlices = 8;  // L1 slices of a W' block (TQue buffers)
 constexpr uint32_t kSlotAlign = 512;
 // Slots per GM ring: the AIVs prepare up to this many items ahead of the cube, so a flag's and a copy's latency
 // hide behind other items' work. Four flags per slot must fit the 16 cross-core flag ids.
 constexpr uint32_t kRingSlots = 4;
 // cross-core flag ids (mode 2): slot s of a ring uses id + s
-constexpr uint16_t kInputReady = 0;                   // AIVs -> AIC: input slot written
-constexpr uint16_t kInputFree = kRingSlots;           // AIC -> AIVs: input slot copied to L1
-constexpr uint16_t kOutputReady = 2 * kRingSlots;     // AIC -> AIVs: output slot written by Fixpipe
-constexpr uint16_t kOutputFree = 3 * kRingSlots;      // AIVs -> AIC: output slot copied to UB
+constexpr uint16_t kInputReady = 0;                // AIVs -> AIC: input slot written
+constexpr uint16_t kInputFree = kRingSlots;        // AIC -> AIVs: input slot copied to L1
+constexpr uint16_t kOutputReady = 2 * kRingSlots;  // AIC -> AIVs: output slot written by Fixpipe
+constexpr uint16_t kOutputFree = 3 * kRingSlots;   // AIVs -> AIC: output slot copied to UB
 static_assert(kOutputFree + kRingSlots <= 16, "cross-core flag ids are 0..15");
 
 __aicore__ inline uint32_t CeilDiv(uint32_t value, uint32_t divisor) { return (value + divisor - 1) / divisor; }
@@ -89,8 +89,7 @@ __aicore__ inline uint32_t RoundUp(uint32_t value, uint32_t multiple) { return C
 __aicore__ inline uint32_t ProloguePitch(uint32_t positions) { return RoundUp(positions, 16); }
 
 // Work items [first, first + count) of AI core `core`: contiguous, balanced to within one item.
-__aicore__ inline void ItemRange(const ConvBnLeakyReluEvalTiling& t, uint32_t core, uint32_t& first,
-                                 uint32_t& count) {
+__aicore__ inline void ItemRange(const ConvBnLeakyReluEvalTiling& t, uint32_t core, uint32_t& first, uint32_t& count) {
     const uint32_t base = t.workItems / t.blockDim, extra = t.workItems % t.blockDim;
     first = core * base + (core < extra ? core : extra);
     count = base + (core < extra ? 1 : 0);
@@ -98,12 +97,12 @@ __aicore__ inline void ItemRange(const ConvBnLeakyReluEvalTiling& t, uint32_t co
 
 // One work item: its Cout block, images and output rows, the input band it reads and the padding around it.
 struct ConvTile {
-    uint32_t block, image, images;    // images [image, image + images)
-    uint32_t firstOutRow, outRows;    // output rows [firstOutRow, firstOutRow + outRows)
+    uint32_t block, image, images;        // images [image, image + images)
+    uint32_t firstOutRow, outRows;        // output rows [firstOutRow, firstOutRow + outRows)
     uint32_t positions, paddedPositions;  // outRows * Wo, rounded up to 16
-    uint32_t firstInRow, inRows;      // the band: input rows [firstInRow, firstInRow + inRows), inside the image
-    uint32_t padTop, padBottom;       // padding rows above / below the band the tile reads
-    uint32_t channels;                // Cout rows of the block (the last block may be short)
+    uint32_t firstInRow, inRows;          // the band: input rows [firstInRow, firstInRow + inRows), inside the image
+    uint32_t padTop, padBottom;           // padding rows above / below the band the tile reads
+    uint32_t channels;                    // Cout rows of the block (the last block may be short)
 };
 
 __aicore__ inline ConvTile TileOf(const ConvBnLeakyReluEvalTiling& t, uint32_t item) {

@@ -97,7 +97,8 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
     CHECK(t.prologueRows >= 1 && t.prologueRows <= t.bandRows && t.epilogueRows >= 1 &&
               t.epilogueRows <= (t.blockRows + 1) / 2,
           "passes %u %u", t.prologueRows, t.epilogueRows);
-    CHECK(uint64_t(t.inputSlotBytes) >= uint64_t(t.imagesPerItem) * t.channelGroups * t.c0 * t.bandRows * g.width * size &&
+    CHECK(uint64_t(t.inputSlotBytes) >=
+                  uint64_t(t.imagesPerItem) * t.channelGroups * t.c0 * t.bandRows * g.width * size &&
               t.inputSlotBytes % 512 == 0 && t.outputSlotBytes == t.blockRows * t.itemPositions * 4,
           "slots");
     CHECK(WorkspaceBytes(t) == uint64_t(t.blockDim) * kRingSlots * (t.inputSlotBytes + t.outputSlotBytes), "workspace");

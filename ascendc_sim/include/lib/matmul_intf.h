@@ -146,7 +146,11 @@ public:
         auto& counters = ascendc_sim::Ctx().counters;
         ++counters.cubeIterations;
         counters.cubeMacs += uint64_t(rows_) * cols_ * k;
-        ascendc_sim::trace::MatmulIterate(a_.Address() + m0 * k, uint64_t(rows_) * k * sizeof(SrcT), b_.Address() + n0, ((k - 1) * t_.N + cols_) * sizeof(SrcT), loadB ? k * cols_ * sizeof(SrcT) : 0, uint64_t(rows_ + 15) / 16 * 16 * ((cols_ + 15) / 16 * 16) * ((k + 32 / sizeof(SrcT) - 1) / (32 / sizeof(SrcT)) * (32 / sizeof(SrcT))), sizeof(SrcT), next_ - 1);
+        ascendc_sim::trace::MatmulIterate(a_.Address() + m0 * k, uint64_t(rows_) * k * sizeof(SrcT), b_.Address() + n0,
+                                          ((k - 1) * t_.N + cols_) * sizeof(SrcT), loadB ? k * cols_ * sizeof(SrcT) : 0,
+                                          uint64_t(rows_ + 15) / 16 * 16 * ((cols_ + 15) / 16 * 16) *
+                                              ((k + 32 / sizeof(SrcT) - 1) / (32 / sizeof(SrcT)) * (32 / sizeof(SrcT))),
+                                          sizeof(SrcT), next_ - 1);
         pending_ = true;
         return true;
     }
@@ -162,7 +166,8 @@ public:
         for (int32_t i = 0; i < rows_; ++i) {
             std::copy_n(block_.data() + size_t(i) * cols_, cols_, c.Address() + size_t(i) * stride);
         }
-        ascendc_sim::trace::MatmulGetC(c, uint64_t(rows_ - 1) * stride + cols_, uint64_t(rows_) * cols_ * sizeof(DstT), next_ - 1);
+        ascendc_sim::trace::MatmulGetC(c, uint64_t(rows_ - 1) * stride + cols_, uint64_t(rows_) * cols_ * sizeof(DstT),
+                                       next_ - 1);
         pending_ = false;
     }
 

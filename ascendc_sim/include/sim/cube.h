@@ -229,7 +229,10 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataC
         std::memcpy(dst.Address() + to, src.Address() + from, params.blockLen * 32ull);
         ascendc_sim::Ctx().counters.l1BytesIn += params.blockLen * 32ull;
     }
-    ascendc_sim::trace::CopyIn(dst, src.Address(), ascendc_sim::trace::StridedBytes(params.blockCount, params.blockLen * 32ull, params.srcStride * 32ull), span, params.blockCount * params.blockLen * 32ull);
+    ascendc_sim::trace::CopyIn(
+        dst, src.Address(),
+        ascendc_sim::trace::StridedBytes(params.blockCount, params.blockLen * 32ull, params.srcStride * 32ull), span,
+        params.blockCount * params.blockLen * 32ull);
 }
 
 // --- LoadData 2D: whole 512-byte fractals L1 -> L0A/L0B ----------------------------------------------
@@ -247,7 +250,8 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
         std::memcpy(dst.Address() + uint64_t(r) * (1 + p.dstGap) * fractal,
                     src.Address() + (uint64_t(p.startIndex) + uint64_t(r) * p.srcStride) * fractal, 512);
     }
-    ascendc_sim::trace::Load(dst, dstSpan - uint64_t(p.dstGap) * fractal, src, srcLast * fractal, p.repeatTimes * 512ull);
+    ascendc_sim::trace::Load(dst, dstSpan - uint64_t(p.dstGap) * fractal, src, srcLast * fractal,
+                             p.repeatTimes * 512ull);
 }
 
 // --- LoadData 3Dv2: img2col of a [C1][l1H][l1W][C0] feature map in L1 into L0A (ZZ) or L0B (ZN) -------
@@ -319,7 +323,8 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
             dst.Address()[fractal * 16 * c0 + (i % 16) * c0 + j % c0] = value;
         }
     }
-    ascendc_sim::trace::Load(dst, uint64_t(p.mExtension) * p.kExtension, src, uint64_t(p.channelSize) * p.l1H * p.l1W, uint64_t(p.mExtension) * p.kExtension * sizeof(T));
+    ascendc_sim::trace::Load(dst, uint64_t(p.mExtension) * p.kExtension, src, uint64_t(p.channelSize) * p.l1H * p.l1W,
+                             uint64_t(p.mExtension) * p.kExtension * sizeof(T));
 }
 
 // --- Mmad: C (m x n, float, L0C) (+)= A (m x k, L0A) * B (k x n, L0B) --------------------------------
@@ -426,7 +431,8 @@ void Fixpipe(const GlobalTensor<DstT>& dst, const LocalTensor<SrcT>& src, const 
         ascendc_sim::RecordGmWrite(dst.Address() + uint64_t(m) * p.dstStride, uint64_t(p.nSize) * sizeof(DstT));
         std::memcpy(dst.Address() + uint64_t(m) * p.dstStride, row.data(), uint64_t(p.nSize) * sizeof(DstT));
     }
-    ascendc_sim::trace::Fixpipe(dst.Address(), (uint64_t(p.mSize - 1) * p.dstStride + p.nSize) * sizeof(DstT), src, uint64_t(nBlocks) * p.srcStride * 16, uint64_t(p.mSize) * p.nSize * sizeof(DstT));
+    ascendc_sim::trace::Fixpipe(dst.Address(), (uint64_t(p.mSize - 1) * p.dstStride + p.nSize) * sizeof(DstT), src,
+                                uint64_t(nBlocks) * p.srcStride * 16, uint64_t(p.mSize) * p.nSize * sizeof(DstT));
 }
 
 // --- cross-core flags (kernel_operator_common_intf.h) -------------------------------------------------

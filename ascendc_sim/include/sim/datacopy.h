@@ -67,7 +67,8 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t co
     dst.Check(count, "DataCopy");
     src.CheckRange(0, count, "DataCopy");
     std::memcpy(dst.Address(), src.Address(), bytes);
-    ascendc_sim::RecordGmRead(src.Address(), bytes);    ascendc_sim::trace::CopyIn(dst, src.Address(), bytes, count, bytes);
+    ascendc_sim::RecordGmRead(src.Address(), bytes);
+    ascendc_sim::trace::CopyIn(dst, src.Address(), bytes, count, bytes);
 }
 
 template <typename T>
@@ -77,7 +78,8 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t co
     src.Check(count, "DataCopy");
     dst.CheckRange(0, count, "DataCopy");
     ascendc_sim::RecordGmWrite(dst.Address(), bytes);
-    std::memcpy(dst.Address(), src.Address(), bytes);    ascendc_sim::trace::CopyOut(dst.Address(), bytes, src, count, bytes);
+    std::memcpy(dst.Address(), src.Address(), bytes);
+    ascendc_sim::trace::CopyOut(dst.Address(), bytes, src, count, bytes);
 }
 
 template <typename T>
@@ -110,7 +112,9 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
                         blockEnd - written);
         }
         ascendc_sim::RecordGmRead(src.Address() + first, params.blockLen);
-    }    ascendc_sim::trace::CopyIn(dst, src.Address(), ascendc_sim::trace::StridedBytes(params.blockCount, params.blockLen, params.srcStride),
+    }
+    ascendc_sim::trace::CopyIn(dst, src.Address(),
+                               ascendc_sim::trace::StridedBytes(params.blockCount, params.blockLen, params.srcStride),
                                params.blockCount * ubStride / sizeof(T), uint64_t(params.blockCount) * params.blockLen);
 }
 
@@ -130,8 +134,10 @@ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const Da
         row.Check(count, "DataCopyPad");
         ascendc_sim::RecordGmWrite(dst.Address() + first, params.blockLen);
         std::memcpy(dst.Address() + first, row.Address(), params.blockLen);
-    }    ascendc_sim::trace::CopyOut(dst.Address(), ascendc_sim::trace::StridedBytes(params.blockCount, params.blockLen, params.dstStride),
-                                src, params.blockCount * ubStride / sizeof(T), uint64_t(params.blockCount) * params.blockLen);
+    }
+    ascendc_sim::trace::CopyOut(
+        dst.Address(), ascendc_sim::trace::StridedBytes(params.blockCount, params.blockLen, params.dstStride), src,
+        params.blockCount * ubStride / sizeof(T), uint64_t(params.blockCount) * params.blockLen);
 }
 
 }  // namespace AscendC

@@ -38,15 +38,15 @@ struct TimelineCosts {
     double mte1L0aBytesPerCycle = 1;  // L1 -> L0A (LoadData)
     double mte1L0bBytesPerCycle = 1;  // L1 -> L0B
     double mte1IssueCycles = 0;
-    double cubeMacsPerCycle16 = 1;    // half / bfloat16 Mmad
-    double cubeMacsPerCycle32 = 1;    // float Mmad
-    double cubeEfficiency = 1;        // achieved / peak, for every Mmad
+    double cubeMacsPerCycle16 = 1;  // half / bfloat16 Mmad
+    double cubeMacsPerCycle32 = 1;  // float Mmad
+    double cubeEfficiency = 1;      // achieved / peak, for every Mmad
     double mmadIssueCycles = 0;
-    double vectorBytesPerCycle = 1;   // one repeat of this many bytes per cycle
-    double vectorIssueCycles = 0;     // per vector instruction
+    double vectorBytesPerCycle = 1;  // one repeat of this many bytes per cycle
+    double vectorIssueCycles = 0;    // per vector instruction
     double gatherElementsPerCycle = 1;
-    double syncCycles = 0;            // a dependency between two pipes of one core (SetFlag/WaitFlag)
-    double crossCoreFlagCycles = 0;   // CrossCoreSetFlag -> CrossCoreWaitFlag
+    double syncCycles = 0;           // a dependency between two pipes of one core (SetFlag/WaitFlag)
+    double crossCoreFlagCycles = 0;  // CrossCoreSetFlag -> CrossCoreWaitFlag
 };
 
 // A memory range an event touches: a local memory of the recording core, or GM buffer `gmBuffer`.
@@ -61,11 +61,11 @@ struct Span {
 struct TraceEvent {
     Pipe pipe = Pipe::V;
     EventKind kind = EventKind::Vector;
-    uint64_t bytes = 0;         // moved (DMA, LoadData, Fixpipe) or processed (vector)
-    uint64_t firstBytes = 0;    // DMA from GM: the bytes of `bytes` no earlier access of the launch touched
-    uint64_t macs = 0;          // Mmad: fractal-padded multiply-accumulates
-    uint64_t elements = 0;      // Gather
-    uint8_t elementBytes = 0;   // Mmad operand size (2 or 4)
+    uint64_t bytes = 0;        // moved (DMA, LoadData, Fixpipe) or processed (vector)
+    uint64_t firstBytes = 0;   // DMA from GM: the bytes of `bytes` no earlier access of the launch touched
+    uint64_t macs = 0;         // Mmad: fractal-padded multiply-accumulates
+    uint64_t elements = 0;     // Gather
+    uint8_t elementBytes = 0;  // Mmad operand size (2 or 4)
     uint8_t readCount = 0;
     bool writes = false;
     Span reads[3];
@@ -83,11 +83,11 @@ struct TimelineSummary {
     std::vector<std::array<uint64_t, kPipes>> events;    // per core and pipe
     uint64_t syncs = 0;                                  // dependencies that crossed pipes within a core
     uint64_t crossCoreWaits = 0;
-    uint64_t cubeMacs16 = 0, cubeMacs32 = 0;             // Mmad multiply-accumulates (fractal-padded)
+    uint64_t cubeMacs16 = 0, cubeMacs32 = 0;  // Mmad multiply-accumulates (fractal-padded)
     uint64_t vectorRepeats = 0, gatherElements = 0;
-    uint64_t gmBytes = 0;                                // every GM byte moved (the L2 level)
-    uint64_t hbmBytes = 0;                               // compulsory: first reads + written bytes, 32 B granules
-    uint64_t footprintBytes = 0;                         // unique GM bytes touched, 32 B granules
+    uint64_t gmBytes = 0;         // every GM byte moved (the L2 level)
+    uint64_t hbmBytes = 0;        // compulsory: first reads + written bytes, 32 B granules
+    uint64_t footprintBytes = 0;  // unique GM bytes touched, 32 B granules
 };
 
 class Timeline;
@@ -172,8 +172,8 @@ void Vector(uint64_t bytes, uint64_t count, const AscendC::LocalTensor<D>& dst, 
 }
 // The same with operand sizes of their own (Cast, CompareScalar, Select's mask, Gather, ReduceSum).
 template <typename D>
-void VectorOf(EventKind kind, uint64_t bytes, uint64_t elements, const AscendC::LocalTensor<D>& dst,
-              uint64_t dstCount, std::initializer_list<Span> reads) {
+void VectorOf(EventKind kind, uint64_t bytes, uint64_t elements, const AscendC::LocalTensor<D>& dst, uint64_t dstCount,
+              std::initializer_list<Span> reads) {
     if (Active() == nullptr) return;
     TraceEvent e;
     e.pipe = Pipe::V;
@@ -188,8 +188,8 @@ void VectorOf(EventKind kind, uint64_t bytes, uint64_t elements, const AscendC::
 
 // LoadData (MTE1): `bytes` from L1 into L0A / L0B.
 template <typename T>
-void Load(const AscendC::LocalTensor<T>& dst, uint64_t dstCount, const AscendC::LocalTensor<T>& src,
-          uint64_t srcCount, uint64_t bytes) {
+void Load(const AscendC::LocalTensor<T>& dst, uint64_t dstCount, const AscendC::LocalTensor<T>& src, uint64_t srcCount,
+          uint64_t bytes) {
     if (Active() == nullptr) return;
     TraceEvent e;
     e.pipe = Pipe::MTE1;

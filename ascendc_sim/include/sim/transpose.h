@@ -25,11 +25,8 @@ struct TransDataTo5HDParams {
     TransDataTo5HDParams() {}
     TransDataTo5HDParams(const bool dstHighHalfIn, const bool srcHighHalfIn, const uint8_t repeatTimesIn,
                          const uint16_t dstRepStrideIn, const uint16_t srcRepStrideIn)
-        : dstHighHalf(dstHighHalfIn),
-          srcHighHalf(srcHighHalfIn),
-          repeatTimes(repeatTimesIn),
-          dstRepStride(dstRepStrideIn),
-          srcRepStride(srcRepStrideIn) {}
+        : dstHighHalf(dstHighHalfIn), srcHighHalf(srcHighHalfIn), repeatTimes(repeatTimesIn),
+          dstRepStride(dstRepStrideIn), srcRepStride(srcRepStrideIn) {}
     bool dstHighHalf = false;
     bool srcHighHalf = false;
     uint8_t repeatTimes = 1;
@@ -55,7 +52,8 @@ ascendc_sim::Span CoveringSpan(const LocalTensor<T> (&list)[NCHW_CONV_ADDR_LIST_
 
 template <typename T>
 void TransDataTo5HD(const LocalTensor<T> (&dstLocalList)[NCHW_CONV_ADDR_LIST_SIZE],
-                    const LocalTensor<T> (&srcLocalList)[NCHW_CONV_ADDR_LIST_SIZE], const TransDataTo5HDParams& params) {
+                    const LocalTensor<T> (&srcLocalList)[NCHW_CONV_ADDR_LIST_SIZE],
+                    const TransDataTo5HDParams& params) {
     // the SupportType list of TransDataTo5HD in basic_api/inner_interface/inner_kernel_operator_vec_transpose_intf.cppm
     if constexpr (detail::OneOf<T, int8_t, uint8_t>) {
         ascendc_sim::Fail(ascendc_sim::Rule::transdata_params,

@@ -246,7 +246,9 @@ void Cast(const LocalTensor<Dst>& dst, const LocalTensor<Src>& src, RoundMode mo
         src.Check(count, "Cast");
         dst.Check(count, "Cast");
         ascendc_sim::RecordVector(uint64_t(count) * (sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src)));
-        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector, uint64_t(count) * (sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src)), 0, dst, count, {ascendc_sim::trace::LocalSpan(src, count)});
+        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector,
+                                     uint64_t(count) * (sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src)), 0, dst,
+                                     count, {ascendc_sim::trace::LocalSpan(src, count)});
         for (uint32_t i = 0; i < count; ++i) {
             if constexpr (std::is_same_v<Dst, int32_t>) {
                 dst.Address()[i] = static_cast<int32_t>(detail::RoundFloat(src.Address()[i], mode));
@@ -270,7 +272,8 @@ void CompareScalar(const LocalTensor<uint8_t>& dst, const LocalTensor<T>& src, T
         src.Check(count, "CompareScalar");
         dst.Check((count + 7) / 8, "CompareScalar");
         ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
-        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0, dst, (count + 7) / 8, {ascendc_sim::trace::LocalSpan(src, count)});
+        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0, dst,
+                                     (count + 7) / 8, {ascendc_sim::trace::LocalSpan(src, count)});
         uint8_t* mask = dst.Address();
         std::memset(mask, 0, (count + 7) / 8);
         for (uint32_t i = 0; i < count; ++i) {
@@ -318,7 +321,9 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
         srcOffset.Check(count, "Gather");
         src.Check(0, "Gather");
         ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
-        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Gather, uint64_t(count) * sizeof(T), count, dst, count, {ascendc_sim::trace::LocalSpan(src, src.GetSize()), ascendc_sim::trace::LocalSpan(srcOffset, count)});
+        ascendc_sim::trace::VectorOf(
+            ascendc_sim::EventKind::Gather, uint64_t(count) * sizeof(T), count, dst, count,
+            {ascendc_sim::trace::LocalSpan(src, src.GetSize()), ascendc_sim::trace::LocalSpan(srcOffset, count)});
         const uint64_t srcBytes = uint64_t(src.GetSize()) * sizeof(T);
         const auto* base = reinterpret_cast<const uint8_t*>(src.Address());
         for (uint32_t i = 0; i < count; ++i) {
@@ -344,7 +349,8 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
         dst.Check(1, "ReduceSum");
         work.Check(1, "ReduceSum");
         ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
-        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0, dst, 1, {ascendc_sim::trace::LocalSpan(src, count)});
+        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0, dst, 1,
+                                     {ascendc_sim::trace::LocalSpan(src, count)});
         float sum = 0.0f;
         for (uint32_t i = 0; i < count; ++i) sum += static_cast<float>(src.Address()[i]);
         dst.Address()[0] = static_cast<T>(sum);

@@ -319,8 +319,8 @@ at::Tensor PackEvalWeight(const at::Tensor& weight) {
 
 // Eval: torch_npu's convolution (aclnnConvolution) on the folded W', b', then our LeakyReLU kernel, unless the
 // fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) is modelled
-// faster than this path on the DCGAN layers (benchmarks/, docs/conv_bn_kernels.md), but nothing has measured it on
-// an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. The fused kernel is groups = 1 only.
+// 1.66x / 1.42x faster than this path on DCGAN's D2 / D3 and level on D4 (benchmarks/results/fused_traffic.md),
+// but nothing has measured it on an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. The fused kernel is groups = 1 only.
 at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                              double negative_slope) {
