@@ -62,7 +62,8 @@ def check_eval_kernel(device):
     """Both eval paths (D3) finish and match the CPU: the default (torch_npu's convolution + our LeakyReLU
     kernel) and the one-launch kernel asked for by ASCEND_ACTS_EVAL_KERNEL=fused (cube-side img2col); the
     shell's timeout turns a hang into a failure. Also prints each path's median time at batch 64: the
-    measurement that decides whether the fused kernel should become the default (it is only modelled faster, or level on D4)."""
+    measurement that decides whether the fused kernel should become the default (it is only modelled faster,
+    or level on D4)."""
     torch.manual_seed(0)
     block = ascend_acts.nn.ConvBNLeakyReLU2d(64, 128, 4, 2, 1, negative_slope=0.2).eval()
     x = torch.randn(16, 64, 32, 32)
