@@ -226,19 +226,17 @@ def test_standalone_block_runs_its_children_when_hooked():
 
 
 def test_sim_eval_runs_a_layer_the_kernel_cannot_tile_on_the_reference():
-    """The eval kernel needs its W' block (16 rows x all of K) and two input bands in L1: a 128x128 DCGAN
-    discriminator's last block (512 -> 1024, 4x4, float32) has no tiling, so "sim" runs the reference for it
-    (as for groups > 1) instead of raising; the result is torch's."""
+    """The eval kernel needs an output row of 16 channels in L0C: a 1x1 layer over rows 2100 positions wide has no
+    tiling, so "sim" runs the reference for it (as for groups > 1) instead of raising; the result is torch's."""
     if ascend_acts.backends.unavailable_reason("sim") is not None:
         pytest.skip("sim backend not built")
     from ascend_acts.backends import sim
 
-    assert not sim.conv_bn_leaky_relu_eval_has_tiling((1, 512, 8, 8), (1024, 512, 4, 4), (2, 2), (1, 1, 1, 1),
-                                                      (1, 1), 4)
+    assert not sim.conv_bn_leaky_relu_eval_has_tiling((1, 3, 2, 2100), (8, 3, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4)
     torch.manual_seed(0)
-    seq = nn.Sequential(nn.Conv2d(512, 1024, 4, 2, 1, bias=False), nn.BatchNorm2d(1024), nn.LeakyReLU(0.2)).eval()
+    seq = nn.Sequential(nn.Conv2d(3, 8, 1, bias=False), nn.BatchNorm2d(8), nn.LeakyReLU(0.2)).eval()
     seq[1].running_var.uniform_(0.5, 2.0)
-    x = torch.randn(1, 512, 8, 8)
+    x = torch.randn(1, 3, 2, 2100)
     converted = ascend_acts.convert(copy.deepcopy(seq))
     with ascend_acts.use_backend("sim"):
         out = converted(x)

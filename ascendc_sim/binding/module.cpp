@@ -341,6 +341,7 @@ PYBIND11_MODULE(_sim, m) {
         .def_readonly("k_chunk", &ConvBnLeakyReluEvalTiling::kChunk)
         .def_readonly("weight_slice_k", &ConvBnLeakyReluEvalTiling::weightSliceK)
         .def_readonly("weight_slices", &ConvBnLeakyReluEvalTiling::weightSlices)
+        .def_readonly("weight_streamed", &ConvBnLeakyReluEvalTiling::weightStreamed)
         .def_readonly("tile_rows", &ConvBnLeakyReluEvalTiling::tileRows)
         .def_readonly("tiles_per_image", &ConvBnLeakyReluEvalTiling::tilesPerImage)
         .def_readonly("tile_positions", &ConvBnLeakyReluEvalTiling::tilePositions)

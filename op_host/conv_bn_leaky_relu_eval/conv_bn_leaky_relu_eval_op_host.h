@@ -1,5 +1,5 @@
 // CANN host glue of ActsConvBnLeakyReluEval (y = leaky_relu(conv2d(x, W') + b') in one MIX launch, W' and b'
-// BN-folded by the caller and W' packed into the cube's ZZ fractal layout (M1, C1, kh, kw, 16, C0); groups = 1,
+// BN-folded by the caller and W' packed in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0); groups = 1,
 // NCHW): the output shape, and the TilingFunc, which runs our pure tiling and asks for its GM rings.
 // Written from CANN's documented interfaces; it needs the CANN toolkit to compile.
 #pragma once
@@ -27,10 +27,10 @@ inline bool CubePlatformOf(const platform_ascendc::PlatformAscendC& platform, as
 // silent misread of its bytes).
 inline bool PackedWeightMatches(const gert::Shape& w, const ascend_acts::ConvGeometry& g, uint32_t dtypeSize) {
     const int64_t c0 = 32 / dtypeSize;
-    const int64_t expected[6] = {(int64_t(g.outChannels) + 15) / 16,
-                                 (int64_t(g.inChannels) + c0 - 1) / c0,
+    const int64_t expected[6] = {(int64_t(g.inChannels) + c0 - 1) / c0,
                                  int64_t(g.kernelH),
                                  int64_t(g.kernelW),
+                                 (int64_t(g.outChannels) + 15) / 16,
                                  16,
                                  c0};
     if (w.GetDimNum() != 6) return false;
@@ -40,7 +40,7 @@ inline bool PackedWeightMatches(const gert::Shape& w, const ascend_acts::ConvGeo
     return true;
 }
 
-// Inputs: x (N, C_in, H, W), weight (M1, C1, kh, kw, 16, C0), bias (C_out,) float. Attributes: strides (h, w),
+// Inputs: x (N, C_in, H, W), weight (C1, kh, kw, M1, 16, C0), bias (C_out,) float. Attributes: strides (h, w),
 // pads (top, bottom, left, right), dilations (h, w), negative_slope.
 inline ge::graphStatus ConvBnLeakyReluEvalTilingFunc(gert::TilingContext* context) {
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());

@@ -1,15 +1,16 @@
 // Tiling of the eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU (cube-side img2col, MIX AIC:AIV 1:2):
-// the Cout block Mb, the output tile, the K chunk, the UB passes and the GM rings. The layouts and the work
-// decomposition are described in op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h.
+// the Cout block Mb, whether its W' stays in L1 or streams, the output tile, the images per item, the K chunk,
+// the UB passes and the GM rings. The layouts and the work decomposition are described in
+// op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h.
 //
-// Choice, in order:
-//   1. Mb in 128, 64, 32, 16 (capped at Cout rounded up to 16): the largest whose W' block
-//      (Mb x K1*C0) and two input bands fit L1, so the block stays in L1 (weight-stationary);
-//   2. for that Mb, the tallest tile (whole output rows) whose Mb x Npad float result fits L0C twice
-//      (else once), whose band fits L1 and the LoadData / Mmad / Fixpipe field widths;
-//   3. enough items for every AI core: shorter tiles, then a smaller Mb, until items >= AI cores
-//      (else the configuration with the most items);
-//   4. kc, the largest multiple of C0 with Mb x kc (L0A) and kc x Npad (L0B) fitting twice.
+// Every shape that fits the platform is a candidate: Mb in 128, 64, 32, 16 (capped at Cout rounded up to 16), W'
+// resident (weight-stationary: the block and two input bands fit L1; streamed, two K slices of the block and two
+// bands in L1, only when no resident block fits), output tiles of whole rows (several whole images per item where
+// a tile is a whole image), L0C double-buffered where two results fit. The candidate with the fewest estimated
+// cycles on the busiest AI core wins (EstimatedCycles: per item the slowest of the cube's pipes and the AIVs'
+// copies, at the platform's documented rates, times the item rounds; an estimate to rank tilings,
+// benchmarks/perf_model.py is the judge). kc: the largest multiple of C0 with the item's positions x kc (L0A) and
+// kc x Mb (L0B) fitting twice, and kc / C0 x Mb / 16 fractals within one LoadData 2D.
 // Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes.
 #pragma once
 
@@ -54,24 +55,27 @@ inline uint64_t PrologueUbBytes(uint32_t rows, uint32_t groups, uint32_t width, 
     return 4ull * groups * c0 * pitch * dtypeSize;
 }
 
-// UB bytes of an AIV's epilogue (`rows` output-slot rows of Npad): float in, T out, both double-buffered,
-// and the block's biases.
+// UB bytes of an AIV's epilogue (`rows` channels of `positions`): the slot's columns in (whole 32-byte blocks of
+// float per position) double-buffered, their transpose, T out double-buffered, and the block's biases.
 inline uint64_t EpilogueUbBytes(uint32_t rows, uint32_t positions, uint32_t blockRows, uint32_t dtypeSize) {
-    return 2ull * rows * positions * 4 + 2ull * rows * positions * dtypeSize + RoundUp(blockRows * 4, 32);
+    const uint64_t columns = RoundUp(rows, 8);
+    return 3ull * columns * positions * 4 + 2ull * rows * positions * dtypeSize + RoundUp(blockRows * 4, 32);
 }
 
-// The W' block's slices and two input bands (an item's: one per image).
+// The W' block's slice buffers and two input bands (an item's: one per image).
 inline uint64_t L1Bytes(const ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize) {
-    const uint64_t weights = uint64_t(t.blockRows) * t.weightSlices * t.weightSliceK * dtypeSize;
+    const uint64_t weights = uint64_t(t.blockRows) * WeightBuffers(t) * t.weightSliceK * dtypeSize;
     const uint64_t band = uint64_t(t.channelGroups) * t.c0 * t.bandRows * t.conv.width * dtypeSize;
     return weights + 2 * band * t.imagesPerItem;
 }
 
-// Fills the tile-dependent fields for (Mb, tileRows, t.imagesPerItem); false when they do not fit the platform.
-inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t tileRows, uint32_t dtypeSize,
-                     const CubePlatform& p) {
+// Fills the tile-dependent fields for (Mb, W' streamed or not, tileRows, t.imagesPerItem); false when they do not
+// fit the platform.
+inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, bool streamed, uint32_t tileRows,
+                     uint32_t dtypeSize, const CubePlatform& p) {
     const ConvGeometry& g = t.conv;
     t.blockRows = blockRows;
+    t.weightStreamed = streamed ? 1 : 0;
     t.coutBlocks = CeilDiv(g.outChannels, blockRows);
     t.tileRows = tileRows;
     t.tilesPerImage = CeilDiv(g.outHeight, tileRows);
@@ -84,18 +88,28 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     if (uint64_t(t.bandRows) * g.width > kMaxU16 || uint64_t(t.bandRows) > kMaxU16) return false;
     if (uint64_t(blockRows) * itemPositions * 4 > p.l0cBytes) return false;
     t.l0cBuffers = 2 * uint64_t(blockRows) * itemPositions * 4 <= p.l0cBytes ? 2 : 1;
-    // kc: double-buffered L0A (Mb x kc) and L0B (kc x the item's Npad); whole fractals a LoadData 2D repeat moves
+    // kc: double-buffered L0A (the item's positions x kc) and L0B (kc x Mb); one LoadData 2D moves a chunk's
+    // kc / C0 x Mb / 16 W' fractals
     const uint32_t kPadded = t.kFractals * t.c0;
-    uint64_t fractals = p.l0aBytes / (2ull * blockRows * t.c0 * dtypeSize);
-    const uint64_t byL0b = p.l0bBytes / (2ull * itemPositions * t.c0 * dtypeSize);
+    uint64_t fractals = p.l0aBytes / (2ull * itemPositions * t.c0 * dtypeSize);
+    const uint64_t byL0b = p.l0bBytes / (2ull * blockRows * t.c0 * dtypeSize);
     fractals = byL0b < fractals ? byL0b : fractals;
-    fractals = fractals < kMaxLoad2dRepeat ? fractals : kMaxLoad2dRepeat;
+    fractals = fractals < kMaxLoad2dRepeat / (blockRows / 16) ? fractals : kMaxLoad2dRepeat / (blockRows / 16);
     fractals = fractals < kMaxMmadSide / t.c0 ? fractals : kMaxMmadSide / t.c0;
     fractals = fractals < t.kFractals ? fractals : t.kFractals;
     if (fractals == 0) return false;
     t.kChunk = static_cast<uint32_t>(fractals) * t.c0;
     const uint32_t chunks = CeilDiv(kPadded, t.kChunk);
-    t.weightSliceK = CeilDiv(chunks, kMaxWeightSlices) * t.kChunk;
+    if (streamed) {  // the longest slices two buffers of which fit L1 beside the bands
+        const uint64_t bands = 2ull * t.channelGroups * t.c0 * t.bandRows * g.width * dtypeSize * t.imagesPerItem;
+        const uint64_t chunkBytes = uint64_t(kStreamBuffers) * blockRows * t.kChunk * dtypeSize;
+        uint64_t perSlice = bands < p.l1Bytes ? (p.l1Bytes - bands) / chunkBytes : 0;
+        perSlice = perSlice < chunks ? perSlice : chunks;
+        if (perSlice == 0) return false;
+        t.weightSliceK = static_cast<uint32_t>(perSlice) * t.kChunk;
+    } else {
+        t.weightSliceK = CeilDiv(chunks, kMaxWeightSlices) * t.kChunk;
+    }
     t.weightSlices = CeilDiv(kPadded, t.weightSliceK);
     if (L1Bytes(t, dtypeSize) > p.l1Bytes) return false;
     // UB: half for the prologue, half for the epilogue, each in as many passes as it takes
@@ -114,7 +128,7 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
         ++t.prologueGroups;
     }
     t.epilogueRows = 0;
-    for (uint32_t rows = CeilDiv(blockRows, 2); rows >= 1; --rows) {
+    for (uint32_t rows = RoundUp(CeilDiv(blockRows, 2), 8); rows >= 1; --rows) {
         if (EpilogueUbBytes(rows, t.itemPositions, blockRows, dtypeSize) <= p.ubBytes / 2) {
             t.epilogueRows = rows;
             break;
@@ -125,50 +139,78 @@ inline bool TryShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t 
     return true;
 }
 
-// The cube's time for an item of `images` whole images, in cycles at the platform's documented rates (CANN's
-// platform_config .ini: l1_to_l0_a_rate=512, l1_to_l0_b_rate=256 bytes per cycle; one 16 x 16 x C0 fractal
-// Mmad per cycle): MTE1 moves the W' block into L0A once per item and every image's img2col into L0B, and the
-// M pipe's Mmads overlap it.
-inline double ItemCubeCycles(const ConvBnLeakyReluEvalTiling& t, uint32_t images, uint32_t dtypeSize) {
-    const double kPadded = double(t.kFractals) * t.c0;
-    const double mte1 = t.blockRows * kPadded * dtypeSize / 512 + images * kPadded * t.tilePositions * dtypeSize / 256;
-    const double mmad = images * double(t.blockRows) * t.tilePositions * kPadded / (256.0 * t.c0);
-    return mte1 > mmad ? mte1 : mmad;
+// Rates for ranking tilings, per cycle of one AI core, from CANN 8.1's platform_config/Ascend910B1.ini
+// [AICoreMemoryRates] (l1_to_l0_a_rate, l1_to_l0_b_rate, l2_read_rate, l2_write_rate, ub_to_l2_rate) and one
+// 16 x 16 x C0 fractal Mmad per cycle; the per-instruction issue cost and the cube's efficiency are assumptions
+// (the perf model's).
+constexpr double kL0aBytesPerCycle = 512, kL0bBytesPerCycle = 256, kL2ReadBytesPerCycle = 110, kHbmBytesPerCycle = 32;
+constexpr double kFixpipeBytesPerCycle = 86, kUbToGmBytesPerCycle = 64, kIssueCycles = 16, kCubeEfficiency = 0.8;
+// L2 bytes per cycle the whole chip moves: an assumption (no .ini gives it), the perf model's 4 TB/s at 1.85 GHz
+constexpr double kChipL2BytesPerCycle = 2160;
+
+inline double Larger(double a, double b) { return a > b ? a : b; }
+
+// Estimated cycles of the busiest AI core: item rounds times an item's slowest pipe (the cube's MTE1 / M / MTE2 /
+// FIX, the AIVs' copies, each with its instructions' issue cost), plus one item's AIV work (the ring's fill and
+// drain) and, weight-stationary, the W' blocks a core's range loads. A core's first W' block comes from HBM
+// (ddr_read_rate): every core starts at once, nothing is in L2 yet. Single-buffered L0C serialises Fixpipe with
+// the next item's Mmads. Never less than the launch's GM bytes at the chip's L2 rate.
+inline double EstimatedCycles(const ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize, uint32_t cores) {
+    const ConvGeometry& g = t.conv;
+    const double images = t.imagesPerItem, npad = t.tilePositions, mb = t.blockRows, size = dtypeSize;
+    const double kPadded = double(t.kFractals) * t.c0, chunks = CeilDiv(t.kFractals * t.c0, t.kChunk);
+    const double blockBytes = mb * kPadded * size;
+    const double bandBytes = images * t.channelGroups * t.c0 * double(t.bandRows) * g.width * size;
+    const double resultBytes = mb * images * npad * 4;
+    const double mmad = images * mb * npad * kPadded / (256.0 * t.c0 * kCubeEfficiency) + chunks * kIssueCycles;
+    // img2col into L0A (one LoadData 3Dv2 per image and chunk), W' into L0B (one LoadData 2D per chunk)
+    const double mte1 = images * kPadded * npad * size / kL0aBytesPerCycle + blockBytes / kL0bBytesPerCycle +
+                        chunks * (images + 1) * kIssueCycles;
+    const double mte2 = (bandBytes + (t.weightStreamed ? blockBytes : 0)) / kL2ReadBytesPerCycle +
+                        (1 + (t.weightStreamed ? t.weightSlices * mb / 16 : 0)) * kIssueCycles;
+    const double fix = resultBytes / kFixpipeBytesPerCycle;
+    // each AIV: half the band in and out (prologue), half the result in and half of y out (epilogue)
+    const double aivIn = (bandBytes + resultBytes) / 2 / kL2ReadBytesPerCycle;
+    const double aivOut = (bandBytes + mb * images * npad * size) / 2 / kUbToGmBytesPerCycle;
+    const double aiv = Larger(aivIn, aivOut);
+    double item = Larger(Larger(mmad, mte1), Larger(Larger(mte2, fix), aiv));
+    if (t.l0cBuffers == 1) item += fix;
+    const uint32_t rounds = CeilDiv(t.workItems, cores);
+    double weights = blockBytes / kHbmBytesPerCycle - (t.weightStreamed ? blockBytes / kL2ReadBytesPerCycle : 0);
+    if (!t.weightStreamed) {  // a range of `rounds` items touches at most this many blocks
+        const uint32_t perBlock = t.workItems / t.coutBlocks;
+        weights += CeilDiv(rounds, perBlock) * blockBytes / kL2ReadBytesPerCycle;
+    }
+    // every GM byte: x in and the slot out and in (AIVs, AIC), W', the result ring out and in, y out
+    const double items = t.workItems;
+    const double gmBytes = items * (3 * bandBytes + 2 * resultBytes) +
+                           (t.weightStreamed ? items : double(cores)) * blockBytes +
+                           double(g.batch) * g.outChannels * g.outHeight * g.outWidth * size;
+    return Larger(rounds * item + aiv + weights, gmBytes / kChipL2BytesPerCycle);
 }
 
-// Whole-image tiles: the images per item G that minimise the busiest AI core's cube time (its item rounds times
-// an item's time: more images per item share one trip of the W' block into L0A), keeping L0C double-buffered
-// when it was and an item for every AI core that had one. Fewer items also mean fewer, longer instructions and
-// flag round trips everywhere.
-inline void ChooseImagesPerItem(ConvBnLeakyReluEvalTiling& t, uint32_t dtypeSize, const CubePlatform& p) {
-    if (t.tilesPerImage != 1) return;
-    ConvBnLeakyReluEvalTiling best = t;
-    double bestCost = CeilDiv(t.workItems, p.cubeCoreNum) * ItemCubeCycles(t, 1, dtypeSize);
-    for (uint32_t images = 2; images <= t.conv.batch; ++images) {
-        ConvBnLeakyReluEvalTiling candidate = t;
-        candidate.imagesPerItem = images;
-        if (!TryShape(candidate, t.blockRows, t.tileRows, dtypeSize, p)) break;  // larger G only needs more
-        if (candidate.l0cBuffers < t.l0cBuffers) break;
-        const uint32_t enough = t.workItems < p.cubeCoreNum ? t.workItems : p.cubeCoreNum;
-        if (candidate.workItems < enough) break;  // every AI core keeps an item
-        const double cost = CeilDiv(candidate.workItems, p.cubeCoreNum) * ItemCubeCycles(candidate, images, dtypeSize);
-        if (cost < bestCost) {
-            best = candidate;
-            bestCost = cost;
+// The cheapest shape for (Mb, W' streamed or not) over the tile heights and images per item; false when none fits.
+inline bool CheapestShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, bool streamed, uint32_t dtypeSize,
+                          const CubePlatform& p) {
+    bool found = false;
+    double bestCost = 0;
+    ConvBnLeakyReluEvalTiling best{};
+    for (uint32_t rows = t.conv.outHeight; rows >= 1; --rows) {
+        for (uint32_t images = 1; images <= t.conv.batch; ++images) {
+            ConvBnLeakyReluEvalTiling candidate = t;
+            candidate.imagesPerItem = images;
+            // larger G needs only more of everything; several images only as whole-image tiles
+            if (!TryShape(candidate, blockRows, streamed, rows, dtypeSize, p)) break;
+            const double cost = EstimatedCycles(candidate, dtypeSize, p.cubeCoreNum);
+            if (!found || cost < bestCost) {
+                best = candidate;
+                bestCost = cost;
+                found = true;
+            }
         }
     }
-    t = best;
-}
-
-// The tallest tile that fits for Mb, preferring a double-buffered L0C; false when none fits.
-inline bool TallestTile(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, uint32_t dtypeSize, const CubePlatform& p) {
-    uint32_t single = 0;
-    for (uint32_t rows = t.conv.outHeight; rows >= 1; --rows) {
-        if (!TryShape(t, blockRows, rows, dtypeSize, p)) continue;
-        if (t.l0cBuffers == 2) return true;
-        single = single == 0 ? rows : single;
-    }
-    return single != 0 && TryShape(t, blockRows, single, dtypeSize, p);
+    if (found) t = best;
+    return found;
 }
 
 }  // namespace conv_eval_tiling
@@ -202,27 +244,29 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     if (uint64_t(plan.channelGroups) * plan.c0 > kMaxU16) return false;  // LoadData 3Dv2 channelSize
     plan.kFractals = plan.channelGroups * g.kernelH * g.kernelW;
     if (uint64_t(plan.kFractals) * plan.c0 > kMaxU16) return false;  // kStartPt / kExtension
+    // a W' slice's DataCopy steps over the other Cout fractals of a K fractal in 32-byte blocks: uint16_t srcStride
+    if (uint64_t(CeilDiv(g.outChannels, kFractalRows)) * 16 > kMaxU16) return false;
     plan.negativeSlope = negativeSlope;
     plan.imagesPerItem = 1;
 
     bool found = false;
+    double bestCost = 0;
     ConvBnLeakyReluEvalTiling best{};
     uint32_t first = RoundUp(g.outChannels, kFractalRows);
     first = first < kMaxBlockRows ? first : kMaxBlockRows;
-    for (uint32_t rows = first; rows >= kFractalRows; rows = rows == kFractalRows ? 0 : RoundUp(rows / 2, 16)) {
-        ConvBnLeakyReluEvalTiling candidate = plan;
-        if (!TallestTile(candidate, rows, dtypeSize, p)) continue;
-        // shorter tiles until every AI core has an item
-        for (uint32_t tileRows = candidate.tileRows; candidate.workItems < p.cubeCoreNum && tileRows > 1;) {
-            ConvBnLeakyReluEvalTiling shorter = candidate;
-            if (TryShape(shorter, rows, --tileRows, dtypeSize, p)) candidate = shorter;
+    for (int streamed = 0; streamed < 2 && !found; ++streamed) {  // streamed W' only where no block fits L1
+        for (uint32_t rows = first; rows >= kFractalRows; rows = rows == kFractalRows ? 0 : RoundUp(rows / 2, 16)) {
+            ConvBnLeakyReluEvalTiling candidate = plan;
+            if (!CheapestShape(candidate, rows, streamed == 1, dtypeSize, p)) continue;
+            const double cost = EstimatedCycles(candidate, dtypeSize, p.cubeCoreNum);
+            if (!found || cost < bestCost) {  // ties keep the earlier: resident W', larger Mb
+                best = candidate;
+                bestCost = cost;
+                found = true;
+            }
         }
-        if (!found || candidate.workItems > best.workItems) best = candidate;
-        found = true;
-        if (best.workItems >= p.cubeCoreNum) break;
     }
     if (!found) return false;
-    ChooseImagesPerItem(best, dtypeSize, p);
     best.blockDim = best.workItems < p.cubeCoreNum ? best.workItems : p.cubeCoreNum;
     best.inputSlotBytes = RoundUp(
         best.imagesPerItem * best.channelGroups * best.c0 * best.bandRows * g.width * dtypeSize, kSlotAlign);

@@ -6,12 +6,16 @@
 //                 (clipped to the image; padding comes from LoadData 3Dv2's padList, not from data), NCHW ->
 //                 [rows][W][C0] with TransDataTo5HD, to the input slot as [C1][rows][W][C0]; IN_READY.
 //   AIC           the slot -> L1 (double-buffered band), IN_FREE; the item's W' block -> L1 when it differs from
-//                 the resident one (slice by slice, each just before its first Mmad); per K chunk: LoadData 3Dv2
-//                 (img2col of the band) -> L0B, LoadData 2D (whole W' fractals) -> L0A, Mmad into L0C in float32;
-//                 Fixpipe L0C -> the output slot [Mb][Npad] row-major float; OUT_READY.
-//   AIV epilogue  (both AIVs, half of the block's rows each): the slot -> UB, OUT_FREE; + b'[row] (Adds per row:
-//                 the cube's bias table adds a bias per column, and the columns are positions here), LeakyRelu,
-//                 one rounding to T, DataCopyPad into y (rows = channels, positions contiguous in NCHW).
+//                 the resident one (slice by slice, each just before its first Mmad), or, streamed, each K slice
+//                 into one of two L1 buffers while the cube works on the other; per K chunk: LoadData 3Dv2
+//                 (img2col of every image's band) -> L0A as one (G * Npad) x kc matrix, one LoadData 2D (the
+//                 chunk's W' fractals) -> L0B, one Mmad into L0C in float32 (positions x channels, as CANN's own
+//                 convolutions put the feature map on A: L0A fills at twice L0B's rate, and all G images share
+//                 one Mmad); Fixpipe L0C -> the output slot [G * Npad][Mb] row-major float; OUT_READY.
+//   AIV epilogue  (both AIVs, half of the block's channels each): the slot's columns -> UB, OUT_FREE;
+//                 TransDataTo5HD to channel rows; + b'[channel] (Adds per row, after the float32 sum as torch
+//                 adds it, not from the bias table, which would start the sum at b'), LeakyRelu, one rounding to
+//                 T, DataCopyPad into y (rows = channels, positions contiguous in NCHW).
 // The AIVs run prologue(j) then epilogue(j - 1), so the cube works on item j while they prepare item j + 1.
 //
 // `Sync` is the cross-core flag policy: CrossCoreFlags for the product; tests/sim_kernels/ instantiates the
@@ -54,8 +58,9 @@ class ConvBnLeakyReluEvalKernel {
     static constexpr uint32_t kC0 = 32 / sizeof(T);
     static constexpr uint32_t kFractal = 16 * kC0;  // elements of a 512-byte fractal
     static constexpr uint32_t kSlots = conv_eval_tiling::kRingSlots;
-    static constexpr uint32_t kPositionsPerRepeat = 16;  // TransDataTo5HD: 16 blocks of C0 channels per repeat
-    static constexpr uint32_t kMaxRepeats = 255;         // TransDataTo5HDParams::repeatTimes is a uint8_t
+    static constexpr uint32_t kPositionsPerRepeat = 16;   // TransDataTo5HD: 16 blocks of C0 channels per repeat
+    static constexpr uint32_t kMaxRepeats = 255;          // TransDataTo5HDParams::repeatTimes is a uint8_t
+    static constexpr uint32_t kChannelsPerTranspose = 8;  // epilogue: float channels of one 32-byte block
 
 public:
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR workspace,
@@ -101,29 +106,39 @@ private:
     // ---------------------------------------------------------------- cube core (AIC) ------------------------
     __aicore__ inline void InitCube() {
         const uint32_t weightSlice = t_.blockRows * t_.weightSliceK * sizeof(T);
-        pipe_.InitBuffer(weightL1_, t_.weightSlices, weightSlice);
+        pipe_.InitBuffer(weightL1_, conv_eval_tiling::WeightBuffers(t_), weightSlice);
         pipe_.InitBuffer(bandL1_, 2, t_.inputSlotBytes);
-        pipe_.InitBuffer(weightL0_, 2, t_.blockRows * t_.kChunk * sizeof(T));
-        pipe_.InitBuffer(columnsL0_, 2, t_.kChunk * t_.itemPositions * sizeof(T));
+        pipe_.InitBuffer(columnsL0_, 2, t_.itemPositions * t_.kChunk * sizeof(T));
+        pipe_.InitBuffer(weightL0_, 2, t_.kChunk * t_.blockRows * sizeof(T));
         pipe_.InitBuffer(resultL0c_, t_.l0cBuffers, t_.blockRows * t_.itemPositions * sizeof(float));
     }
 
     __aicore__ inline void RunCube() {
         if (itemCount_ == 0) return;
-        // the first W' block before the first wait for the AIVs: its copy overlaps their first prologue
+        // the first W' slice before the first wait for the AIVs: its copy overlaps their first prologue
         const conv_eval_tiling::ConvTile first = conv_eval_tiling::TileOf(t_, firstItem_);
-        ReleaseWeights(first.block);
-        for (uint32_t s = 0; s < t_.weightSlices; ++s)
-            LoadWeightSlice(s, conv_eval_tiling::CeilDiv(first.channels, 16));
+        if (t_.weightStreamed) {
+            streamed_[0] = LoadWeightSlice(first.block, 0, conv_eval_tiling::CeilDiv(first.channels, 16));
+        } else {
+            ReleaseWeights(first.block);
+            for (uint32_t s = 0; s < t_.weightSlices; ++s) {
+                weightSlice_[s] = LoadWeightSlice(first.block, s, conv_eval_tiling::CeilDiv(first.channels, 16));
+                sliceLoaded_[s] = true;
+            }
+        }
         FetchBand(0);
+        const uint32_t kPadded = t_.kFractals * kC0;
         for (uint32_t j = 0; j < itemCount_; ++j) {
             AscendC::LocalTensor<T> band = bandL1_.template DeQue<T>();
             const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-            if (tile.block != residentBlock_) ReleaseWeights(tile.block);
+            if (!t_.weightStreamed && tile.block != residentBlock_) ReleaseWeights(tile.block);
             AscendC::LocalTensor<float> result = resultL0c_.template AllocTensor<float>();
-            const uint32_t kPadded = t_.kFractals * kC0;
-            for (uint32_t kStart = 0; kStart < kPadded; kStart += t_.kChunk) {
-                MultiplyChunk(result, band, tile, kStart, kStart == 0);
+            for (uint32_t s = 0; s < t_.weightSlices; ++s) {
+                const AscendC::LocalTensor<T> slice = t_.weightStreamed ? StreamSlice(j, s) : ResidentSlice(tile, s);
+                const uint32_t sliceEnd = (s + 1) * t_.weightSliceK < kPadded ? (s + 1) * t_.weightSliceK : kPadded;
+                for (uint32_t kStart = s * t_.weightSliceK; kStart < sliceEnd; kStart += t_.kChunk) {
+                    MultiplyChunk(result, band, slice, s, tile, kStart, kStart == 0);
+                }
             }
             bandL1_.FreeTensor(band);
             // after this item's Mmads are issued, so its wait for the next band holds none of them; the copy
@@ -134,7 +149,11 @@ private:
             WriteResult(result, tile, j);
             resultL0c_.FreeTensor(result);
         }
-        ReleaseWeights(residentBlock_);
+        if (t_.weightStreamed) {
+            weightL1_.FreeTensor(streamed_[(itemCount_ * t_.weightSlices - 1) % conv_eval_tiling::kStreamBuffers]);
+        } else {
+            ReleaseWeights(residentBlock_);
+        }
     }
 
     // The AIVs' input slot of item j (its images' bands) -> an L1 band buffer (queued for the LoadData 3Dv2s).
@@ -161,54 +180,79 @@ private:
         residentBlock_ = block;
     }
 
-    // Slice s of the resident block's W' (K elements [s * sliceK, ...)) -> L1, laid out [Mb/16][slice fractals].
-    __aicore__ inline void LoadWeightSlice(uint32_t s, uint32_t rowFractals) {
+    // Slice s of the resident block (loaded on its first use).
+    __aicore__ inline AscendC::LocalTensor<T> ResidentSlice(const conv_eval_tiling::ConvTile& tile, uint32_t s) {
+        if (!sliceLoaded_[s]) {
+            weightSlice_[s] = LoadWeightSlice(tile.block, s, conv_eval_tiling::CeilDiv(tile.channels, 16));
+            sliceLoaded_[s] = true;
+        }
+        return weightSlice_[s];
+    }
+
+    // Slice s of item j's block, streamed: slice q = j * slices + s of the core's stream is in buffer q % 2 (loaded
+    // while q - 1 was in use); q - 1's buffer is free once q starts, and q + 1 (the next item's first slice after
+    // an item's last) loads into it now, behind the Mmads of q.
+    __aicore__ inline AscendC::LocalTensor<T> StreamSlice(uint32_t j, uint32_t s) {
+        constexpr uint32_t kBuffers = conv_eval_tiling::kStreamBuffers;
+        const uint32_t q = j * t_.weightSlices + s;
+        if (q > 0) weightL1_.FreeTensor(streamed_[(q - 1) % kBuffers]);
+        const uint32_t nextItem = s + 1 < t_.weightSlices ? j : j + 1;
+        if (nextItem < itemCount_) {
+            const conv_eval_tiling::ConvTile next = conv_eval_tiling::TileOf(t_, firstItem_ + nextItem);
+            streamed_[(q + 1) % kBuffers] = LoadWeightSlice(next.block, (q + 1) % t_.weightSlices,
+                                                            conv_eval_tiling::CeilDiv(next.channels, 16));
+        }
+        return streamed_[q % kBuffers];
+    }
+
+    // Slice s of `block`'s W' (K elements [s * sliceK, ...)) -> L1, laid out [slice fractals][row fractals]: B's
+    // ZN order (K-fractal-major), so a K chunk of it is one run of whole fractals for LoadData 2D.
+    __aicore__ inline AscendC::LocalTensor<T> LoadWeightSlice(uint32_t block, uint32_t s, uint32_t rowFractals) {
         const uint32_t sliceFractals = t_.weightSliceK / kC0, first = s * sliceFractals;
         const uint32_t width = t_.kFractals - first < sliceFractals ? t_.kFractals - first : sliceFractals;
         AscendC::LocalTensor<T> slice = weightL1_.template AllocTensor<T>();
-        const uint64_t origin = (uint64_t(residentBlock_) * (t_.blockRows / 16) * t_.kFractals + first) * kFractal;
-        // a fractal is 512 bytes = 16 blocks of 32; rows of the block are K1 fractals apart in GM
-        AscendC::DataCopy(slice, weightGm_[origin],
-                          AscendC::DataCopyParams(uint16_t(rowFractals), uint16_t(width * 16),
-                                                  uint16_t((t_.kFractals - width) * 16), 0));
+        // a fractal is 512 bytes = 16 blocks of 32; per K fractal, the block's row fractals are contiguous in GM
+        // (M1 apart from the next K fractal's) and land contiguous in L1
+        const uint32_t m1 = conv_eval_tiling::CeilDiv(t_.conv.outChannels, 16);
+        const uint64_t origin = (uint64_t(first) * m1 + block * (t_.blockRows / 16)) * kFractal;
+        AscendC::DataCopy(
+            slice, weightGm_[origin],
+            AscendC::DataCopyParams(uint16_t(width), uint16_t(rowFractals * 16), uint16_t((m1 - rowFractals) * 16), 0));
         weightL1_.EnQue(slice);
-        weightSlice_[s] = weightL1_.template DeQue<T>();
-        sliceLoaded_[s] = true;
+        return weightL1_.template DeQue<T>();
     }
 
-    // C (+)= W'[block rows][kStart, kStart + kc) * img2col(band)[kStart, kStart + kc)[positions], per image of
-    // the item: its columns in its own L0B region, its C in its own L0C region. L0C holds C n-block-major, so the
-    // images' regions side by side are one rows x (images * Npad) matrix for the Fixpipe; the W' chunk in L0A
-    // serves every image.
+    // C (+)= img2col(band)[positions][kStart, kStart + kc) * W'[block rows][kStart, kStart + kc)^T for all of the
+    // item's images at once: image i's img2col fills m-fractal rows [i * Npad / 16, ...) of L0A (ZZ is
+    // m-fractal-major, so the images' regions are one (G * Npad) x kc matrix), the W' chunk is L0B's kc x Mb.
     __aicore__ inline void MultiplyChunk(const AscendC::LocalTensor<float>& result, const AscendC::LocalTensor<T>& band,
+                                         const AscendC::LocalTensor<T>& slice, uint32_t s,
                                          const conv_eval_tiling::ConvTile& tile, uint32_t kStart, bool first) {
         const uint32_t kPadded = t_.kFractals * kC0;
         const uint32_t k = kPadded - kStart < t_.kChunk ? kPadded - kStart : t_.kChunk;
         const uint32_t rowFractals = conv_eval_tiling::CeilDiv(tile.channels, 16);
-        const uint32_t npad = tile.paddedPositions, rows = rowFractals * 16;
+        const uint32_t npad = tile.paddedPositions;
         const uint32_t bandElements = t_.channelGroups * kC0 * tile.inRows * t_.conv.width;
         AscendC::LocalTensor<T> columns = columnsL0_.template AllocTensor<T>();
         for (uint32_t i = 0; i < tile.images; ++i)
-            LoadColumns(columns[i * k * npad], band[i * bandElements], tile, kStart, k);
+            LoadColumns(columns[i * npad * k], band[i * bandElements], tile, kStart, k);
         columnsL0_.EnQue(columns);
         AscendC::LocalTensor<T> weights = weightL0_.template AllocTensor<T>();
-        LoadWeights(weights, rowFractals, kStart, k);
+        LoadWeights(weights, slice, s, rowFractals, kStart, k);
         weightL0_.EnQue(weights);
         columns = columnsL0_.template DeQue<T>();
         weights = weightL0_.template DeQue<T>();
         AscendC::MmadParams params;
-        params.m = uint16_t(rows);
-        params.n = uint16_t(npad);
+        params.m = uint16_t(tile.images * npad);
+        params.n = uint16_t(rowFractals * 16);
         params.k = uint16_t(k);
         params.cmatrixInitVal = first;  // the first chunk starts C at 0, the others accumulate
-        for (uint32_t i = 0; i < tile.images; ++i) {
-            AscendC::Mmad(result[i * rows * npad], weights, columns[i * k * npad], params);
-        }
+        AscendC::Mmad(result, columns, weights, params);
         columnsL0_.FreeTensor(columns);
         weightL0_.FreeTensor(weights);
     }
 
-    // img2col of the band into L0B (K x N, ZN): the tile's padding rows and the image's padding columns from
+    // img2col of the band into L0A (M x K, ZZ): the tile's padding rows and the image's padding columns from
     // padList, K order (c1, kh, kw, c0) as W' is packed.
     __aicore__ inline void LoadColumns(const AscendC::LocalTensor<T>& columns, const AscendC::LocalTensor<T>& band,
                                        const conv_eval_tiling::ConvTile& tile, uint32_t kStart, uint32_t k) {
@@ -222,33 +266,26 @@ private:
         AscendC::LoadData(columns, band, params);
     }
 
-    // W' rows of the block, K [kStart, kStart + k) -> L0A (M x K, ZZ): one LoadData 2D of whole fractals per
-    // 16-row fractal row, from the slice that holds them (loaded on its first use).
-    __aicore__ inline void LoadWeights(const AscendC::LocalTensor<T>& weights, uint32_t rowFractals, uint32_t kStart,
-                                       uint32_t k) {
-        const uint32_t sliceFractals = t_.weightSliceK / kC0;
-        const uint32_t firstFractal = kStart / kC0, s = firstFractal / sliceFractals;
-        if (!sliceLoaded_[s]) LoadWeightSlice(s, rowFractals);
-        const uint32_t sliceStart = s * sliceFractals;
-        const uint32_t sliceWidth = t_.kFractals - sliceStart < sliceFractals ? t_.kFractals - sliceStart
-                                                                              : sliceFractals;
-        const uint32_t fractals = k / kC0;
-        for (uint32_t row = 0; row < rowFractals; ++row) {
-            AscendC::LoadData(weights[row * fractals * kFractal], weightSlice_[s],
-                              AscendC::LoadData2DParams(uint16_t(row * sliceWidth + firstFractal - sliceStart),
-                                                        uint8_t(fractals), 1, 0, 0, false, 0));
-        }
+    // W' rows of the block, K [kStart, kStart + k) -> L0B (K x N, ZN): the chunk's fractals are one contiguous
+    // run of slice s ([slice fractals][row fractals]), one LoadData 2D.
+    __aicore__ inline void LoadWeights(const AscendC::LocalTensor<T>& weights, const AscendC::LocalTensor<T>& slice,
+                                       uint32_t s, uint32_t rowFractals, uint32_t kStart, uint32_t k) {
+        const uint32_t sliceStart = s * (t_.weightSliceK / kC0), firstFractal = kStart / kC0;
+        AscendC::LoadData(weights, slice,
+                          AscendC::LoadData2DParams(uint16_t((firstFractal - sliceStart) * rowFractals),
+                                                    uint8_t(k / kC0 * rowFractals), 1, 0, 0, false, 0));
     }
 
-    // L0C -> output slot j % kSlots (row-major float, itemPositions per row, image i's columns at i * Npad), once the
-    // AIVs have taken its previous contents.
+    // L0C -> output slot j % kSlots (row-major float: a row per position, image i's at i * Npad, Mb channels
+    // each), once the AIVs have taken its previous contents.
     __aicore__ inline void WriteResult(const AscendC::LocalTensor<float>& result,
                                        const conv_eval_tiling::ConvTile& tile, uint32_t j) {
         const uint32_t slot = j % kSlots;
         if (j >= kSlots) Sync::Await(conv_eval_tiling::kOutputFree + slot);
         const uint32_t rows = conv_eval_tiling::CeilDiv(tile.channels, 16) * 16;
-        AscendC::FixpipeParamsV220 params(uint16_t(tile.images * tile.paddedPositions), uint16_t(rows), uint16_t(rows),
-                                          t_.itemPositions, false);
+        const uint32_t positions = tile.images * tile.paddedPositions;
+        AscendC::FixpipeParamsV220 params(static_cast<uint16_t>(rows), static_cast<uint16_t>(positions),
+                                          static_cast<uint16_t>(positions), t_.blockRows, false);
         AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(outputSlot_[slot], result, params);
         Sync::template Signal<PIPE_FIX>(conv_eval_tiling::kOutputReady + slot);
     }
@@ -259,7 +296,9 @@ private:
         pitch_ = pitch;
         pipe_.InitBuffer(channelRows_, 2, t_.prologueGroups * kC0 * pitch * sizeof(T));
         pipe_.InitBuffer(interleaved_, 2, t_.prologueGroups * pitch * kC0 * sizeof(T));
-        pipe_.InitBuffer(resultRows_, 2, t_.epilogueRows * t_.itemPositions * sizeof(float));
+        const uint32_t columns = conv_eval_tiling::RoundUp(t_.epilogueRows, kChannelsPerTranspose);
+        pipe_.InitBuffer(resultRows_, 2, t_.itemPositions * columns * sizeof(float));
+        pipe_.InitBuffer(channelMajor_, columns * t_.itemPositions * sizeof(float));
         pipe_.InitBuffer(outputRows_, 2, t_.epilogueRows * t_.itemPositions * sizeof(T));
         pipe_.InitBuffer(biasBuf_, conv_eval_tiling::RoundUp(t_.blockRows * sizeof(float), 32));
         const uint32_t half = conv_eval_tiling::CeilDiv(t_.channelGroups, 2), sub = uint32_t(AscendC::GetSubBlockIdx());
@@ -358,10 +397,40 @@ private:
         }
     }
 
-    // Epilogue of item j: this AIV's rows of output slot j % kSlots -> + b', LeakyReLU, T -> y.
+    // [width positions][columns] floats -> [columns][width]: per TransDataTo5HD repeat, 16 positions x 8 channels
+    // (32-bit: element i of source blocks 0..7 -> destination block 2i, of 8..15 -> 2i + 1; sources e and 8 + e are
+    // positions e and 8 + e's blocks of the 8 channels, destinations 2i and 2i + 1 channel i's two blocks of 8
+    // positions).
+    __aicore__ inline void ToChannelRows(const AscendC::LocalTensor<float>& channelMajor,
+                                         const AscendC::LocalTensor<float>& positionMajor, uint32_t width,
+                                         uint32_t columns) {
+        AscendC::LocalTensor<uint32_t> from = positionMajor.template ReinterpretCast<uint32_t>();
+        AscendC::LocalTensor<uint32_t> to = channelMajor.template ReinterpretCast<uint32_t>();
+        AscendC::LocalTensor<uint32_t> src[AscendC::NCHW_CONV_ADDR_LIST_SIZE], dst[AscendC::NCHW_CONV_ADDR_LIST_SIZE];
+        const uint32_t repeats = width / kPositionsPerRepeat;
+        for (uint32_t channel = 0; channel < columns; channel += kChannelsPerTranspose) {
+            for (uint32_t done = 0; done < repeats; done += kMaxRepeats) {
+                const uint32_t n = repeats - done < kMaxRepeats ? repeats - done : kMaxRepeats;
+                const uint32_t position = done * kPositionsPerRepeat;
+                for (uint32_t e = 0; e < kChannelsPerTranspose; ++e) {
+                    src[e] = from[(position + e) * columns + channel];
+                    src[8 + e] = from[(position + 8 + e) * columns + channel];
+                    dst[2 * e] = to[(channel + e) * width + position];
+                    dst[2 * e + 1] = to[(channel + e) * width + position + 8];
+                }
+                AscendC::TransDataTo5HD(
+                    dst, src, AscendC::TransDataTo5HDParams(false, false, uint8_t(n), 2, uint16_t(2 * columns)));
+            }
+        }
+    }
+
+    // Epilogue of item j: this AIV's channels (columns) of output slot j % kSlots -> + b', LeakyReLU, T -> y.
+    // The first AIV's share is whole 32-byte blocks of a slot row, so both read from block boundaries.
     __aicore__ inline void FinishOutput(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
-        const uint32_t slot = j % kSlots, half = conv_eval_tiling::CeilDiv(tile.channels, 2);
+        const uint32_t slot = j % kSlots;
+        const uint32_t half = conv_eval_tiling::RoundUp(conv_eval_tiling::CeilDiv(tile.channels, 2),
+                                                        kChannelsPerTranspose);
         const uint32_t sub = uint32_t(AscendC::GetSubBlockIdx());
         const uint32_t first = sub * half < tile.channels ? sub * half : tile.channels;
         const uint32_t count = tile.channels - first < half ? tile.channels - first : half;
@@ -386,21 +455,26 @@ private:
         biasBlock_ = block;
     }
 
-    // Slot rows [slotRow, slotRow + rows) (block channels; biasRow = the first one's index among this AIV's), every
-    // image of the item, -> y: one Adds per row over all the images' columns, then one copy out per image.
-    // `release`: the last reads of the slot are issued, so the AIC may overwrite it.
+    // Slot columns [slotRow, slotRow + rows) (block channels; biasRow = the first one's index among this AIV's),
+    // every image of the item, -> y: the columns in (a row of whole 32-byte blocks per position), transposed to
+    // channel rows, one Adds per row over all the images' positions, then one copy out per image. `release`: the
+    // last reads of the slot are issued, so the AIC may overwrite it.
     __aicore__ inline void FinishRows(const conv_eval_tiling::ConvTile& tile, uint32_t slotRow, uint32_t biasRow,
                                       uint32_t rows, uint32_t slot, bool release) {
         const ConvGeometry& g = t_.conv;
         const uint32_t npad = tile.paddedPositions, width = tile.images * npad;
-        AscendC::LocalTensor<float> values = resultRows_.template AllocTensor<float>();
-        AscendC::DataCopyPad(values, outputSlot_[slot][slotRow * t_.itemPositions],
-                             AscendC::DataCopyExtParams{uint16_t(rows), uint32_t(width * sizeof(float)),
-                                                        uint32_t((t_.itemPositions - width) * sizeof(float)), 0, 0},
-                             AscendC::DataCopyPadExtParams<float>{false, 0, 0, 0.0f});
+        const uint32_t columns = conv_eval_tiling::RoundUp(rows, kChannelsPerTranspose);
+        AscendC::LocalTensor<float> positionMajor = resultRows_.template AllocTensor<float>();
+        AscendC::DataCopyPad(positionMajor, outputSlot_[slot][slotRow],
+                             AscendC::DataCopyExtParams{uint16_t(width), uint32_t(rows * sizeof(float)),
+                                                        uint32_t((t_.blockRows - rows) * sizeof(float)), 0, 0},
+                             AscendC::DataCopyPadExtParams<float>{true, 0, uint8_t(columns - rows), 0.0f});
         if (release) Sync::template Signal<PIPE_MTE2>(conv_eval_tiling::kOutputFree + slot);
-        resultRows_.EnQue(values);
-        values = resultRows_.template DeQue<float>();
+        resultRows_.EnQue(positionMajor);
+        positionMajor = resultRows_.template DeQue<float>();
+        AscendC::LocalTensor<float> values = channelMajor_.template Get<float>();
+        ToChannelRows(values, positionMajor, width, columns);
+        resultRows_.FreeTensor(positionMajor);
         AscendC::LocalTensor<float> bias = biasBuf_.template Get<float>();
         for (uint32_t r = 0; r < rows; ++r) {
             AscendC::Adds(values[r * width], values[r * width], bias.GetValue(biasRow + r), width);
@@ -408,7 +482,6 @@ private:
         AscendC::LeakyRelu(values, values, t_.negativeSlope, rows * width);
         AscendC::LocalTensor<T> out = outputRows_.template AllocTensor<T>();
         FromFloat(out, values, rows * width);
-        resultRows_.FreeTensor(values);
         outputRows_.EnQue(out);
         out = outputRows_.template DeQue<T>();
         const uint32_t planeOut = g.outHeight * g.outWidth;
@@ -434,18 +507,19 @@ private:
     AscendC::GlobalTensor<float> outputSlot_[conv_eval_tiling::kRingSlots];
     uint32_t core_ = 0, firstItem_ = 0, itemCount_ = 0;
     // cube core
-    AscendC::TQue<AscendC::TPosition::A1, 1> weightL1_;
-    AscendC::TQue<AscendC::TPosition::B1, 1> bandL1_;
-    AscendC::TQue<AscendC::TPosition::A2, 1> weightL0_;
-    AscendC::TQue<AscendC::TPosition::B2, 1> columnsL0_;
+    AscendC::TQue<AscendC::TPosition::A1, 1> bandL1_;
+    AscendC::TQue<AscendC::TPosition::B1, 1> weightL1_;
+    AscendC::TQue<AscendC::TPosition::A2, 1> columnsL0_;
+    AscendC::TQue<AscendC::TPosition::B2, 1> weightL0_;
     AscendC::TQue<AscendC::TPosition::CO1, 1> resultL0c_;
-    AscendC::LocalTensor<T> weightSlice_[conv_eval_tiling::kMaxWeightSlices];
+    AscendC::LocalTensor<T> weightSlice_[conv_eval_tiling::kMaxWeightSlices];  // resident block
+    AscendC::LocalTensor<T> streamed_[conv_eval_tiling::kStreamBuffers];       // streamed block
     bool sliceLoaded_[conv_eval_tiling::kMaxWeightSlices] = {};
     uint32_t residentBlock_ = 0xFFFFFFFFu;
     // vector cores
     AscendC::TQue<AscendC::TPosition::VECIN, 1> channelRows_, resultRows_;
     AscendC::TQue<AscendC::TPosition::VECOUT, 1> interleaved_, outputRows_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> biasBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> biasBuf_, channelMajor_;
     uint32_t pitch_ = 0, firstGroup_ = 0, lastGroup_ = 0, biasBlock_ = 0xFFFFFFFFu;
 };
 

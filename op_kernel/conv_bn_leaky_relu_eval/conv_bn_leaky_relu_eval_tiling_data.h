@@ -7,23 +7,26 @@
 //
 // GM inputs (T = float / half / bfloat16_t, C0 = 32 / sizeof(T)):
 //   x      (N, Cin, H, W), NCHW.
-//   weight W' (BN folded) packed by the host in the cube's ZZ fractal layout, shape (M1, C1, kh, kw, 16, C0):
-//          element [mi][c1][i][j][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero where mi*16 + r >= Cout or
-//          c1*C0 + c >= Cin; M1 = ceil(Cout / 16), C1 = ceil(Cin / C0). Fractal (mi, kf), kf = (c1*kh + i)*kw + j,
-//          is 16 x C0 contiguous elements at (mi * K1 + kf) * 16 * C0, K1 = C1*kh*kw: the K order (c1, kh, kw, c0)
-//          of LoadData 3Dv2's img2col, so a block of Cout rows copies to L1 as it is and LoadData 2D moves whole
-//          fractals of it to L0A.
+//   weight W' (BN folded) packed by the host in CANN's FRACTAL_Z order, shape (C1, kh, kw, M1, 16, C0):
+//          element [c1][i][j][mi][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero where mi*16 + r >= Cout or
+//          c1*C0 + c >= Cin; M1 = ceil(Cout / 16), C1 = ceil(Cin / C0). Fractal (kf, mi), kf = (c1*kh + i)*kw + j,
+//          is 16 x C0 contiguous elements at (kf * M1 + mi) * 16 * C0: K in the order (c1, kh, kw, c0) of
+//          LoadData 3Dv2's img2col, each fractal already L0B's (16 Cout columns x C0 of K), K-fractal-major as
+//          L0B's ZN order, so one DataCopy moves a K slice of a Cout block to L1 and one LoadData 2D a K chunk
+//          of it to L0B.
 //   bias   b' (Cout,) float32.   y (N, Cout, Ho, Wo), T, written exactly once.
 //
 // Work item = (Cout block b of `blockRows` rows, images [n, n + G) (G = imagesPerItem, fewer in the batch's
 // last item; G > 1 only when a tile is a whole image), tile t of `tileRows` whole output rows), numbered b-major,
-// then n, then t; AI core c takes the contiguous range ItemRange(c) (balanced to one item), so its
-// W' block stays in L1 and is reloaded only when the range enters the next Cout block.
+// then n, then t; AI core c takes the contiguous range ItemRange(c) (balanced to one item). Where the W' block
+// (Mb x K) fits L1 beside two bands it stays there, reloaded only when the range enters the next Cout block
+// (weight-stationary); else (no block of 16 rows fits: a large K) its K slices stream through two L1 buffers
+// for every item, the next slice loading while the cube works on the current one.
 //
 // GM workspace, per AI core: kRingSlots input slots (an item's input bands, [G][C1][rows][W][C0] in T, written
-// by the AIVs, read by the AIC) and kRingSlots output slots (C = W' * img2col, [blockRows][itemPositions]
-// float32, image i's columns at i * tilePositions, written by the AIC's Fixpipe, read by the AIVs); item j of a
-// core uses slots j % kRingSlots.
+// by the AIVs, read by the AIC) and kRingSlots output slots (C = img2col * W'^T, [itemPositions][blockRows]
+// float32: a row per position, image i's rows from i * tilePositions; written by the AIC's Fixpipe, read by the
+// AIVs); item j of a core uses slots j % kRingSlots.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +54,8 @@ struct ConvBnLeakyReluEvalTiling {
     uint32_t kChunk;           // kc: K elements per Mmad (L0A / L0B double-buffered), a multiple of C0
     uint32_t weightSliceK;     // K elements per L1 slice of the W' block (a multiple of kc): it loads slice by slice
     uint32_t weightSlices;     // ceil(K1 * C0 / weightSliceK)
+    uint32_t weightStreamed;   // 0: the W' block stays in L1 across items (weightSlices buffers, weight-stationary);
+                               // 1: it does not fit, its slices stream through two L1 buffers, every item
     uint32_t tileRows;         // output rows per tile
     uint32_t tilesPerImage;    // ceil(Ho / tileRows)
     uint32_t tilePositions;    // Npad: tileRows * Wo rounded up to 16 (the Mmad's n, an image's slot columns)
@@ -62,16 +67,21 @@ struct ConvBnLeakyReluEvalTiling {
     uint32_t l0cBuffers;       // 2 when two Mb x Npad float results fit L0C, else 1
     uint32_t prologueRows;     // input rows an AIV interleaves per pass (UB)
     uint32_t prologueGroups;   // channel groups an AIV interleaves per pass (UB): one copy in and out for all
-    uint32_t epilogueRows;     // output-slot rows an AIV finishes per pass (UB)
+    uint32_t epilogueRows;     // channels (output-slot columns) an AIV finishes per pass (UB)
     uint32_t inputSlotBytes;   // one input slot: G * C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
-    uint32_t outputSlotBytes;  // one output slot: Mb * G * Npad * 4
+    uint32_t outputSlotBytes;  // one output slot: G * Npad * Mb * 4
     float negativeSlope;
 };
 
 namespace conv_eval_tiling {
 
 constexpr uint32_t kFractalRows = 16;     // cube fractal: 16 rows of C0 elements (512 bytes)
-constexpr uint32_t kMaxWeightSlices = 8;  // L1 slices of a W' block (TQue buffers)
+constexpr uint32_t kMaxWeightSlices = 8;  // L1 slices of a resident W' block (TQue buffers)
+constexpr uint32_t kStreamBuffers = 2;    // L1 slice buffers of a streamed W' block
+
+__aicore__ inline uint32_t WeightBuffers(const ConvBnLeakyReluEvalTiling& t) {
+    return t.weightStreamed ? kStreamBuffers : t.weightSlices;
+}
 constexpr uint32_t kSlotAlign = 512;
 // Slots per GM ring: the AIVs prepare up to this many items ahead of the cube, so a flag's and a copy's latency
 // hide behind other items' work. Four flags per slot must fit the 16 cross-core flag ids.

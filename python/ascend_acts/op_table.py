@@ -150,7 +150,7 @@ KERNELS: tuple[Kernel, ...] = (
            family="conv_bn_leaky_relu_eval", tiling="optiling::ConvBnLeakyReluEvalTilingFunc",
            infer_shape="ge::ConvOutputShape", infer_dtype="ge::SameTypeAsInput0", mix=True,
            summary="y = leaky_relu(conv2d(x, weight) + bias) with BatchNorm folded into weight and bias; weight packed "
-                   "in the cube's ZZ fractal layout (M1, C1, kh, kw, 16, C0), C_out from the bias"),
+                   "in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0), C_out from the bias"),
     Kernel("fused_bias_leaky_relu", inputs=(Tensor("x"), Tensor("bias", optional=True)), outputs=(Tensor("y"),),
            attrs=_FUSED_BIAS_ATTRS,
            tiling="optiling::FusedBiasLeakyReluTilingFunc<ascend_acts::FusedBiasPass::Forward>",

@@ -72,16 +72,19 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
     // fractal alignment and the field widths of LoadData 2D / 3Dv2, Mmad, Fixpipe
     CHECK(t.c0 * size == 32 && t.blockRows % 16 == 0 && t.blockRows <= 128, "%s Mb %u", name, t.blockRows);
     CHECK(t.kChunk % t.c0 == 0 && t.kChunk / t.c0 <= 255 && t.kChunk <= 4095, "kc %u", t.kChunk);
-    CHECK(t.weightSliceK % t.kChunk == 0 && t.weightSlices <= kMaxWeightSlices &&
+    CHECK(t.weightSliceK % t.kChunk == 0 && (t.weightStreamed == 1 || t.weightSlices <= kMaxWeightSlices) &&
               uint64_t(t.weightSlices) * t.weightSliceK >= uint64_t(t.kFractals) * t.c0 &&
               uint64_t(t.weightSlices - 1) * t.weightSliceK < uint64_t(t.kFractals) * t.c0,
           "slices %u x %u", t.weightSlices, t.weightSliceK);
     CHECK(t.tilePositions % 16 == 0 && t.tilePositions <= 4095 && t.tilePositions >= t.tileRows * g.outWidth &&
               t.tilePositions < t.tileRows * g.outWidth + 16,
           "Npad %u", t.tilePositions);
-    // capacities: L0A / L0B double-buffered, L0C, L1 (W' block + two bands), UB (prologue + epilogue)
-    CHECK(2ull * t.blockRows * t.kChunk * size <= p.l0aBytes, "L0A");
-    CHECK(2ull * t.kChunk * t.itemPositions * size <= p.l0bBytes, "L0B");
+    CHECK(t.weightStreamed <= 1 && WeightBuffers(t) == (t.weightStreamed ? kStreamBuffers : t.weightSlices),
+          "weight buffers");
+    // capacities: L0A / L0B double-buffered, L0C, L1 (W' slice buffers + two bands), UB (prologue + epilogue)
+    CHECK(2ull * t.itemPositions * t.kChunk * size <= p.l0aBytes, "L0A");
+    CHECK(2ull * t.kChunk * t.blockRows * size <= p.l0bBytes, "L0B");
+    CHECK(t.kChunk / t.c0 * (t.blockRows / 16) <= 255, "LoadData 2D repeat");
     CHECK(uint64_t(t.l0cBuffers) * t.blockRows * t.itemPositions * 4 <= p.l0cBytes && t.l0cBuffers >= 1, "L0C");
     CHECK(L1Bytes(t, size) <= p.l1Bytes, "L1 %llu", (unsigned long long)L1Bytes(t, size));
     CHECK(PrologueUbBytes(t.prologueRows, t.prologueGroups, g.width, t.c0, size) +
@@ -95,7 +98,7 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
     CHECK(t.prologueGroups >= 1 && t.prologueGroups <= (t.channelGroups + 1) / 2 && t.prologueGroups * t.c0 <= 4095,
           "prologue groups %u", t.prologueGroups);
     CHECK(t.prologueRows >= 1 && t.prologueRows <= t.bandRows && t.epilogueRows >= 1 &&
-              t.epilogueRows <= (t.blockRows + 1) / 2,
+              t.epilogueRows <= RoundUp((t.blockRows + 1) / 2, 8),
           "passes %u %u", t.prologueRows, t.epilogueRows);
     CHECK(uint64_t(t.inputSlotBytes) >=
                   uint64_t(t.imagesPerItem) * t.channelGroups * t.c0 * t.bandRows * g.width * size &&
@@ -105,7 +108,6 @@ static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& 
     // work coverage: blocks x images x tiles, every AI core a contiguous, balanced, non-empty range
     CHECK(t.coutBlocks * t.blockRows >= g.outChannels && (t.coutBlocks - 1) * t.blockRows < g.outChannels, "blocks");
     CHECK(t.tilesPerImage * t.tileRows >= g.outHeight && (t.tilesPerImage - 1) * t.tileRows < g.outHeight, "tiles");
-    CHECK(t.workItems == t.coutBlocks * g.batch * t.tilesPerImage, "items");
     CHECK(t.blockDim >= 1 && t.blockDim <= p.cubeCoreNum && t.blockDim <= t.workItems, "blockDim %u", t.blockDim);
     uint32_t next = 0;
     for (uint32_t core = 0; core < t.blockDim; ++core) {

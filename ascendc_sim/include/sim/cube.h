@@ -217,10 +217,12 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataC
              "DataCopy with DataCopyParams: the emulator models it GM -> A1 / B1 (use DataCopyPad to UB)");
     }
     const uint64_t unit = 32 / sizeof(T);
-    const uint64_t span = (uint64_t(params.blockCount) * (params.blockLen + params.dstStride)) * unit;
-    CheckTensor(dst, {TPosition::A1, TPosition::B1, TPosition::C1}, span, 32, "DataCopy GM -> L1", "dst");
     if (params.blockCount == 0 || params.blockLen == 0)
         Fail(ascendc_sim::Rule::cube_params, "DataCopy: blockCount and blockLen must be >= 1");
+    // what the copy writes: the gap after the last block is not written, so the tensor need not hold it
+    const uint64_t span = (uint64_t(params.blockCount - 1) * (params.blockLen + params.dstStride) + params.blockLen) *
+                          unit;
+    CheckTensor(dst, {TPosition::A1, TPosition::B1, TPosition::C1}, span, 32, "DataCopy GM -> L1", "dst");
     for (uint32_t b = 0; b < params.blockCount; ++b) {
         const uint64_t from = uint64_t(b) * (params.blockLen + params.srcStride) * unit;
         const uint64_t to = uint64_t(b) * (params.blockLen + params.dstStride) * unit;

@@ -306,20 +306,20 @@ bool FusedEvalKernelRequested() {
     return true;
 }
 
-// W' (C_out, C_in, kh, kw) -> (M1, C1, kh, kw, 16, C0), C0 = 32 bytes of T, zero-padded: the cube's ZZ fractal
-// layout the fused eval kernel loads into L1 and from there into L0A (op_kernel/conv_bn_leaky_relu_eval/, the
-// tiling data header). Once per call, as aclnn's convolution transforms its weight to FRACTAL_Z.
+// W' (C_out, C_in, kh, kw) -> (C1, kh, kw, M1, 16, C0), C0 = 32 bytes of T, zero-padded: CANN's FRACTAL_Z order,
+// whose fractals the fused eval kernel copies to L1 and from there into L0B (op_kernel/conv_bn_leaky_relu_eval/,
+// the tiling data header). Once per call, as aclnn's convolution transforms its weight to FRACTAL_Z.
 at::Tensor PackEvalWeight(const at::Tensor& weight) {
     const int64_t c0 = 32 / static_cast<int64_t>(weight.element_size());
     const int64_t cout = weight.size(0), cin = weight.size(1), kh = weight.size(2), kw = weight.size(3);
     const int64_t m1 = (cout + 15) / 16, c1 = (cin + c0 - 1) / c0;
     at::Tensor padded = at::constant_pad_nd(weight, {0, 0, 0, 0, 0, c1 * c0 - cin, 0, m1 * 16 - cout});
-    return padded.view({m1, 16, c1, c0, kh, kw}).permute({0, 2, 4, 5, 1, 3}).contiguous();
+    return padded.view({m1, 16, c1, c0, kh, kw}).permute({2, 4, 5, 0, 1, 3}).contiguous();
 }
 
 // Eval: torch_npu's convolution (aclnnConvolution) on the folded W', b', then our LeakyReLU kernel, unless the
 // fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) is modelled
-// 1.66x / 1.42x faster than this path on DCGAN's D2 / D3 and level on D4 (benchmarks/results/fused_traffic.md),
+// 1.91x / 1.42x / 1.05x faster than this path on DCGAN's D2 / D3 / D4 (benchmarks/results/fused_traffic.md),
 // but nothing has measured it on an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. The fused kernel is groups = 1 only.
 at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,

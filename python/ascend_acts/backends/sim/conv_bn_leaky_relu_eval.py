@@ -1,10 +1,10 @@
 """The eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU (op_kernel/ family "conv_bn_leaky_relu_eval":
-the convolution on the cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in the cube's fractal
-layout; bias and LeakyReLU on the vector unit; one MIX launch) on the emulator, and the eval ops built on it.
+the convolution on the cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z
+order; bias and LeakyReLU on the vector unit; one MIX launch) on the emulator, and the eval ops built on it.
 
-Grouped convolutions, layers the kernel has no tiling for (its W' block of 16 rows x all of K and two input
-bands must fit L1: e.g. 512 -> 1024 channels with a 4x4 kernel in float32) and the eval backward (needed only
-to train through an eval-mode block) run the reference backend.
+Grouped convolutions, layers the kernel has no tiling for (an output row of 16 channels must fit L0C, and a band
+of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000 positions) and the eval backward (needed
+only to train through an eval-mode block) run the reference backend.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ def has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: i
 
 
 def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """W' (Cout, Cin, kh, kw) in the kernel's ZZ fractal layout (M1, C1, kh, kw, 16, C0), C0 = 32 bytes of `dtype`:
-    element [mi][c1][i][j][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero past Cout and Cin
+    """W' (Cout, Cin, kh, kw) in the kernel's FRACTAL_Z layout (C1, kh, kw, M1, 16, C0), C0 = 32 bytes of `dtype`:
+    element [c1][i][j][mi][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero past Cout and Cin
     (op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h)."""
     c0 = 32 // torch.empty((), dtype=dtype).element_size()
     cout, cin, kh, kw = weight.shape
     m1, c1 = -(-cout // 16), -(-cin // c0)
     padded = torch.nn.functional.pad(weight.to(dtype), (0, 0, 0, 0, 0, c1 * c0 - cin, 0, m1 * 16 - cout))
-    return padded.view(m1, 16, c1, c0, kh, kw).permute(0, 2, 4, 5, 1, 3).contiguous()
+    return padded.view(m1, 16, c1, c0, kh, kw).permute(2, 4, 5, 0, 1, 3).contiguous()
 
 
 def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
