@@ -67,6 +67,7 @@ BROKEN_CUBE_KERNELS = [
     ("cube_deadlock", "cross_core_deadlock", None),
     ("cube_overwrite_before_release", "cross_core_hazard", 0),  # AIC 0 rewrites the ring the AIVs read after flag 2
     ("cube_load_past_l0", "cube_out_of_bounds", 0),     # LoadData 2D one fractal past the L0A buffer
+    ("cube_copy_past_l1", "cube_out_of_bounds", 0),     # DataCopy GM -> L1 one block past the weights' buffer
     ("cube_mmad_zero_m", "mmad_params", 0),
     ("cube_mmad_winograd", "cube_params", 0),
     ("cube_flag_id_past_15", "cross_core_flag", 0),

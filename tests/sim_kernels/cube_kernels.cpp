@@ -42,6 +42,7 @@ enum class Break {
     L0cOverflow,
     OverwriteBeforeRelease,
     LoadPastL0,
+    CopyPastL1,
     MmadZeroM,
     MmadWinograd,
     FlagIdPast15
@@ -67,7 +68,9 @@ void CubeSide() {
     ring.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(g_ring), kCout * n);
     LocalTensor<float> map = mapL1.Get<float>(), weights = weightL1.Get<float>();
     DataCopy(map, x, DataCopyParams{1, uint16_t(mapElements * 4 / 32), 0, 0});
-    DataCopy(weights, w, DataCopyParams{1, uint16_t(kCout * k * 4 / 32), 0, 0});
+    // the weights fill weightL1 exactly; the gap after the (only) block is not written, so it need not fit
+    const uint16_t weightBlocks = uint16_t(kCout * k * 4 / 32 + (g_break == Break::CopyPastL1 ? 1 : 0));
+    DataCopy(weights, w, DataCopyParams{1, weightBlocks, 0, 4});
     LocalTensor<float> a = weightL0.Get<float>();
     if (g_break == Break::UnalignedL0) a = a[8];  // 32 bytes in: L0 operands must start on 512 bytes
     const uint32_t fractals = kCout * k * 4 / 512 + (g_break == Break::LoadPastL0 ? 1 : 0);  // one past L0A
@@ -177,6 +180,7 @@ std::vector<KernelEntry> CubeKernels() {
         row("cube_l0c_overflow", Run<Break::L0cOverflow>),
         row("cube_overwrite_before_release", Run<Break::OverwriteBeforeRelease>),
         row("cube_load_past_l0", Run<Break::LoadPastL0>),
+        row("cube_copy_past_l1", Run<Break::CopyPastL1>),
         row("cube_mmad_zero_m", Run<Break::MmadZeroM>),
         row("cube_mmad_winograd", Run<Break::MmadWinograd>),
         row("cube_flag_id_past_15", Run<Break::FlagIdPast15>),
