@@ -139,8 +139,8 @@ ConvBnLeakyReluEvalTiling ConvEvalTilingFor(const std::vector<uint32_t>& xShape,
     ConvBnLeakyReluEvalTiling tiling{};
     if (!ComputeConvBnLeakyReluEvalTiling(g, elementSize, negativeSlope, cube, tiling)) {
         throw py::value_error("conv_bn_leaky_relu_eval_tiling(): no eval tiling for " + layer +
-                              ": the W' block (16 rows x all of K) and two input bands do not fit L1, or a row "
-                              "does not fit L0");
+                              ": two input bands and two K slices of 16 W' rows do not fit L1, or an output "
+                              "row does not fit L0");
     }
     return tiling;
 }
