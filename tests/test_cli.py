@@ -48,10 +48,12 @@ def usage_error(capsys, *argv) -> str:
 
 
 @pytest.mark.parametrize("steps, message", [
-    ("0", "argument --steps: must be a positive integer, got 0"),
-    ("-5", "argument --steps: must be a positive integer, got -5"),
+    ("0", "argument --steps: must be a positive integer of at most 1000000000, got 0"),
+    ("-5", "argument --steps: must be a positive integer of at most 1000000000, got -5"),
+    ("1" * 25, f"argument --steps: must be a positive integer of at most 1000000000, got {'1' * 25}"),
+    ("1e3", "argument --steps: expected an integer, got '1e3'"),
 ])
-def test_demo_refuses_non_positive_steps(no_training, capsys, steps, message):
+def test_demo_refuses_steps_out_of_range(no_training, capsys, steps, message):
     assert message in usage_error(capsys, "--steps", steps)
 
 
@@ -84,6 +86,17 @@ def test_demo_refuses_an_unwritable_out_before_training(no_training, capsys, tmp
     assert "argument --out: matplotlib cannot write '.txt' files (supported: " in usage_error(
         capsys, "--out", str(tmp_path / "figure.txt"))
     assert not (tmp_path / "figure.txt").exists() and a_file.read_text() == ""
+
+
+@pytest.mark.parametrize("out", ["", "."])
+def test_demo_refuses_an_out_without_a_file_name(no_training, capsys, out):
+    assert f"argument --out: expected a file name, got '{out or '.'}'" in usage_error(capsys, "--out", out)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, which refuses new files")
+def test_demo_refuses_a_directory_the_file_system_refuses_even_to_root(no_training, capsys):
+    err = usage_error(capsys, "--out", "/proc/figure.png")  # os.access says yes to root here; creating fails
+    assert "argument --out: cannot create /proc/figure.png: /proc is not writable" in err
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root may write anywhere")

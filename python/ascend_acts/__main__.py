@@ -7,7 +7,7 @@ error naming it, and exits with status 2.
 from __future__ import annotations
 
 import argparse
-import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,10 +22,13 @@ def _integer(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
-def _positive_int(text: str) -> int:
+_MAX_STEPS = 10**9  # far beyond any demo run; larger counts overflow the progress bar's C-sized length
+
+
+def _steps(text: str) -> int:
     value = _integer(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    if not 0 < value <= _MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"must be a positive integer of at most {_MAX_STEPS}, got {value}")
     return value
 
 
@@ -42,6 +45,8 @@ def _figure_path(parser: argparse.ArgumentParser, out: Path) -> Path:
     name without an extension, so the path is completed here and the completed one is written and printed."""
     from matplotlib.backend_bases import FigureCanvasBase
 
+    if not out.name:  # "" and "." parse to Path("."): no file name to write
+        parser.error(f"argument --out: expected a file name, got {str(out)!r}")
     completed = out if out.suffix.lstrip(".") else out.with_name(out.name.rstrip(".") + ".png")
     for path in (out, completed):
         if path.is_dir():
@@ -52,16 +57,22 @@ def _figure_path(parser: argparse.ArgumentParser, out: Path) -> Path:
                      f"(supported: {', '.join('.' + f for f in sorted(formats))})")
     out = completed
     if out.exists():
-        if not os.access(out, os.W_OK):
-            parser.error(f"argument --out: {out} is not writable")
+        try:  # a real attempt, not os.access: root passes access() where the file system still refuses
+            with open(out, "ab"):
+                pass
+        except OSError as error:
+            parser.error(f"argument --out: {out} is not writable: {error.strerror}")
         return out
     existing = out.parent  # the directories up to the first existing one are created before writing
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         parser.error(f"argument --out: cannot create {out}: {existing} is not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        parser.error(f"argument --out: cannot create {out}: {existing} is not writable")
+    try:  # probe with a temporary file that is removed at once: nothing is left behind before training
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        parser.error(f"argument --out: cannot create {out}: {existing} is not writable ({error.strerror})")
     return out
 
 
@@ -93,7 +104,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m ascend_acts")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="train a small GAN on sine signals on the CPU and plot it")
-    demo.add_argument("--steps", type=_positive_int, default=3000, help="training steps (default 3000)")
+    demo.add_argument("--steps", type=_steps, default=3000, help="training steps (default 3000)")
     demo.add_argument("--seed", type=_seed, default=0)
     demo.add_argument("--backend", choices=known_backends(), default="reference", help="CPU backend")
     demo.add_argument("--out", type=Path, default=Path("outputs/sine_gan.png"),
