@@ -4,6 +4,7 @@ ascend_acts.backends.sim.timeline): hand-computed schedules against the assumpti
 computed independently from the tensors."""
 
 import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -15,6 +16,13 @@ from ascend_acts.backends.sim import timeline
 pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
 
 A = timeline.Assumptions()
+
+
+@pytest.fixture(autouse=True)
+def scheduled():
+    """The timeline is opt-in: every launch of these tests is scheduled with the default assumptions."""
+    with sim.launch_settings(assumptions=A):
+        yield
 
 
 def schedule(events, assumptions=A, **launch):
@@ -256,3 +264,17 @@ def test_reported_time_is_never_below_a_floor_computed_from_the_tensors(run, pla
     assert model.total_s >= max(floors) + A.launch_overhead_s
     assert model.total_s == pytest.approx(max(model.bounds.values()) + A.launch_overhead_s)
     assert model.bounds["HBM"] >= compulsory_bytes / A.hbm_bytes_per_s * (1 - 1e-9)
+
+
+def test_launches_are_not_scheduled_unless_asked():
+    """Outside launch_settings(assumptions=...) a launch has no timeline (it would cost about half its time), and
+    model_time says how to get one. A new thread starts with the default settings, not this module's fixture's."""
+    sim.leaky_relu(torch.randn(64), 0.2)
+    assert sim.last_launch().timeline is not None
+    launches = []
+    thread = threading.Thread(target=lambda: (sim.leaky_relu(torch.randn(64), 0.2), launches.append(sim.last_launch())))
+    thread.start()
+    thread.join()
+    assert launches[0].timeline is None
+    with pytest.raises(ValueError, match=r"opt-in: launch inside sim.launch_settings\(assumptions=Assumptions\(\)\)"):
+        timeline.model_time(launches[0])

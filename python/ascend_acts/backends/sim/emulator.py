@@ -55,11 +55,12 @@ def platforms() -> list[str]:
 
 @dataclass(frozen=True)
 class _Settings:
-    """Launch settings tests and benchmarks may change: platform, cores to tile for (0 = all), the performance
-    model's assumptions every launch is scheduled with (timeline.Assumptions)."""
+    """Launch settings tests and benchmarks may change: platform, cores to tile for (0 = all), and the performance
+    model's assumptions (timeline.Assumptions) each launch's pipe timeline is scheduled with. The timeline is
+    opt-in (None: not scheduled): it costs about half of a launch's time and only the performance model reads it."""
     platform: str = "ascend910b1"
     vector_cores: int = 0
-    assumptions: Assumptions = Assumptions()
+    assumptions: Assumptions | None = None
 
 
 _settings_var: contextvars.ContextVar[_Settings] = contextvars.ContextVar("ascend_acts_sim_settings",
@@ -74,8 +75,9 @@ def settings() -> _Settings:
 @contextlib.contextmanager
 def launch_settings(platform: str | None = None, vector_cores: int | None = None,
                     assumptions: Assumptions | None = None):
-    """Run launches on another platform (see platforms()), tiled for fewer cores, or scheduled with other
-    performance-model assumptions, inside a `with` block (this context only)."""
+    """Run launches on another platform (see platforms()), tiled for fewer cores, or scheduled on the pipe
+    timeline with `assumptions` (e.g. `timeline.Assumptions()`; `launch.timeline` is None without), inside a
+    `with` block (this context only)."""
     current = settings()
     if platform is not None and platform not in platforms():
         raise ValueError(f"launch_settings(): platform must be one of {platforms()}, got {platform!r}")
@@ -98,11 +100,11 @@ def last_launch():
 
 
 def launch(kernel: str, buffers: dict, tiling):
-    """Launches `kernel` (its op-table base name) on this context's platform, scheduled with this context's
-    assumptions, and records its counters."""
+    """Launches `kernel` (its op-table base name) on this context's platform, scheduled on the pipe timeline when
+    this context has assumptions, and records its counters."""
     current = settings()
-    counters = binding().launch(kernel, buffers, tiling, platform=current.platform,
-                                costs=current.assumptions.to_costs())
+    costs = None if current.assumptions is None else current.assumptions.to_costs()
+    counters = binding().launch(kernel, buffers, tiling, platform=current.platform, costs=costs)
     _last_var.set(counters)
     return counters
 

@@ -162,7 +162,8 @@ def model_time(launch, platform: str = "ascend910b1", assumptions: Assumptions |
     a = assumptions or Assumptions()
     t = launch.timeline
     if t is None:
-        raise ValueError("model_time(): the launch has no timeline (launch it with costs=Assumptions().to_costs())")
+        raise ValueError("model_time(): the launch has no timeline (it is opt-in: launch inside "
+                         "sim.launch_settings(assumptions=Assumptions()))")
     mismatched = [n for n in COST_FIELDS if getattr(t.costs, n) != float(getattr(a, n))]
     if mismatched:
         raise ValueError(f"model_time(): the launch was scheduled with other values of {mismatched}")
