@@ -181,3 +181,20 @@ def test_info_reports_an_installed_setup_without_importing_torch_npu(tmp_path, m
                                           f"{tmp_path / 'opp/vendors/ascend_acts'}); next: ")
     custom = {"ASCEND_CUSTOM_OPP_PATH": str(vendor)}  # installed with --install-path, no CANN variable
     assert report_lines(custom)["op package"] == f"installed at {vendor}"
+
+
+def test_demo_without_its_extra_says_what_to_install(no_training, monkeypatch):
+    """matplotlib and tqdm are the demo extra's, not the library's dependencies."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(SystemExit, match=r"the demo needs matplotlib: pip install 'ascend-acts\[demo\]'"):
+        cli.main(["demo"])
+
+
+@pytest.mark.slow
+def test_the_library_imports_without_the_demo_packages(tmp_path):
+    """`import ascend_acts` and an op work where matplotlib and tqdm are not installed."""
+    code = ("import sys; sys.modules['matplotlib'] = None; sys.modules['tqdm'] = None\n"
+            "import torch, ascend_acts\n"
+            "assert torch.equal(ascend_acts.leaky_relu(torch.tensor([-2.0, 3.0]), 0.5), torch.tensor([-1.0, 3.0]))\n")
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True, timeout=120)

@@ -7,6 +7,7 @@ error naming it, and exits with status 2.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import tempfile
 import time
 from pathlib import Path
@@ -78,6 +79,10 @@ def _figure_path(parser: argparse.ArgumentParser, out: Path) -> Path:
 
 def _demo(parser: argparse.ArgumentParser, args) -> None:
     from . import backends, sine_gan
+
+    missing = [name for name in ("matplotlib", "tqdm") if importlib.util.find_spec(name) is None]
+    if missing:  # an extra, not a dependency of the library
+        raise SystemExit(f"the demo needs {' and '.join(missing)}: pip install 'ascend-acts[demo]'")
 
     reason = backends.unavailable_reason(args.backend)
     if reason is not None:
