@@ -68,11 +68,14 @@ def rrelu(
     generator), so no noise tensor is kept. Eval: leaky_relu with slope (lower + upper) / 2.
     """
     check.check_input("rrelu", input)
+    # torch adds two bool bounds as bools (True + True is True) before halving them for the eval slope
+    bool_bounds = all(isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool)
+                      for v in (lower, upper))
     lower, upper = check.check_bounds("rrelu", lower, upper, input)
     training = check.check_bool("rrelu", "training", training)  # torch's rrelu takes a bool only, unlike inplace
     check.check_generator("rrelu", generator, input.device)
     if not training:
-        return leaky_relu(input, (lower + upper) / 2, inplace)
+        return leaky_relu(input, float(bool(lower or upper)) / 2 if bool_bounds else (lower + upper) / 2, inplace)
     with _rng_restored_on_error(input.device, generator):
         seed = draw_seed(input.device, generator)
         if inplace:  # any truthy value, as torch.nn.functional's `if inplace:`
