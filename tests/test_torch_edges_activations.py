@@ -384,3 +384,14 @@ def test_meta_tensors_as_torch(backend):
     y = ascend_acts.fused_bias_leaky_relu(torch.empty(2, 3, 4, device="meta"), torch.empty(3, device="meta"))
     y2 = composite(torch.empty(2, 3, 4, device="meta"), torch.empty(3, device="meta"), 0.2, 2**0.5)
     assert (y.shape, y.dtype, y.stride()) == (y2.shape, y2.dtype, y2.stride())
+
+
+def test_rrelu_bounds_whose_span_overflows_double_raise_as_torch(backend):
+    if backend == "sim":
+        pytest.skip("float64 only: float32 bounds cannot overflow a double span")
+    x = torch.tensor([-1.0, 2.0], dtype=torch.float64)
+    with pytest.raises(RuntimeError):
+        F.rrelu(x, -1e308, 1e308, training=True)
+    with pytest.raises(RuntimeError, match="upper - lower must be a finite double"):
+        rrelu_train(x, -1e308, 1e308)
+    assert torch.equal(ascend_acts.rrelu(x, -1e308, 1e308), F.rrelu(x, -1e308, 1e308))  # eval: no span

@@ -4,6 +4,7 @@ LeakyReLU (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu)."""
 from __future__ import annotations
 
 import contextlib
+import math
 
 import torch
 
@@ -76,6 +77,9 @@ def rrelu(
     check.check_generator("rrelu", generator, input.device)
     if not training:
         return leaky_relu(input, float(bool(lower or upper)) / 2 if bool_bounds else (lower + upper) / 2, inplace)
+    if not torch.compiler.is_compiling() and math.isinf(upper - lower):  # torch's uniform_ raises the same type
+        raise RuntimeError(f"rrelu(): upper - lower must be a finite double (the noise's span), got lower={lower}, "
+                           f"upper={upper}")
     with _rng_restored_on_error(input.device, generator):
         seed = draw_seed(input.device, generator)
         if inplace:  # any truthy value, as torch.nn.functional's `if inplace:`
