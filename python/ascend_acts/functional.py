@@ -3,7 +3,6 @@ LeakyReLU (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import torch
@@ -36,16 +35,23 @@ def draw_seed(device: torch.device, generator: torch.Generator | None = None) ->
     return torch.randint(0, 2**63 - 1, (), dtype=torch.int64, device=device, generator=generator)
 
 
-@contextlib.contextmanager
-def _rng_restored_on_error(device: torch.device, generator: torch.Generator | None):
+def _rrelu_training(input, lower, upper, inplace, generator) -> torch.Tensor:
+    seed = draw_seed(input.device, generator)
+    if inplace:  # any truthy value, as torch.nn.functional's `if inplace:`
+        ops.rrelu_with_seed_(input, seed, lower, upper)
+        return input
+    return ops.rrelu_with_seed(input, seed, lower, upper)
+
+
+def _rrelu_training_rng_kept_on_error(input, lower, upper, inplace, generator) -> torch.Tensor:
     """A call that fails after its seed was drawn (an in-place check, a backend without the dtype) leaves the
-    generator as it was, as torch's failed calls do (they fail before drawing)."""
-    if torch.compiler.is_compiling() or (generator is None and device.type != "cpu"):
-        yield  # compiled graphs draw in the graph; other devices' default generators have no common state API
-        return
+    generator as it was, as torch's failed calls do (they fail before drawing). Not for compiled graphs (they draw
+    in the graph) nor other devices' default generators (no common state API)."""
+    if torch.compiler.is_compiling() or (generator is None and input.device.type != "cpu"):
+        return _rrelu_training(input, lower, upper, inplace, generator)
     state = generator.get_state() if generator is not None else torch.get_rng_state()
     try:
-        yield
+        return _rrelu_training(input, lower, upper, inplace, generator)
     except BaseException:
         if generator is not None:
             generator.set_state(state)
@@ -80,12 +86,7 @@ def rrelu(
     if not torch.compiler.is_compiling() and math.isinf(upper - lower):  # torch's uniform_ raises the same type
         raise RuntimeError(f"rrelu(): upper - lower must be a finite double (the noise's span), got lower={lower}, "
                            f"upper={upper}")
-    with _rng_restored_on_error(input.device, generator):
-        seed = draw_seed(input.device, generator)
-        if inplace:  # any truthy value, as torch.nn.functional's `if inplace:`
-            ops.rrelu_with_seed_(input, seed, lower, upper)
-            return input
-        return ops.rrelu_with_seed(input, seed, lower, upper)
+    return _rrelu_training_rng_kept_on_error(input, lower, upper, inplace, generator)
 
 
 def _check_fused_bias(input, bias) -> None:
