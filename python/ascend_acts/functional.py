@@ -3,6 +3,8 @@ LeakyReLU (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import _validation as check
@@ -18,16 +20,44 @@ def leaky_relu(input: torch.Tensor, negative_slope: float = 0.01, inplace: bool 
     With negative_slope >= 0 autograd keeps the output (not the input) for the backward.
     """
     check.check_input("leaky_relu", input)
-    negative_slope = check.check_real("leaky_relu", "negative_slope", negative_slope)
-    if check.check_bool("leaky_relu", "inplace", inplace):
+    negative_slope = check.check_number("leaky_relu", "negative_slope", negative_slope, input)
+    if inplace:  # any truthy value, as torch.nn.functional's `if inplace:`
         ops.leaky_relu_(input, negative_slope)
         return input
     return ops.leaky_relu(input, negative_slope)
 
 
 def draw_seed(device: torch.device, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One 63-bit seed from the torch generator, as a 0-d int64 tensor (traceable by torch.compile)."""
+    """One 63-bit seed from the torch generator, as a 0-d int64 tensor (traceable by torch.compile). A meta input
+    draws nothing (torch's meta kernels ignore the generator, whatever its device)."""
+    if device.type == "meta":
+        return torch.empty((), dtype=torch.int64, device=device)
     return torch.randint(0, 2**63 - 1, (), dtype=torch.int64, device=device, generator=generator)
+
+
+def _rrelu_training(input, lower, upper, inplace, generator) -> torch.Tensor:
+    seed = draw_seed(input.device, generator)
+    if inplace:  # any truthy value, as torch.nn.functional's `if inplace:`
+        ops.rrelu_with_seed_(input, seed, lower, upper)
+        return input
+    return ops.rrelu_with_seed(input, seed, lower, upper)
+
+
+def _rrelu_training_rng_kept_on_error(input, lower, upper, inplace, generator) -> torch.Tensor:
+    """A call that fails after its seed was drawn (an in-place check, a backend without the dtype) leaves the
+    generator as it was, as torch's failed calls do (they fail before drawing). Not for compiled graphs (they draw
+    in the graph) nor other devices' default generators (no common state API)."""
+    if torch.compiler.is_compiling() or (generator is None and input.device.type != "cpu"):
+        return _rrelu_training(input, lower, upper, inplace, generator)
+    state = generator.get_state() if generator is not None else torch.get_rng_state()
+    try:
+        return _rrelu_training(input, lower, upper, inplace, generator)
+    except BaseException:
+        if generator is not None:
+            generator.set_state(state)
+        else:
+            torch.set_rng_state(state)
+        raise
 
 
 def rrelu(
@@ -45,17 +75,18 @@ def rrelu(
     generator), so no noise tensor is kept. Eval: leaky_relu with slope (lower + upper) / 2.
     """
     check.check_input("rrelu", input)
-    lower, upper = check.check_bounds("rrelu", lower, upper)
-    training = check.check_bool("rrelu", "training", training)
-    inplace = check.check_bool("rrelu", "inplace", inplace)
+    # torch adds two bool bounds as bools (True + True is True) before halving them for the eval slope
+    bool_bounds = all(isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool)
+                      for v in (lower, upper))
+    lower, upper = check.check_bounds("rrelu", lower, upper, input)
+    training = check.check_bool("rrelu", "training", training)  # torch's rrelu takes a bool only, unlike inplace
     check.check_generator("rrelu", generator, input.device)
     if not training:
-        return leaky_relu(input, (lower + upper) / 2, inplace)
-    seed = draw_seed(input.device, generator)
-    if inplace:
-        ops.rrelu_with_seed_(input, seed, lower, upper)
-        return input
-    return ops.rrelu_with_seed(input, seed, lower, upper)
+        return leaky_relu(input, float(bool(lower or upper)) / 2 if bool_bounds else (lower + upper) / 2, inplace)
+    if not torch.compiler.is_compiling() and math.isinf(upper - lower):  # torch's uniform_ raises the same type
+        raise RuntimeError(f"rrelu(): upper - lower must be a finite double (the noise's span), got lower={lower}, "
+                           f"upper={upper}")
+    return _rrelu_training_rng_kept_on_error(input, lower, upper, inplace, generator)
 
 
 def _check_fused_bias(input, bias) -> None:
@@ -95,6 +126,11 @@ def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None = None,
     (as autocast casts a conv's bias).
     """
     _check_fused_bias(input, bias)
-    negative_slope = check.check_real("fused_bias_leaky_relu", "negative_slope", negative_slope)
-    scale = check.check_real("fused_bias_leaky_relu", "scale", scale)
+    # as the composite F.leaky_relu(input + bias, negative_slope) * scale takes them: the slope overflows float
+    # as leaky_relu's; `* scale` converts any real number (a float32 product overflows to inf)
+    negative_slope = check.check_number("fused_bias_leaky_relu", "negative_slope", negative_slope, input)
+    if isinstance(scale, complex) or (isinstance(scale, torch.Tensor) and scale.is_complex()):
+        raise TypeError("fused_bias_leaky_relu(): argument 'scale' must be a real number (a complex scale would "
+                        "make the output complex)")
+    scale = check.check_number("fused_bias_leaky_relu", "scale", scale)
     return ops.fused_bias_leaky_relu(input, bias, negative_slope, scale)

@@ -37,11 +37,15 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
     mutated = mutable_arguments(op)
 
     def run_in_place(function, target: torch.Tensor, args) -> None:
-        work = target if target.is_contiguous() else target.contiguous()  # a strided view: written back below
-        out = work.detach()
-        function(out, *map(_prepared, args), out=out)
-        if work is not target:
-            target.copy_(work)
+        # below ADInplaceOrView: the backend's writes (and the write-back) bump no version counter; the one
+        # bump torch makes is the Autograd kernel's (mark_dirty), or bump_skipped_version's under inference mode
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            work = target if target.is_contiguous() else target.contiguous()  # a strided view: written back below
+            out = work.detach()
+            function(out, *map(_prepared, args), out=out)
+            if work is not target:
+                target.copy_(work)
+        bump_skipped_version(target)
 
     def kernel(*args):
         backend = implementation()
@@ -63,6 +67,31 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
         return tuple(semantics.layout(args, result))
 
     kernel.__name__ = f"{op.name}_kernel"
+    return kernel
+
+
+def bump_skipped_version(target: torch.Tensor) -> None:
+    """Inference mode skips the Autograd kernels (whose mark_dirty bumps an in-place target's version), but torch
+    still bumps a normal tensor's version there: without it a backward through a tensor modified under
+    inference mode would not see the change."""
+    if torch.is_inference_mode_enabled() and not target.is_inference():
+        torch.autograd.graph.increment_version(target)
+
+
+def resolved_in_place_kernel(op: TorchOp) -> Callable:
+    """The Negative/Conjugate kernel of in-place op `op` (torch's fallbacks for them need a returned tensor, and
+    ours return ()): the op runs on a materialised copy, written back through the view's negation."""
+    overload = getattr(torch.ops.ascend_acts, op.name).default
+
+    def kernel(target: torch.Tensor, *args) -> None:
+        check_inplace_target(target)
+        work = target.resolve_conj().resolve_neg()
+        overload(work, *args)
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            target.copy_(work)
+        bump_skipped_version(target)
+
+    kernel.__name__ = f"{op.name}_resolved"
     return kernel
 
 

@@ -54,6 +54,27 @@ def check_inplace_autograd(tensor: torch.Tensor) -> None:
         )
 
 
+_FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def check_floating(op: str, name: str, tensor: torch.Tensor) -> None:
+    if tensor.dtype not in _FLOATING:  # NotImplementedError: torch's type for a kernel without the dtype
+        raise NotImplementedError(f"ascend_acts::{op}: '{name}' must be float16, bfloat16, float32 or float64, got "
+                                  f"{tensor.dtype}")
+
+
+def check_backward_operands(op: str, grad_output: torch.Tensor, saved: torch.Tensor) -> None:
+    """An elementwise backward's grad_output and saved: floating, of one shape, dtype and device. aten's
+    leaky_relu_backward broadcasts and promotes them; ours raise (docs/usage.md, "Errors")."""
+    check_floating(op, "saved", saved)
+    for what, got, expected in (("shape", tuple(grad_output.shape), tuple(saved.shape)),
+                                ("dtype", grad_output.dtype, saved.dtype),
+                                ("device", grad_output.device, saved.device)):
+        if got != expected:
+            raise RuntimeError(f"ascend_acts::{op}: argument 'grad_output' has {what} {got} but 'saved' has "
+                               f"{expected}; they must match (no broadcasting or type promotion)")
+
+
 def check_result_based_backward(op: str, slope_may_be_negative: bool, self_is_result: bool) -> None:
     """A backward from the output cannot tell x <= 0 from x > 0 once a negative slope flipped signs."""
     if self_is_result and slope_may_be_negative:

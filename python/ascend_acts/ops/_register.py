@@ -7,7 +7,7 @@ import torch
 
 from ..backends import npu
 from ..op_table import TORCH_OPS, TorchOp
-from ._kernels import cpu_backend, device_kernel, npu_fallback
+from ._kernels import cpu_backend, device_kernel, npu_fallback, resolved_in_place_kernel
 from ._library import lib
 from ._semantics import SEMANTICS
 
@@ -45,6 +45,9 @@ def register_all() -> None:
         fake = semantics.fake if semantics.fake is not None else _returns_nothing
         torch.library.register_fake(op.qualified_name, lib=lib)(fake)
         lib.impl(op.name, semantics.autograd(op), "Autograd", with_keyset=True)
+        if op.inplace:  # e.g. leaky_relu_ on x.conj().imag or torch._neg_view(x)
+            for key in ("Negative", "Conjugate"):
+                lib.impl(op.name, resolved_in_place_kernel(op), key)
         if semantics.vmap is not None:
             torch.library.register_vmap(op.qualified_name, lib=lib)(semantics.vmap)
         if semantics.autocast is not None:

@@ -10,6 +10,8 @@ import torch
 from ._library import (
     OpFunction,
     autograd_function,
+    check_backward_operands,
+    check_floating,
     check_result_based_backward,
     run_below_autograd,
 )
@@ -22,16 +24,23 @@ def saves_result(negative_slope: float) -> bool:
     return negative_slope >= 0
 
 
+def _check(x, negative_slope):
+    check_floating("leaky_relu", "self", x)
+
+
 def _check_backward(grad_output, saved, negative_slope, self_is_result):
+    check_backward_operands("leaky_relu_backward", grad_output, saved)
     check_result_based_backward("leakyReLu", negative_slope < 0, self_is_result)
 
 
-# --- fake kernels (torch.compile, meta) --------------------------------------------------------
+# --- fake kernels (torch.compile, meta): the device kernels' checks, so that both accept the same calls -------
 def _leaky_relu_fake(x, negative_slope):
+    _check(x, negative_slope)
     return torch.empty_like(x)
 
 
 def _leaky_relu_backward_fake(grad_output, saved, negative_slope, self_is_result):
+    _check_backward(grad_output, saved, negative_slope, self_is_result)
     return torch.empty_like(saved)
 
 
@@ -109,7 +118,8 @@ class _LeakyReluBackward(OpFunction):
         return ops.leaky_relu_backward(grad_output_tangent, saved, ctx.negative_slope, ctx.self_is_result)
 
 
-declare("leaky_relu", fake=_leaky_relu_fake, autograd=autograd_function(_LeakyRelu), layout=like_argument(0))
-declare("leaky_relu_", autograd=autograd_function(_LeakyReluInplace))
+declare("leaky_relu", fake=_leaky_relu_fake, check=_check, autograd=autograd_function(_LeakyRelu),
+        layout=like_argument(0))
+declare("leaky_relu_", check=_check, autograd=autograd_function(_LeakyReluInplace))
 declare("leaky_relu_backward", fake=_leaky_relu_backward_fake, check=_check_backward,
         autograd=autograd_function(_LeakyReluBackward), layout=like_argument(1))

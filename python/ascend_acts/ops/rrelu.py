@@ -13,6 +13,8 @@ import torch
 from ._library import (
     OpFunction,
     autograd_function,
+    check_backward_operands,
+    check_floating,
     check_result_based_backward,
     run_below_autograd,
 )
@@ -31,20 +33,24 @@ def _check_seed(seed: torch.Tensor) -> None:
 
 
 def _check(x, seed, lower, upper):
+    check_floating("rrelu_with_seed", "self", x)
     _check_seed(seed)
 
 
 def _check_backward(grad_output, saved, seed, lower, upper, self_is_result):
+    check_backward_operands("rrelu_with_seed_backward", grad_output, saved)
     check_result_based_backward("RReLU", lower < 0, self_is_result)
     _check_seed(seed)
 
 
-# --- fake kernels ------------------------------------------------------------------------------
+# --- fake kernels: the device kernels' checks, so that both accept the same calls ------------------------------
 def _rrelu_fake(x, seed, lower, upper):
+    _check(x, seed, lower, upper)
     return torch.empty_like(x)
 
 
 def _rrelu_backward_fake(grad_output, saved, seed, lower, upper, self_is_result):
+    _check_backward(grad_output, saved, seed, lower, upper, self_is_result)
     return torch.empty_like(saved)
 
 

@@ -15,6 +15,13 @@ import numpy as np
 from . import rng
 from .parallel import for_chunks
 
+
+def quiet() -> np.errstate:
+    """IEEE results without NumPy's RuntimeWarnings (torch's kernels are silent): inf * 0, NaN, and the overflow
+    of a rounding to float16/bfloat16. errstate is thread-local: a new one is entered in each chunk's body."""
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore")
+
+
 # slopes(start, stop, dtype) -> the slopes of flat elements start..stop-1 (a scalar or an array)
 Slopes = Callable[[int, int, np.dtype], "np.ndarray | np.generic"]
 
@@ -38,11 +45,12 @@ def _take_where(mask: np.ndarray, source: np.ndarray, target: np.ndarray) -> Non
 
 def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:
     """1 where positive, else slope, in dtype: the LeakyReLU derivative, so that x * factor is exactly
-    x > 0 ? x : x * slope. For 0 <= slope <= 1 by arithmetic, which is exact: (1 - s) + s rounds to 1."""
+    x > 0 ? x : x * slope. For +0 <= slope <= 1 by arithmetic, which is exact: (1 - s) + s rounds to 1; not for
+    -0.0, which 0 * (1 - s) + s would turn into +0.0 (torch's grad * -0.0 flips the gradient's sign)."""
     dtype = np.dtype(dtype)
     slope = dtype.type(slope)
     factors = positive.astype(dtype)
-    if 0 <= slope <= 1:
+    if not np.signbit(slope) and slope <= 1:
         factors *= dtype.type(1) - slope
         factors += slope
     else:
@@ -68,11 +76,11 @@ def _select(values, test, slopes: Slopes, out) -> None:
     values, test, out = values.reshape(-1), test.reshape(-1), out.reshape(-1)
 
     def body(start: int, stop: int) -> None:
-        v = values[start:stop].astype(ctype, copy=False)
-        with np.errstate(invalid="ignore", over="ignore"):  # inf * 0 and NaN compare as IEEE says
+        with quiet():
+            v = values[start:stop].astype(ctype, copy=False)
             result = np.multiply(v, slopes(start, stop, ctype))
             _take_where(test[start:stop] > 0, v, result)
-        out[start:stop] = result  # last, so `out` may alias `values` or `test`
+            out[start:stop] = result  # last, so `out` may alias `values` or `test`
 
     for_chunks(values.size, body)
 
@@ -88,7 +96,7 @@ def leaky_relu(x, negative_slope: float, out) -> None:
     x, out = x.reshape(-1), out.reshape(-1)
 
     def body(start: int, stop: int) -> None:
-        with np.errstate(invalid="ignore", over="ignore"):
+        with quiet():
             out[start:stop] = leaky_relu_values(x[start:stop].astype(ctype, copy=False), slope)
 
     for_chunks(x.size, body)
@@ -100,10 +108,10 @@ def leaky_relu_backward(grad, saved, negative_slope: float, out) -> None:
     grad, saved, out = grad.reshape(-1), saved.reshape(-1), out.reshape(-1)
 
     def body(start: int, stop: int) -> None:
-        factors = slope_factors(saved[start:stop] > 0, negative_slope, ctype)
-        with np.errstate(invalid="ignore", over="ignore"):
+        with quiet():
+            factors = slope_factors(saved[start:stop] > 0, negative_slope, ctype)
             factors *= grad[start:stop].astype(ctype, copy=False)
-        out[start:stop] = factors  # last, so `out` may alias `grad` or `saved`
+            out[start:stop] = factors  # last, so `out` may alias `grad` or `saved`
 
     for_chunks(grad.size, body)
 

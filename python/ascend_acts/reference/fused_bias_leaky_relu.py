@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .activations import compute_dtype, leaky_relu_values, slope_factors
+from .activations import compute_dtype, leaky_relu_values, quiet, slope_factors
 from .parallel import CHUNK, for_chunks
 
 
@@ -45,10 +45,10 @@ def forward(x: np.ndarray, bias: np.ndarray | None, negative_slope: float, scale
     rows, out_rows = _rows(x), _rows(out)
 
     def body(start: int, stop: int) -> None:
-        with np.errstate(invalid="ignore", over="ignore"):
+        with quiet():
             result = leaky_relu_values(_plus_bias(rows, bias, start, stop, ctype), slope)
             result *= factor
-        out_rows[start:stop] = result  # last: `out` may alias `x`
+            out_rows[start:stop] = result  # last: `out` may alias `x`
 
     for_chunks(rows.shape[0], body, _chunk_rows(rows))
 
@@ -62,12 +62,13 @@ def backward(grad: np.ndarray, saved: np.ndarray, bias: np.ndarray | None, negat
     row_sums = np.zeros(grad_rows.shape[0], np.float64)
 
     def body(start: int, stop: int) -> None:
-        with np.errstate(invalid="ignore", over="ignore"):
+        with quiet():
             pre = _plus_bias(saved_rows, None if saved_is_result else bias, start, stop, ctype)
             dx = slope_factors(pre > 0, negative_slope, ctype)
             dx *= grad_rows[start:stop].astype(ctype, copy=False) * factor
-        row_sums[start:stop] = dx.sum(axis=1, dtype=np.float64)
-        out_rows[start:stop] = dx  # last: `out` may alias `grad` or `saved`
+            row_sums[start:stop] = dx.sum(axis=1, dtype=np.float64)
+            out_rows[start:stop] = dx  # last: `out` may alias `grad` or `saved`
 
     for_chunks(grad_rows.shape[0], body, _chunk_rows(grad_rows))
-    grad_bias[...] = row_sums.reshape(-1, grad.shape[1]).sum(axis=0)
+    with quiet():
+        grad_bias[...] = row_sums.reshape(-1, grad.shape[1]).sum(axis=0)

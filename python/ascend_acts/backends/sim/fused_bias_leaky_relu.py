@@ -89,7 +89,7 @@ def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None, negati
     x = input.detach().contiguous()
     b = None if bias is None else bias.detach().contiguous()
     y = torch.empty_like(x)
-    if x.shape[1] == 0:
+    if x.numel() == 0:  # nothing to launch (a launch over an empty N or spatial dimension has no GM window)
         return y
     pieces = _channel_pieces(x)
     for piece in pieces:
@@ -121,8 +121,8 @@ def fused_bias_leaky_relu_backward(grad_output: torch.Tensor, saved: torch.Tenso
     b = None if bias is None else bias.detach().contiguous()
     dx = torch.empty_like(dy)
     grad_bias = torch.empty(dy.shape[1], dtype=dy.dtype)
-    if dy.shape[1] == 0:
-        return dx, grad_bias
+    if dy.numel() == 0:  # no launch (as the forward); every channel sums no elements
+        return dx, grad_bias.zero_()
     pieces = _channel_pieces(dy)
     for piece in pieces:
         whole = len(pieces) == 1
