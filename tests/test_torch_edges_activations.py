@@ -395,3 +395,20 @@ def test_rrelu_bounds_whose_span_overflows_double_raise_as_torch(backend):
     with pytest.raises(RuntimeError, match="upper - lower must be a finite double"):
         rrelu_train(x, -1e308, 1e308)
     assert torch.equal(ascend_acts.rrelu(x, -1e308, 1e308), F.rrelu(x, -1e308, 1e308))  # eval: no span
+
+
+def test_in_place_on_self_overlapping_windows_reads_before_it_writes(backend):
+    """Where torch cannot prove the overlap (as_strided windows) its in-place result depends on the order its kernel
+    visits the elements (some values are scaled more than once); ours reads every element before it writes any, so
+    each location holds the activation of its original value once (docs/usage.md). torch's refusal of a provable
+    overlap (expand) is ours too, and changes nothing."""
+    base = torch.tensor([-1.0, -2.0, 3.0, -4.0, -5.0])
+    window = base.as_strided((3, 3), (1, 1))
+    assert torch._debug_has_internal_overlap(window) == 2  # "too hard": torch runs its kernel anyway
+    ascend_acts.leaky_relu(window, 0.5, inplace=True)
+    assert torch.equal(base, torch.tensor([-0.5, -1.0, 3.0, -2.0, -2.5]))  # each original value times 0.5 once
+    expanded = torch.tensor([-1.0]).expand(3)
+    for call in (lambda t: F.leaky_relu_(t, 0.5), lambda t: ascend_acts.leaky_relu(t, 0.5, inplace=True)):
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            call(expanded)
+    assert torch.equal(expanded, torch.tensor([-1.0, -1.0, -1.0]))
