@@ -179,7 +179,8 @@ def test_running_statistics_requiring_grad_raise_as_torch(backend, train, buffer
 
 # --- 4. tensor-valued module attributes ------------------------------------------------------------------------------
 @pytest.mark.parametrize("train", [True, False])
-@pytest.mark.parametrize("module, attribute, value", [(1, "momentum", 0.3), (1, "eps", 1e-3), (2, "negative_slope", 0.3)])
+@pytest.mark.parametrize("module, attribute, value",
+                         [(1, "momentum", 0.3), (1, "eps", 1e-3), (2, "negative_slope", 0.3)])
 def test_tensor_valued_attributes_as_torch(backend, train, module, attribute, value):
     ours, theirs = ours_and_torch(torch_block().train(train))
     for model in (ours, theirs):
