@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
@@ -73,8 +75,7 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
                                                      and torch.isfinite(folded_bias).all()):
                 return ops.conv_bias_leaky_relu(input, folded_weight, folded_bias, *geometry, args.negative_slope)
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
-    n, c, h, w = args.output_shape
-    if n * c * h * w == 0:  # not Size.numel(), which would specialise a symbolic (exported) batch size
+    if _is_empty(args.output_shape):
         return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args)
     if overlapping_statistics(running_mean, running_var):
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
@@ -107,6 +108,12 @@ def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, runnin
             running_mean.mul_(1 - momentum).add_(batch_mean * momentum)
             running_var.mul_(1 - momentum).add_(batch_var * momentum)
     return out
+
+
+def _is_empty(shape: torch.Size) -> bool:
+    """Size.numel() would specialise a symbolic (exported) batch size, which Python arithmetic decides without a
+    guard; under torch.jit.trace the sizes are traced values, whose numel() is the plain number."""
+    return shape.numel() == 0 if torch.jit.is_tracing() else math.prod(shape) == 0
 
 
 def _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args: Checked) -> torch.Tensor:
