@@ -41,6 +41,7 @@ BROKEN_KERNELS = [
     ("allocation_after_select_in_reserved_ub", "ub_reserved", 0, 2),
     ("vec_index_past_2_24", "vec_index_precision", 0, 2),
     ("integer_wraparound", "integer_overflow", 0, 2),
+    ("maxs_of_nan", "unspecified_nan", 0, 2),
     ("rng_without_declared_wraparound", "integer_overflow", 0, 2),
     ("not_in_ub", "not_in_ub", 0, 2),
     ("compare_scalar_partial_repeat", "vector_alignment", 0, 2),

@@ -92,6 +92,9 @@ private:
                                               if (first) {
                                                   PipeBarrier<PIPE_ALL>();
                                                   shift = values.GetValue(0);
+                                                  // an inf or NaN shift would turn every x - shift into NaN
+                                                  // (torch: an inf in the batch gives mean inf, not NaN)
+                                                  if (!(shift - shift == 0.0f)) shift = 0.0f;
                                                   first = false;
                                               }
                                               Adds(values, values, -shift, tile.count);
@@ -121,12 +124,16 @@ private:
         batch_norm_kernel::CopyIn(stats_[ForwardSlot::Beta], betaGm_, n);
         PipeBarrier<PIPE_ALL>();
 
-        // var = E[(x-shift)^2] - E[x-shift]^2 (>= 0), mean = E[x-shift] + shift
+        // var = E[(x-shift)^2] - E[x-shift]^2, mean = E[x-shift] + shift
         Muls(mean, stats_[ForwardSlot::SumShifted], inverseCount, n);
         Muls(variance, stats_[ForwardSlot::SumSquaresShifted], inverseCount, n);
         Mul(scale, mean, mean, n);
         Sub(variance, variance, scale, n);
-        Maxs(variance, variance, 0.0f, n);
+        // var < 0 (rounding) -> 0, as (var + |var|) / 2: exact for var >= 0, and a NaN or inf in the batch stays
+        // NaN as in torch (a Maxs(var, 0) may drop NaN: its result for NaN is unspecified)
+        Muls(variance, variance, 0.5f, n);
+        Abs(scale, variance, n);
+        Add(variance, variance, scale, n);
         Add(mean, mean, stats_[ForwardSlot::Shift], n);
         // invstd = 1 / sqrt(var + eps)
         Adds(scale, variance, tiling_.eps, n);

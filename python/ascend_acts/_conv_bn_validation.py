@@ -74,8 +74,6 @@ def _check_tensors(input, weight, bias, statistics: dict) -> None:
         if not isinstance(t, torch.Tensor) or t.shape != (c_out,):
             shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             raise RuntimeError(f"{FN}(): argument '{name}' must have shape ({c_out},), got {shape}")
-    if (statistics["running_mean"] is None) != (statistics["running_var"] is None):
-        raise ValueError(f"{FN}(): 'running_mean' and 'running_var' must both be given or both be None")
     for name, t in (("weight", weight), ("bias", bias), *statistics.items()):
         if t is not None and t.device != input.device:
             raise RuntimeError(f"{FN}(): argument '{name}' is on {t.device}, 'input' on {input.device}: "
@@ -89,7 +87,7 @@ def _check_dtypes(input, weight, bias, statistics: dict) -> None:
     for name, t in (("input", input), ("weight", weight), ("bias", bias), *statistics.items()):
         if t is not None and t.dtype not in check.FLOATING_DTYPES:
             raise RuntimeError(f"{FN}(): argument '{name}' must be a floating-point tensor, got {t.dtype}")
-    if torch.is_autocast_enabled(input.device.type):
+    if torch.amp.is_autocast_available(input.device.type) and torch.is_autocast_enabled(input.device.type):
         return
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.dtype != input.dtype:
@@ -102,21 +100,36 @@ def _check_dtypes(input, weight, bias, statistics: dict) -> None:
                                f"it must be {' or '.join(sorted(str(d) for d in allowed))}")
 
 
-def _check_writable(statistics: dict) -> None:
-    """The running statistics are written in place: refuse what torch's in-place update would refuse
-    (eagerly; torch.compile cannot trace these queries and checks the traced update itself)."""
-    if torch.compiler.is_compiling():
+def _check_statistics(statistics: dict, training: bool) -> None:
+    """torch's batch_norm rules for the running statistics: both or neither (ValueError in training, RuntimeError
+    in eval, as F.batch_norm); none requiring grad while grad mode is on (RuntimeError, in train and eval, as
+    native_batch_norm's autograd); in training, written in place, so no inference tensor outside InferenceMode
+    (eagerly; torch.compile checks the traced update itself). An aliased (expanded) one is torch's business:
+    conv_bn_leaky_relu hands such a training call to torch's batch_norm."""
+    running_mean, running_var = statistics["running_mean"], statistics["running_var"]
+    if (running_mean is None) != (running_var is None):
+        if training:
+            raise ValueError(f"{FN}(): 'running_mean' and 'running_var' must both be given or both be None")
+        missing = "running_mean" if running_mean is None else "running_var"
+        raise RuntimeError(f"{FN}(): argument '{missing}' must be defined in evaluation mode")
+    if running_mean is None:
         return
     for name in ("running_mean", "running_var"):
         t = statistics[name]
-        if t is None:
-            continue
-        if torch._debug_has_internal_overlap(t) == 1:
-            raise RuntimeError(f"{FN}(): argument '{name}' is written in place but more than one of its elements "
-                               "refers to a single memory location; clone() it first")
-        if t.is_inference() and not torch.is_inference_mode_enabled():
+        if t.requires_grad and torch.is_grad_enabled():
+            raise RuntimeError(f"{FN}(): argument '{name}' requires grad: batch_norm is not differentiable with "
+                               "respect to the running statistics (detach it, or run under torch.no_grad())")
+        if training and not torch.compiler.is_compiling() and t.is_inference() \
+                and not torch.is_inference_mode_enabled():
             raise RuntimeError(f"{FN}(): argument '{name}' is an inference tensor: an in-place update outside "
                                "InferenceMode is not allowed")
+
+
+def overlapping_statistics(running_mean, running_var) -> bool:
+    """Whether an element of a running statistic shares memory with another (an expanded buffer): torch's
+    batch_norm updates it in its own order, which only torch reproduces. Never under compile (not traceable)."""
+    return running_mean is not None and not torch.compiler.is_compiling() and any(
+        torch._debug_has_internal_overlap(t) == 1 for t in (running_mean, running_var))
 
 
 def _output_shape(input, weight, stride, padding, dilation) -> torch.Size:
@@ -151,8 +164,8 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     statistics = dict(zip(_STATISTICS, (running_mean, running_var, bn_weight, bn_bias)))
     _check_tensors(input, weight, bias, statistics)
     _check_dtypes(input, weight, bias, statistics)
-    _check_writable(statistics)
     training = check.check_bool(FN, "training", training)
+    _check_statistics(statistics, training)
     momentum = check.check_real(FN, "momentum", momentum, finite=True)
     eps = check.check_real(FN, "eps", eps, finite=True)
     negative_slope = check.check_real(FN, "negative_slope", negative_slope)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
-from ._conv_bn_validation import Checked, check_arguments
+from ._conv_bn_validation import Checked, check_arguments, overlapping_statistics
 from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
 
 ops = torch.ops.ascend_acts
@@ -23,6 +25,13 @@ def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
     return weight * scale.to(weight.dtype).reshape(-1, 1, 1, 1), shift.to(weight.dtype)
 
 
+def values_unknown(*tensors: torch.Tensor) -> bool:
+    """Whether tensor values cannot be read here: a compiled, traced or exported graph, fake or meta tensors.
+    Such calls take the static path (no choice made from the data)."""
+    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._guards.detect_fake_mode(tensors)
+            is not None or any(t.device.type == "meta" for t in tensors))
+
+
 def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negative_slope: float,
                                  dtype: torch.dtype) -> bool:
     """Whether training may keep only the output (InPlace-ABN): LeakyReLU invertible (slope > 0) and
@@ -31,8 +40,8 @@ def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negati
     torch's own backward has from the rounded conv output: |beta| / |gamma| <= 8 keeps ours within a
     small multiple of that in every dtype (a larger ratio, e.g. a BN channel decayed towards gamma = 0,
     keeps the conv output instead)."""
-    if not negative_slope > 0 or torch.compiler.is_compiling() or torch.jit.is_tracing():
-        return False  # a compiled or traced graph makes no data-dependent choice: the conv output is kept
+    if not negative_slope > 0 or values_unknown(gamma, beta):
+        return False  # a graph or fake tensors make no data-dependent choice: the conv output is kept
     magnitude = gamma.detach().abs()
     if not bool((magnitude > 0).all()):
         return False
@@ -57,11 +66,19 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
                            eps, negative_slope, stride, padding, dilation, groups)
     geometry = (args.stride, args.padding, args.dilation, args.groups)
     if not args.batch_stats:
-        folded_weight, folded_bias = fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
-                                                     args.eps)
-        return ops.conv_bias_leaky_relu(input, folded_weight, folded_bias, *geometry, args.negative_slope)
-    if args.output_shape.numel() == 0:
-        return _empty_batch(input, weight, bias, bn_weight, bn_bias, args)
+        # eps == 0 (a static choice): a zero running variance makes the folded weight inf and the conv inf * 0 = NaN,
+        # where torch's (conv - mean) * inf is a signed inf; so is any fold that is not finite (eagerly)
+        if args.eps != 0:
+            folded_weight, folded_bias = fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
+                                                         args.eps)
+            if values_unknown(folded_weight) or bool(torch.isfinite(folded_weight).all()
+                                                     and torch.isfinite(folded_bias).all()):
+                return ops.conv_bias_leaky_relu(input, folded_weight, folded_bias, *geometry, args.negative_slope)
+        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
+    if _is_empty(args.output_shape):
+        return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args)
+    if overlapping_statistics(running_mean, running_var):
+        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
 
     c_out = weight.shape[0]
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
@@ -93,8 +110,16 @@ def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, runnin
     return out
 
 
-def _empty_batch(input, weight, bias, bn_weight, bn_bias, args: Checked) -> torch.Tensor:
-    """An empty batch in training: torch's own composite, as nn.BatchNorm2d handles it (an empty output
-    still connected to the parameters, zero gradients, running statistics untouched)."""
+def _is_empty(shape: torch.Size) -> bool:
+    """Size.numel() would specialise a symbolic (exported) batch size, which Python arithmetic decides without a
+    guard; under torch.jit.trace the sizes are traced values, whose numel() is the plain number."""
+    return shape.numel() == 0 if torch.jit.is_tracing() else math.prod(shape) == 0
+
+
+def _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args: Checked) -> torch.Tensor:
+    """torch's own composite, for what only it reproduces: an empty training batch (an empty output still connected
+    to the parameters, zero gradients, running statistics untouched: pass None), an eval fold that is not finite, and
+    expanded running statistics in training (torch's batch_norm updates their shared elements in its own order)."""
     conv = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
-    return F.leaky_relu(F.batch_norm(conv, None, None, bn_weight, bn_bias, True, 0.0, args.eps), args.negative_slope)
+    out = F.batch_norm(conv, running_mean, running_var, bn_weight, bn_bias, args.batch_stats, args.momentum, args.eps)
+    return F.leaky_relu(out, args.negative_slope)

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
+from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum, values_unknown
 from .nn.activation import LeakyReLU
 from .nn.sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
 from .sync_batch_norm import sync_conv_bn_leaky_relu
@@ -50,6 +50,18 @@ def plain_leaky_relu(act: nn.Module) -> bool:
     return type(act) in _ACTIVATIONS and _untouched(act)
 
 
+def readable_numbers(bn: nn.Module, negative_slope, input: torch.Tensor) -> bool:
+    """bn.eps, bn.momentum and the slope may be tensors (torch's functionals read them as numbers): the fused op
+    takes their values, which a graph or fake tensors cannot read; there the modules run, as torch's do."""
+    values = (bn.eps, bn.momentum, negative_slope)
+    return not any(isinstance(v, torch.Tensor) for v in values) or not values_unknown(input)
+
+
+def _number(value):
+    """A tensor attribute's value, as torch's argument parser reads a tensor given for a float."""
+    return value.item() if isinstance(value, torch.Tensor) else value
+
+
 def fused_device(input) -> bool:
     """Devices with kernels for the fused op (CPU backends, the NPU); others (CUDA, meta) run the modules."""
     return isinstance(input, torch.Tensor) and input.device.type in ("cpu", torch._C._get_privateuse1_backend_name())
@@ -65,11 +77,12 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slo
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
     if counts:
         bn.num_batches_tracked.add_(1)
-    factor = 0.0 if bn.momentum is None else bn.momentum
+    momentum, eps, negative_slope = _number(bn.momentum), _number(bn.eps), _number(negative_slope)
+    factor = 0.0 if momentum is None else momentum
     statistics = not bn.training or bn.track_running_stats
     sync = {"process_group": bn.process_group} if type(bn) in _SYNC_BATCH_NORMS else None
     fused = conv_bn_leaky_relu if sync is None else sync_conv_bn_leaky_relu
-    if counts and bn.momentum is None:
+    if counts and momentum is None:
         if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
             # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor
             factor = 1.0 / bn.num_batches_tracked.to(torch.float64)
@@ -79,7 +92,7 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slo
     try:
         return fused(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
                      bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,
-                     bn.eps, negative_slope, conv.stride, conv.padding, conv.dilation, conv.groups, **(sync or {}))
+                     eps, negative_slope, conv.stride, conv.padding, conv.dilation, conv.groups, **(sync or {}))
     except Exception as error:
         if counts and not isinstance(error, RECOMPUTATION_STOPPED):
             bn.num_batches_tracked.sub_(1)

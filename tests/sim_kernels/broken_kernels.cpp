@@ -284,6 +284,17 @@ void IntegerWraparound() {
     Muls(t, t, int32_t(1) << 12, kFloats);
 }
 
+// The old BatchNorm forward's variance clamp, Maxs(var, 0), on a channel whose batch had an inf (var NaN): the
+// result of a max/min of NaN is unspecified.
+void MaxsOfNan() {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> buf;
+    pipe.InitBuffer(buf, kFloats * 4);
+    LocalTensor<float> variance = buf.Get<float>();
+    Duplicate(variance, std::numeric_limits<float>::quiet_NaN(), kFloats);
+    Maxs(variance, variance, 0.0f, kFloats);
+}
+
 // The RReLU kernels' own hash (op_kernel/rrelu_rng.h) launched without declaring its wraparound.
 void RngWithoutDeclaredWraparound() {
     TPipe pipe;
@@ -408,6 +419,7 @@ std::vector<KernelEntry> BrokenKernels() {
         row("allocation_after_select_in_reserved_ub", Run<AllocationAfterSelectInReservedUb>),
         row("vec_index_past_2_24", Run<VecIndexPast2To24>),
         row("integer_wraparound", Run<IntegerWraparound>),
+        row("maxs_of_nan", Run<MaxsOfNan>),
         row("rng_without_declared_wraparound", Run<RngWithoutDeclaredWraparound>),
         row("not_in_ub", Run<NotInUb>),
         row("compare_scalar_partial_repeat", Run<CompareScalarPartialRepeat>),

@@ -25,6 +25,7 @@
     X(vector_alignment) \
     X(vec_index_precision) \
     X(integer_overflow) \
+    X(unspecified_nan) \
     X(block_dim) \
     X(overlapping_core_writes) \
     X(unwritten_output) \

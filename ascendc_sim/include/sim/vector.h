@@ -72,6 +72,22 @@ T Wrap(const char* op, T a, T b, F compute) {
     }
 }
 
+// Max/Min/Maxs/Mins with a NaN operand: the API states only a comparison ("dst = src0 > src1 ? src0 : src1",
+// "dst[i] = src[i] > scalar ? src[i] : scalar", basic_api/interface/kernel_operator_vec_binary_intf.h and
+// kernel_operator_vec_binary_scalar_intf.h), nothing about NaN, so the result is unspecified: an error, so that no
+// kernel can come to rely on NaN being dropped (or kept) by a max/min.
+template <typename T>
+T NanChecked(const char* op, T a, T b, bool takeFirst) {
+    if constexpr (kFloating<T>) {
+        if (std::isnan(static_cast<float>(a)) || std::isnan(static_cast<float>(b))) {
+            ascendc_sim::Fail(ascendc_sim::Rule::unspecified_nan,
+                              std::string(op) + " of a NaN: the result is unspecified (the docs define it by a "
+                                                "comparison only); compare and Select to decide what NaN gives");
+        }
+    }
+    return takeFirst ? a : b;
+}
+
 }  // namespace detail
 
 #define ASCENDC_SIM_BINARY(NAME, SUPPORTED, EXPR)                                                                  \
@@ -107,14 +123,14 @@ ASCENDC_SIM_BINARY(Add, detail::kArithmetic, x + y)
 ASCENDC_SIM_BINARY(Sub, detail::kArithmetic, x - y)
 ASCENDC_SIM_BINARY(Mul, detail::kArithmetic, x* y)
 ASCENDC_SIM_BINARY(Div, detail::kFloating, x / y)
-ASCENDC_SIM_BINARY(Max, detail::kArithmetic, (x > y ? x : y))
-ASCENDC_SIM_BINARY(Min, detail::kArithmetic, (x < y ? x : y))
+ASCENDC_SIM_BINARY(Max, detail::kArithmetic, detail::NanChecked("Max", x, y, x > y))
+ASCENDC_SIM_BINARY(Min, detail::kArithmetic, detail::NanChecked("Min", x, y, x < y))
 ASCENDC_SIM_BINARY(And, detail::kBitwise, x& y)
 ASCENDC_SIM_BINARY(Or, detail::kBitwise, x | y)
 ASCENDC_SIM_SCALAR(Adds, detail::kArithmetic, x + y)
 ASCENDC_SIM_SCALAR(Muls, detail::kArithmetic, x* y)
-ASCENDC_SIM_SCALAR(Maxs, detail::kArithmetic, (x > y ? x : y))
-ASCENDC_SIM_SCALAR(Mins, detail::kArithmetic, (x < y ? x : y))
+ASCENDC_SIM_SCALAR(Maxs, detail::kArithmetic, detail::NanChecked("Maxs", x, y, x > y))
+ASCENDC_SIM_SCALAR(Mins, detail::kArithmetic, detail::NanChecked("Mins", x, y, x < y))
 #undef ASCENDC_SIM_BINARY
 #undef ASCENDC_SIM_SCALAR
 
@@ -150,6 +166,19 @@ void Sqrt(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) 
         detail::Issue<T>("Sqrt", count, dst, src);
         for (uint32_t i = 0; i < count; ++i)
             dst.Address()[i] = static_cast<T>(std::sqrt(static_cast<float>(src.Address()[i])));
+    }
+}
+
+// dst[i] = abs(src[i]) (basic_api/interface/kernel_operator_vec_unary_intf.h), half/float (AbsIntrinsicsImpl's
+// SupportType, basic_api/impl/dav_c220/kernel_operator_vec_unary_impl.h); a NaN stays NaN, as IEEE's abs.
+template <typename T>
+void Abs(const LocalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) {
+    if constexpr (!detail::kFloating<T>) {
+        detail::Unsupported<T>("Abs");
+    } else {
+        detail::Issue<T>("Abs", count, dst, src);
+        for (uint32_t i = 0; i < count; ++i)
+            dst.Address()[i] = static_cast<T>(std::fabs(static_cast<float>(src.Address()[i])));
     }
 }
 

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from .. import functional
-from ..fusion import conv_bn_leaky_relu_modules, fused_device, no_global_hooks, plain_conv_bn
+from ..fusion import conv_bn_leaky_relu_modules, fused_device, no_global_hooks, plain_conv_bn, readable_numbers
 from .sync_batch_norm import SyncBatchNorm
 
 
@@ -67,6 +67,7 @@ class ConvBNLeakyReLU2d(nn.Module):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         conv, bn = self.conv, self.bn
-        if plain_conv_bn(conv, bn) and fused_device(input) and no_global_hooks():
+        if plain_conv_bn(conv, bn) and fused_device(input) and no_global_hooks() and \
+                readable_numbers(bn, self.negative_slope, input):
             return conv_bn_leaky_relu_modules(conv, bn, self.negative_slope, input)
         return functional.leaky_relu(bn(conv(input)), self.negative_slope)

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..fusion import conv_bn_leaky_relu_modules, fused_device, no_global_hooks, plain_conv_bn, plain_leaky_relu
+from ..fusion import (
+    conv_bn_leaky_relu_modules,
+    fused_device,
+    no_global_hooks,
+    plain_conv_bn,
+    plain_leaky_relu,
+    readable_numbers,
+)
 
 
 class Sequential(nn.Sequential):
@@ -33,4 +40,5 @@ class Sequential(nn.Sequential):
 
 def _fusable(conv, bn, act, input) -> bool:
     # a 3-D (unbatched) input runs the modules: torch's Conv2d takes it and its BatchNorm2d raises
-    return (plain_conv_bn(conv, bn) and plain_leaky_relu(act) and fused_device(input) and input.dim() == 4)
+    return (plain_conv_bn(conv, bn) and plain_leaky_relu(act) and fused_device(input) and input.dim() == 4
+            and readable_numbers(bn, act.negative_slope, input))

@@ -60,14 +60,16 @@ def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slop
 
     def statistics(start: int, stop: int) -> None:
         block = rows_in[start:stop]
-        _row_sums(block, sums[start:stop])
-        centred = block - (sums[start:stop] / dtype.type(max(size, 1)))[:, None]
-        np.einsum("ij,ij->i", centred, centred, out=squares[start:stop])
+        with np.errstate(invalid="ignore", over="ignore"):  # an inf in the batch: inf - inf = NaN, as torch (quietly)
+            _row_sums(block, sums[start:stop])
+            centred = block - (sums[start:stop] / dtype.type(max(size, 1)))[:, None]
+            np.einsum("ij,ij->i", centred, centred, out=squares[start:stop])
 
     _for_rows(n * c, size, statistics)
-    mean, variance = _merge(sums.reshape(n, c), squares.reshape(n, c), size)
-    mean, variance = mean.astype(dtype), variance.astype(dtype)
-    invstd = 1 / np.sqrt(variance + dtype.type(eps))
+    with np.errstate(invalid="ignore", over="ignore"):
+        mean, variance = _merge(sums.reshape(n, c), squares.reshape(n, c), size)
+        mean, variance = mean.astype(dtype), variance.astype(dtype)
+        invstd = 1 / np.sqrt(variance + dtype.type(eps))
     shift, scale = _per_row(mean, n), _per_row(gamma * invstd, n)
     bias, slope = _per_row(beta, n), dtype.type(slope)
 

@@ -1,0 +1,242 @@
+"""The fused Conv2d + BatchNorm2d + LeakyReLU op and `convert` at the edges, judged against torch's own
+nn.Sequential(Conv2d, BatchNorm2d, LeakyReLU) (or F.conv2d + F.batch_norm + F.leaky_relu) computed in each test:
+results, error types, running statistics, num_batches_tracked."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import ascend_acts
+
+ops = torch.ops.ascend_acts
+
+
+def torch_block(c_in=2, c_out=3, groups=1, eps=1e-5, seed=0):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1, groups=groups, bias=True),
+                         nn.BatchNorm2d(c_out, eps=eps), nn.LeakyReLU(0.2))
+
+
+def ours_and_torch(model):
+    return ascend_acts.convert(copy.deepcopy(model)), model
+
+
+def close(ours, theirs):
+    torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def same_state(ours, theirs):
+    for (name, a), b in zip(ours.state_dict().items(), theirs.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, equal_nan=True, msg=name)
+
+
+# --- 1. NaN and inf in a training batch -----------------------------------------------------------------------------
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("where", [(0, 0, 0, 0), (1, 0, 2, 1)])  # the channel's first element (the kernel's shift)
+def test_nonfinite_training_batch_as_torch(backend, value, where):
+    # a depthwise conv keeps the value in channel 0: the other channels stay finite
+    ours, theirs = ours_and_torch(torch_block(3, 3, groups=3))
+    x = torch.randn(2, 3, 4, 4)
+    x[where] = value
+    close(ours(x), theirs(x))
+    same_state(ours, theirs)
+    assert theirs[1].running_var[0].isnan() and ours[1].running_var[0].isnan()
+    assert torch.isfinite(ours[1].running_var[1:]).all()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_nonfinite_batch_saved_statistics_as_torch(backend, value):
+    y = torch.randn(2, 2, 3, 3)
+    y[0, 0, 0, 0] = value
+    identity = torch.ones(2, 1, 1, 1)  # depthwise: the value stays in channel 0
+    gamma, beta = torch.ones(2), torch.zeros(2)
+    rm, rv = torch.zeros(2), torch.ones(2)
+    out, _, mean, invstd = ops.conv_bn_leaky_relu_train(y, identity, None, gamma, beta, rm, rv, [1, 1], [0, 0, 0, 0],
+                                                        [1, 1], 2, 0.1, 1e-5, 0.2, False)
+    trm, trv = torch.zeros(2), torch.ones(2)
+    expected, t_mean, t_invstd = torch.native_batch_norm(y, gamma, beta, trm, trv, True, 0.1, 1e-5)
+    close(out, F.leaky_relu(expected, 0.2))
+    close(mean, t_mean)
+    close(invstd, t_invstd)
+    close(rm, trm)
+    close(rv, trv)
+
+
+# --- 2. fake tensors, meta tensors, export ---------------------------------------------------------------------------
+def fake_outputs(make_model, train: bool):
+    with FakeTensorMode():
+        out = make_model().train(train)(torch.randn(2, 2, 5, 5))
+        return out.shape, out.dtype, out.stride()
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_fake_tensor_mode_as_torch(train):
+    expected = fake_outputs(torch_block, train)
+    assert fake_outputs(lambda: ascend_acts.convert(torch_block()), train) == expected
+    fused = fake_outputs(lambda: ascend_acts.nn.ConvBNLeakyReLU2d(2, 3, 3, padding=1, bias=True, negative_slope=0.2),
+                         train)
+    assert fused == expected
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_meta_tensors_as_torch(training):
+    def args(device):
+        torch.manual_seed(0)
+        return [t.to(device) for t in (torch.randn(2, 2, 5, 5), torch.randn(3, 2, 3, 3), torch.zeros(3), torch.ones(3),
+                                       torch.ones(3), torch.zeros(3))]
+
+    x, w, rm, rv, g, b = args("meta")
+    out = ascend_acts.conv_bn_leaky_relu(x, w, None, rm, rv, g, b, training=training, negative_slope=0.2)
+    x, w, rm, rv, g, b = args("meta")
+    expected = F.leaky_relu(F.batch_norm(F.conv2d(x, w), rm, rv, g, b, training), 0.2)
+    assert (out.device, out.shape, out.dtype, out.stride()) == (expected.device, expected.shape, expected.dtype,
+                                                                 expected.stride())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("train", [True, False])
+def test_export_with_a_dynamic_batch_as_torch(backend, train):
+    from torch.export import Dim, export
+
+    ours, theirs = ours_and_torch(torch_block().train(train))
+    program = export(ours, (torch.randn(4, 2, 5, 5),), dynamic_shapes=({0: Dim("batch")},))
+    x = torch.randn(6, 2, 5, 5)
+    close(program.module()(x), theirs(x))
+
+
+# --- 3. inference tensors and odd buffers ----------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_model_built_or_converted_under_inference_mode_runs_eval(backend, mode):
+    x = torch.randn(2, 2, 4, 4)
+    with torch.inference_mode():
+        built = torch_block().eval()
+        ours_built = ascend_acts.convert(copy.deepcopy(built))
+        ours_converted = ascend_acts.convert(torch_block()).eval()
+    context = torch.no_grad() if mode == "no_grad" else torch.inference_mode()
+    with context:
+        expected = built(x)
+        close(ours_built(x), expected)
+        close(ours_converted(x), expected)
+
+
+def test_inference_statistics_in_training_outside_inference_mode_raise_as_torch(backend):
+    with torch.inference_mode():
+        ours, theirs = ours_and_torch(torch_block())
+    x = torch.randn(2, 2, 4, 4)
+    with pytest.raises(RuntimeError), torch.no_grad():
+        theirs(x)
+    with pytest.raises(RuntimeError), torch.no_grad():
+        ours(x)
+
+
+def test_expanded_running_mean_in_eval_as_torch(backend):
+    ours, theirs = ours_and_torch(torch_block().eval())
+    for model in (ours, theirs):
+        model[1].running_mean = torch.full((1,), 0.5).expand(3)
+    x = torch.randn(2, 2, 4, 4)
+    close(ours(x), theirs(x))
+
+
+def test_expanded_running_mean_in_training_as_torch(backend):
+    # torch's batch_norm updates the shared element once per channel in its own (thread-dependent) order: one thread
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ours, theirs = ours_and_torch(torch_block())
+        for model in (ours, theirs):
+            model[1].running_mean = torch.zeros(1).expand(3)
+        x = torch.randn(2, 2, 4, 4)
+        close(ours(x), theirs(x))
+        same_state(ours, theirs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("buffer", ["running_mean", "running_var"])
+def test_running_statistics_requiring_grad_raise_as_torch(backend, train, buffer):
+    ours, theirs = ours_and_torch(torch_block().train(train))
+    for model in (ours, theirs):
+        getattr(model[1], buffer).requires_grad_(True)
+    x = torch.randn(2, 2, 4, 4)
+    with pytest.raises(RuntimeError):
+        theirs(x)
+    before = copy.deepcopy(ours.state_dict())
+    with pytest.raises(RuntimeError, match=f"'{buffer}' requires grad"):
+        ours(x)
+    assert all(torch.equal(before[k], v) for k, v in ours.state_dict().items())  # a failed call changes nothing
+    with torch.no_grad():  # torch reads and updates them there
+        ours_again, theirs_again = ours_and_torch(torch_block().train(train))
+        for model in (ours_again, theirs_again):
+            getattr(model[1], buffer).requires_grad_(True)
+        close(ours_again(x), theirs_again(x))
+        same_state(ours_again, theirs_again)
+
+
+# --- 4. tensor-valued module attributes ------------------------------------------------------------------------------
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("module, attribute, value",
+                         [(1, "momentum", 0.3), (1, "eps", 1e-3), (2, "negative_slope", 0.3)])
+def test_tensor_valued_attributes_as_torch(backend, train, module, attribute, value):
+    ours, theirs = ours_and_torch(torch_block().train(train))
+    for model in (ours, theirs):
+        setattr(model[module], attribute, torch.tensor(value))
+    x = torch.randn(2, 2, 4, 4)
+    close(ours(x), theirs(x))
+    same_state(ours, theirs)
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_tensor_valued_attributes_of_the_fused_module_as_torch(backend, train):
+    torch.manual_seed(0)
+    fused = ascend_acts.nn.ConvBNLeakyReLU2d(2, 3, 3, padding=1, bias=True).train(train)
+    fused.bn.eps, fused.bn.momentum = torch.tensor(1e-3), torch.tensor(0.3)
+    theirs = nn.Sequential(copy.deepcopy(fused.conv), copy.deepcopy(fused.bn), nn.LeakyReLU(0.01))
+    x = torch.randn(2, 2, 4, 4)
+    close(fused(x), theirs(x))
+    close(fused.bn.running_var, theirs[1].running_var)
+
+
+# --- 5. error types --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("missing", ["running_mean", "running_var"])
+def test_one_running_statistic_missing_raises_torchs_type(training, missing):
+    x, w = torch.randn(2, 2, 4, 4), torch.randn(3, 2, 3, 3)
+    stats = {"running_mean": torch.zeros(3), "running_var": torch.ones(3), missing: None}
+    with pytest.raises(Exception) as theirs:
+        F.batch_norm(F.conv2d(x, w), stats["running_mean"], stats["running_var"], training=training)
+    with pytest.raises(theirs.type, match=missing if not training else "both"):
+        ascend_acts.conv_bn_leaky_relu(x, w, None, stats["running_mean"], stats["running_var"], training=training)
+
+
+# --- 6. eps = 0 with a zero-variance channel in eval -----------------------------------------------------------------
+def test_eps_zero_with_a_zero_running_variance_as_torch(backend):
+    ours, theirs = ours_and_torch(torch_block(eps=0.0).eval())
+    for model in (ours, theirs):
+        with torch.no_grad():
+            model[1].running_var[1] = 0.0
+            model[1].running_mean[1] = model[0].bias[1]  # conv_out == running_mean where the input patch is 0
+    x = torch.randn(2, 2, 4, 4)
+    x[0, :, :2, :2] = 0.0
+    xs = [x.clone().requires_grad_(), x.clone().requires_grad_()]
+    out, expected = ours(xs[0]), theirs(xs[1])
+    close(out, expected)
+    assert expected[:, 1].isinf().any() and expected[:, 1].isnan().any()
+    out.sum().backward()
+    expected.sum().backward()
+    close(xs[0].grad, xs[1].grad)
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        close(a.grad, b.grad)
+
+
+def test_non_finite_fold_runs_unfolded_as_torch(backend):
+    ours, theirs = ours_and_torch(torch_block().eval())
+    for model in (ours, theirs):
+        with torch.no_grad():
+            model[1].weight[0] = float("inf")
+    x = torch.randn(2, 2, 4, 4)
+    close(ours(x), theirs(x))
