@@ -67,12 +67,14 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     geometry = (args.stride, args.padding, args.dilation, args.groups)
     if not args.batch_stats:
         # eps == 0 (a static choice): a zero running variance makes the folded weight inf and the conv inf * 0 = NaN,
-        # where torch's (conv - mean) * inf is a signed inf; so is any fold that is not finite (eagerly)
+        # where torch's (conv - mean) * inf is a signed inf; so is any fold that is not finite, checked on the CPU
+        # only: elsewhere the check would cost a host sync per layer, and a non-finite fold (NaN or inf statistics or
+        # parameters) makes the output non-finite there as in torch, NaN where torch may give an infinity
         if args.eps != 0:
             folded_weight, folded_bias = fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
                                                          args.eps)
-            if values_unknown(folded_weight) or bool(torch.isfinite(folded_weight).all()
-                                                     and torch.isfinite(folded_bias).all()):
+            if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
+                    torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
                 return ops.conv_bias_leaky_relu(input, folded_weight, folded_bias, *geometry, args.negative_slope)
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
     if _is_empty(args.output_shape):
