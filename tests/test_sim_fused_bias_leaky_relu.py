@@ -240,7 +240,7 @@ def test_pieces_of_whole_channels_equal_one_launch(monkeypatch):
     """Over LAUNCH_BYTES the backend launches per channel range on copies: y, dx and (Rows mode: the same tiles)
     grad_bias are bit-identical to one launch, and the pieces together move exactly one launch's bytes."""
     m = backend()
-    module = __import__("ascend_acts.backends.sim.fused_bias_leaky_relu", fromlist=["LAUNCH_BYTES"])
+    module = __import__("ascend_acts.backends.sim.fused_bias_leaky_relu_kernels", fromlist=["LAUNCH_BYTES"])
     shape = (3, 10, 5, 7)
     x, bias, dy = inputs(shape, torch.float16)
     whole = (m.fused_bias_leaky_relu(x, bias, 0.2, SQRT2),

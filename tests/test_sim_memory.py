@@ -4,7 +4,7 @@ Measured in a fresh process on 2^25 float16 elements (64 MiB per tensor): the re
 input exists, then its peak after the op (VmHWM, reset before the input by /proc/self/clear_refs; not
 ru_maxrss, which also holds the peak of the process that started this one, e.g. a large pytest run).
 The emulator keeps 2 bytes of bookkeeping per output byte of a launch, which the sim backend bounds by
-launching large tensors in pieces (backends/sim/elementwise.py, LAUNCH_BYTES).
+launching large tensors in pieces (backends/sim/elementwise_kernels.py, LAUNCH_BYTES).
 """
 
 import subprocess
@@ -90,7 +90,7 @@ def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
             torch.from_numpy(a)
 
     numpy_dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
-    monkeypatch.setattr(sim.elementwise, "LAUNCH_BYTES", 4096)
+    monkeypatch.setattr(sim.elementwise_kernels, "LAUNCH_BYTES", 4096)
     n = 10 * 4096 // numpy_dtype.itemsize + 77  # ten whole pieces and a short one
     rs = np.random.default_rng(3)
     x = rs.standard_normal(n).astype(np.float32).astype(numpy_dtype).reshape(1, n, 1)
@@ -132,7 +132,7 @@ def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_pie
     from ascend_acts.backends import sim
     from ascend_acts.reference import activations as oracle
 
-    monkeypatch.setattr(sim.elementwise, "LAUNCH_BYTES", 4096)
+    monkeypatch.setattr(sim.elementwise_kernels, "LAUNCH_BYTES", 4096)
     buffer = -torch.arange(1, 5002, dtype=torch.float32)
     expected = np.empty(5000, dtype=np.float32)
     oracle.rrelu(buffer[:5000].numpy().copy(), 0.1, 0.3, 9, expected)

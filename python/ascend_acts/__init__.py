@@ -4,7 +4,7 @@ with CPU backends."""
 from . import nn, ops  # noqa: F401  (ops: registers the torch.library ops, NPU kernels included)
 from .backends import available_backends, use_backend
 from .conv_bn import conv_bn_leaky_relu
-from .convert import convert
+from .conversion import convert
 from .functional import fused_bias_leaky_relu, leaky_relu, rrelu
 
 __version__ = "0.1.0"

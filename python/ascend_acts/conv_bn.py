@@ -9,6 +9,8 @@ import torch
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
 from ._conv_bn_validation import Checked, check_arguments, overlapping_statistics
 from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
+from .ops._library import values_unknown
+from .ops.conv_bn_leaky_relu import output_determines_batch_norm
 
 ops = torch.ops.ascend_acts
 F = torch.nn.functional
@@ -23,29 +25,6 @@ def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
     if bn_bias is not None:
         shift = shift + bn_bias
     return weight * scale.to(weight.dtype).reshape(-1, 1, 1, 1), shift.to(weight.dtype)
-
-
-def values_unknown(*tensors: torch.Tensor) -> bool:
-    """Whether tensor values cannot be read here: a compiled, traced or exported graph, fake or meta tensors.
-    Such calls take the static path (no choice made from the data)."""
-    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._guards.detect_fake_mode(tensors)
-            is not None or any(t.device.type == "meta" for t in tensors))
-
-
-def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negative_slope: float,
-                                 dtype: torch.dtype) -> bool:
-    """Whether training may keep only the output (InPlace-ABN): LeakyReLU invertible (slope > 0) and
-    x-hat = (z - beta) / gamma recoverable from the output rounded to `dtype`. That recovery's error is
-    about u(dtype) * (|x-hat| + 2 |beta| / |gamma|), against the u(dtype) * |x-hat| (|x-hat| ~ 1) that
-    torch's own backward has from the rounded conv output: |beta| / |gamma| <= 8 keeps ours within a
-    small multiple of that in every dtype (a larger ratio, e.g. a BN channel decayed towards gamma = 0,
-    keeps the conv output instead)."""
-    if not negative_slope > 0 or values_unknown(gamma, beta):
-        return False  # a graph or fake tensors make no data-dependent choice: the conv output is kept
-    magnitude = gamma.detach().abs()
-    if not bool((magnitude > 0).all()):
-        return False
-    return float((beta.detach().abs() / magnitude).max()) <= 8.0
 
 
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,

@@ -3,7 +3,7 @@
 `sync_conv_bn_leaky_relu` is `conv_bn_leaky_relu` whose training-mode batch statistics are those of the
 batch of every process of a torch.distributed process group, as torch.nn.SyncBatchNorm computes them, and
 whose autograd keeps only the block's output where `conv_bn.output_determines_batch_norm` allows (InPlace-ABN).
-Blocks whose BatchNorm is an nn.SyncBatchNorm (fusion.py) run through it.
+Blocks whose BatchNorm is an nn.SyncBatchNorm (nn/fusion.py) run through it.
 
 Per layer and training step, two collectives of O(C) elements, as torch's SyncBatchNorm:
 - forward: all_gather of each process's (count, mean, M2) per channel (2C + 1 numbers); every process
@@ -54,7 +54,7 @@ def sync_conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running
     Every argument is checked before anything is computed, communicated or written (the batch size check
     of BatchNorm, "more than 1 value per channel", is made on the count over all processes)."""
     group = synchronising_group(training, process_group)
-    tensor_momentum = isinstance(momentum, torch.Tensor)  # fusion.py's momentum=None under torch.compile
+    tensor_momentum = isinstance(momentum, torch.Tensor)  # nn/fusion.py's momentum=None under torch.compile
     if group is None:
         fused = conv_bn_leaky_relu_tensor_momentum if tensor_momentum else conv_bn_leaky_relu
         return fused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from .. import functional
-from ..fusion import conv_bn_leaky_relu_modules, fused_device, no_global_hooks, plain_conv_bn, readable_numbers
+from .fusion import conv_bn_leaky_relu_modules, fused_device, no_global_hooks, plain_conv_bn, readable_numbers
 from .sync_batch_norm import SyncBatchNorm
 
 
@@ -14,7 +14,7 @@ class ConvBNLeakyReLU2d(nn.Module):
     """Behaves like nn.Sequential(conv, bn, nn.LeakyReLU(negative_slope)) in train and eval.
 
     The conv and BN are kept as submodules "0" and "1", so state_dicts of that Sequential load as
-    they are (and ours load into it). The fused op runs when the conv and BN are plain (see fusion.py);
+    they are (and ours load into it). The fused op runs when the conv and BN are plain (see nn/fusion.py);
     with a hook, spectral_norm or a parametrization on either, they run one after the other.
     `sync=True` makes the BN an ascend_acts.nn.SyncBatchNorm over `process_group` (None: the default group),
     torch.nn.SyncBatchNorm's equivalent that DistributedDataParallel accepts on the CPU too: training

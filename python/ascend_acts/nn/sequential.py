@@ -4,7 +4,7 @@ children through the fused op where that is exactly what the children would comp
 `convert` gives a model's nn.Sequential containers this class in place (`__class__`, as torch's own
 parametrize does for parametrized modules): the object, its children, their indices, state_dict keys,
 hooks and Parameters stay as they were; only the forward differs, and only for runs of untouched plain
-modules (fusion.py decides at each call). Like ascend_acts.nn.LeakyReLU it keeps torch's class name, so
+modules (nn/fusion.py decides at each call). Like ascend_acts.nn.LeakyReLU it keeps torch's class name, so
 reprs and class-name checks (`weights_init`) see what they saw before.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..fusion import (
+from .fusion import (
     conv_bn_leaky_relu_modules,
     fused_device,
     no_global_hooks,

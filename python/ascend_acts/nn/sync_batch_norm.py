@@ -6,7 +6,7 @@ with GPU modules": an isinstance check), and torch's SyncBatchNorm itself raises
 training. This class is therefore deliberately NOT a torch.nn.SyncBatchNorm subclass: a _BatchNorm, as torch's
 is, with the same attributes (process_group included) and state_dict keys, so checkpoints load both ways and
 `__class__` can be swapped in place (`ascend_acts.convert` does). Inside a fused Conv2d -> BN -> LeakyReLU
-block it runs the synchronised fused op (fusion.py); anywhere else its own forward below.
+block it runs the synchronised fused op (nn/fusion.py); anywhere else its own forward below.
 """
 
 from __future__ import annotations

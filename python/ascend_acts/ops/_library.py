@@ -164,3 +164,10 @@ def run_below_autograd(op: Callable, *args):
     torch.func transforms the levels below record `op` in their turn (the autograd keys stay excluded here)."""
     with torch.enable_grad(), forward_ad._set_fwd_grad_enabled(True), torch._C._AutoDispatchBelowAutograd():
         return op(*args)
+
+
+def values_unknown(*tensors: torch.Tensor) -> bool:
+    """Whether tensor values cannot be read here: a compiled, traced or exported graph, fake or meta tensors.
+    Such calls take the static path (no choice made from the data)."""
+    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._guards.detect_fake_mode(tensors)
+            is not None or any(t.device.type == "meta" for t in tensors))

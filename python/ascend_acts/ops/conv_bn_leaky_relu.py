@@ -2,7 +2,7 @@
 
 Training keeps the post-activation output (InPlace-ABN) when the activation and the affine can be
 inverted (negative_slope > 0, no zero bn_weight, |bn_bias| / |bn_weight| small enough for the dtype; the caller
-decides with `save_output`, see conv_bn.output_determines_batch_norm); otherwise it
+decides with `save_output`, see output_determines_batch_norm below); otherwise it
 keeps the conv output. Eval runs the conv with BN folded into weight and bias; its backward recomputes
 the pre-activation, so nothing but the input and the folded weight is kept.
 Device kernels: the backends' (`ops._kernels`); results follow torch's convolution into channels_last.
@@ -14,7 +14,7 @@ import torch
 
 from ..reference import conv_bn as reference
 from . import conv_bn_derivatives as derivatives
-from ._library import OpFunction, autograd_function, composite_autograd, run_below_autograd
+from ._library import OpFunction, autograd_function, composite_autograd, run_below_autograd, values_unknown
 from ._semantics import declare
 
 ops = torch.ops.ascend_acts
@@ -24,6 +24,22 @@ EVAL, EVAL_BACKWARD = "conv_bias_leaky_relu", "conv_bias_leaky_relu_backward"
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negative_slope: float,
+                                 dtype: torch.dtype) -> bool:
+    """Whether training may keep only the output (InPlace-ABN): LeakyReLU invertible (slope > 0) and
+    x-hat = (z - beta) / gamma recoverable from the output rounded to `dtype`. That recovery's error is
+    about u(dtype) * (|x-hat| + 2 |beta| / |gamma|), against the u(dtype) * |x-hat| (|x-hat| ~ 1) that
+    torch's own backward has from the rounded conv output: |beta| / |gamma| <= 8 keeps ours within a
+    small multiple of that in every dtype (a larger ratio, e.g. a BN channel decayed towards gamma = 0,
+    keeps the conv output instead)."""
+    if not negative_slope > 0 or values_unknown(gamma, beta):
+        return False  # a graph or fake tensors make no data-dependent choice: the conv output is kept
+    magnitude = gamma.detach().abs()
+    if not bool((magnitude > 0).all()):
+        return False
+    return float((beta.detach().abs() / magnitude).max()) <= 8.0
 
 
 # --- what the ops accept (checked by the CPU and the fake kernels, before anything runs) -----------
@@ -199,7 +215,6 @@ def _cast_conv_arguments(args, dtype, device_type):
 def _cast_train_arguments(args, dtype, device_type):
     args = _cast_conv_arguments(args, dtype, device_type)
     if args[-1]:  # keep only the output if x-hat can be rebuilt from it in the dtype it now has
-        from ..conv_bn import output_determines_batch_norm
         args = (*args[:-1], output_determines_batch_norm(args[3], args[4], args[-2], args[0].dtype))
     return args
 

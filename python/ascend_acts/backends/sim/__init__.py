@@ -9,22 +9,27 @@ tiled for. One module per kernel family; the kernel-level functions and op_host'
 tests and benchmarks.
 """
 
-from .batch_norm_leaky_relu import (  # noqa: F401
+from .batch_norm_leaky_relu_kernels import (  # noqa: F401
     batch_norm_leaky_relu,
     batch_norm_leaky_relu_grad,
     conv_bn_leaky_relu_train,
     conv_bn_leaky_relu_train_backward,
 )
-from .batch_norm_leaky_relu import tiling as batch_norm_leaky_relu_tiling  # noqa: F401
-from .conv_bn_leaky_relu_eval import (  # noqa: F401
+from .batch_norm_leaky_relu_kernels import tiling as batch_norm_leaky_relu_tiling  # noqa: F401
+from .conv_bn_leaky_relu_eval_kernels import (  # noqa: F401
     conv_bias_leaky_relu,
     conv_bias_leaky_relu_backward,
     conv_bn_leaky_relu_eval,
 )
-from .conv_bn_leaky_relu_eval import has_tiling as conv_bn_leaky_relu_eval_has_tiling  # noqa: F401
-from .conv_bn_leaky_relu_eval import tiling as conv_bn_leaky_relu_eval_tiling  # noqa: F401
-from .elementwise import leaky_relu, leaky_relu_backward, rrelu_with_seed, rrelu_with_seed_backward  # noqa: F401
-from .elementwise import tiling as elementwise_tiling  # noqa: F401
+from .conv_bn_leaky_relu_eval_kernels import has_tiling as conv_bn_leaky_relu_eval_has_tiling  # noqa: F401
+from .conv_bn_leaky_relu_eval_kernels import tiling as conv_bn_leaky_relu_eval_tiling  # noqa: F401
+from .elementwise_kernels import (  # noqa: F401
+    leaky_relu,
+    leaky_relu_backward,
+    rrelu_with_seed,
+    rrelu_with_seed_backward,
+)
+from .elementwise_kernels import tiling as elementwise_tiling  # noqa: F401
 from .emulator import (  # noqa: F401
     EmulatorError,
     Launch,
@@ -34,5 +39,5 @@ from .emulator import (  # noqa: F401
     platforms,
     unavailable_reason,
 )
-from .fused_bias_leaky_relu import fused_bias_leaky_relu, fused_bias_leaky_relu_backward  # noqa: F401
-from .fused_bias_leaky_relu import tiling as fused_bias_leaky_relu_tiling  # noqa: F401
+from .fused_bias_leaky_relu_kernels import fused_bias_leaky_relu, fused_bias_leaky_relu_backward  # noqa: F401
+from .fused_bias_leaky_relu_kernels import tiling as fused_bias_leaky_relu_tiling  # noqa: F401

@@ -13,7 +13,7 @@ from .conv_bn import (  # noqa: F401
     conv_bn_leaky_relu_train,
     conv_bn_leaky_relu_train_backward,
 )
-from .fused_bias_leaky_relu import fused_bias_leaky_relu, fused_bias_leaky_relu_backward  # noqa: F401
+from .fused_bias import fused_bias_leaky_relu, fused_bias_leaky_relu_backward  # noqa: F401
 
 
 def unavailable_reason() -> str | None:

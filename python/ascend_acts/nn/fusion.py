@@ -15,10 +15,11 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum, values_unknown
-from .nn.activation import LeakyReLU
-from .nn.sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
-from .sync_batch_norm import sync_conv_bn_leaky_relu
+from ..conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
+from ..ops._library import values_unknown
+from ..sync_batch_norm import sync_conv_bn_leaky_relu
+from .activation import LeakyReLU
+from .sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",

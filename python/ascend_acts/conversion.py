@@ -18,7 +18,7 @@ _SYNC_BATCH_NORMS = {nn.SyncBatchNorm: acts_nn.SyncBatchNorm}
 def convert(model: nn.Module, fuse: bool = True) -> nn.Module:
     """Give every torch.nn.LeakyReLU / RReLU in `model` the ascend_acts subclass, and (with `fuse`) every
     torch.nn.Sequential ascend_acts.nn.Sequential, whose forward runs Conv2d -> BatchNorm2d -> LeakyReLU
-    runs of plain, hook-free children as one fused op (see fusion.py). Returns `model` itself.
+    runs of plain, hook-free children as one fused op (see nn/fusion.py). Returns `model` itself.
 
     Each module keeps its identity: only its `__class__` changes, to a subclass that adds no state and
     keeps the class name. So the module tree, child indices, state_dict keys (checkpoints load both ways,
