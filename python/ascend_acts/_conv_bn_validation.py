@@ -166,9 +166,9 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     _check_dtypes(input, weight, bias, statistics)
     training = check.check_bool(FN, "training", training)
     _check_statistics(statistics, training)
-    momentum = check.check_real(FN, "momentum", momentum, finite=True)
-    eps = check.check_real(FN, "eps", eps, finite=True)
-    negative_slope = check.check_real(FN, "negative_slope", negative_slope)
+    momentum = check.check_number(FN, "momentum", momentum, finite=True)
+    eps = check.check_number(FN, "eps", eps, finite=True)
+    negative_slope = check.check_number(FN, "negative_slope", negative_slope, input)
     if isinstance(groups, bool) or not isinstance(groups, int):
         raise TypeError(f"{FN}(): argument 'groups' must be an int, got {type(groups).__name__}")
     if groups < 1:

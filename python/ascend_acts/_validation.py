@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import torch
 
-FLOATING_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+from .ops._library import FLOATING_DTYPES
 
 
 def check_input(fn: str, input) -> None:
@@ -21,25 +21,16 @@ def check_input(fn: str, input) -> None:
         )
 
 
-def check_real(fn: str, name: str, value, finite: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{fn}(): argument '{name}' must be a real number, got {type(value).__name__}")
-    value = float(value)
-    # under torch.compile(dynamic=True) a module's float attributes are symbolic, and math.isfinite on
-    # them would break the graph: finiteness is checked in eager calls only
-    if finite and not torch.compiler.is_compiling() and not math.isfinite(value):
-        raise ValueError(f"{fn}(): argument '{name}' must be finite, got {value}")
-    return value
-
-
 FLOAT32_MAX = 3.4028234663852886e38
 
 
-def check_number(fn: str, name: str, value, input: torch.Tensor | None = None) -> float:
+def check_number(fn: str, name: str, value, input: torch.Tensor | None = None, finite: bool = False) -> float:
     """A torch `Scalar` argument as torch's functions take it: a Python or NumPy number (bool included: True is
     1.0), or a 0-d tensor that does not require grad (its item()); a complex number only with imaginary part 0.
     A finite value outside float32's range raises torch's overflow error for a non-float64
-    `input` given (torch's kernels convert it to float; float16/bfloat16 compute in float32)."""
+    `input` given (torch's kernels convert it to float; float16/bfloat16 compute in float32). `finite`: a non-finite
+    value is a ValueError (checked in eager calls: under torch.compile(dynamic=True) a module's float attributes
+    are symbolic, and math.isfinite on them would break the graph)."""
     if isinstance(value, torch.Tensor):
         if value.dim() != 0 or value.requires_grad:
             raise TypeError(f"{fn}(): argument '{name}' must be a number or a 0-d tensor that does not require "
@@ -56,6 +47,8 @@ def check_number(fn: str, name: str, value, input: torch.Tensor | None = None) -
                                "without overflow")
         value = value.real
     value = float(value)
+    if finite and not torch.compiler.is_compiling() and not math.isfinite(value):
+        raise ValueError(f"{fn}(): argument '{name}' must be finite, got {value}")
     if (input is not None and input.dtype != torch.float64 and not torch.compiler.is_compiling()
             and math.isfinite(value) and abs(value) > FLOAT32_MAX):
         raise RuntimeError(f"{fn}(): argument '{name}' {value}: value cannot be converted to type float without "

@@ -54,11 +54,11 @@ def check_inplace_autograd(tensor: torch.Tensor) -> None:
         )
 
 
-_FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+FLOATING_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def check_floating(op: str, name: str, tensor: torch.Tensor) -> None:
-    if tensor.dtype not in _FLOATING:  # NotImplementedError: torch's type for a kernel without the dtype
+    if tensor.dtype not in FLOATING_DTYPES:  # NotImplementedError: torch's type for a kernel without the dtype
         raise NotImplementedError(f"ascend_acts::{op}: '{name}' must be float16, bfloat16, float32 or float64, got "
                                   f"{tensor.dtype}")
 

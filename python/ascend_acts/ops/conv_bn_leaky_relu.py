@@ -14,7 +14,14 @@ import torch
 
 from ..reference import conv_bn as reference
 from . import conv_bn_derivatives as derivatives
-from ._library import OpFunction, autograd_function, composite_autograd, run_below_autograd, values_unknown
+from ._library import (
+    FLOATING_DTYPES,
+    OpFunction,
+    autograd_function,
+    composite_autograd,
+    run_below_autograd,
+    values_unknown,
+)
 from ._semantics import declare
 
 ops = torch.ops.ascend_acts
@@ -48,7 +55,7 @@ def check_dtypes(op: str, input: torch.Tensor, same_dtype: dict, channel_paramet
     `channel_parameters` (BatchNorm's weight/bias and statistics) the input's or, for float16/bfloat16
     input, float32 (autocast keeps them float32, as torch's batch_norm takes them). A mismatch is a RuntimeError,
     as torch's conv2d and batch_norm raise it; an input that is not floating point is a TypeError."""
-    if input.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+    if input.dtype not in FLOATING_DTYPES:
         raise TypeError(f"ascend_acts::{op}: 'input' must be float16, bfloat16, float32 or float64, got {input.dtype}")
     for name, t in same_dtype.items():
         if t is not None and t.dtype != input.dtype:

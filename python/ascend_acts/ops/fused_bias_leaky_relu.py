@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from ._library import OpFunction, autograd_function, run_below_autograd
+from ._library import FLOATING_DTYPES, OpFunction, autograd_function, run_below_autograd
 from ._semantics import declare, like_argument
 
 ops = torch.ops.ascend_acts
 FORWARD, BACKWARD = "fused_bias_leaky_relu", "fused_bias_leaky_relu_backward"
-_FLOATING = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def saves_result(negative_slope: float, scale: float) -> bool:
@@ -32,7 +31,7 @@ def channel_view(bias: torch.Tensor, rank: int) -> torch.Tensor:
 
 # --- what the ops accept (checked by the device and fake kernels before anything runs) -------------------
 def check_input_and_bias(op: str, input: torch.Tensor, bias: torch.Tensor | None, input_name: str = "input") -> None:
-    if input.dtype not in _FLOATING:  # torch's type for a kernel without the dtype
+    if input.dtype not in FLOATING_DTYPES:  # torch's type for a kernel without the dtype
         raise NotImplementedError(f"ascend_acts::{op}: '{input_name}' must be float16, bfloat16, float32 or float64, "
                         f"got {input.dtype}")
     if input.dim() < 2:
