@@ -106,15 +106,16 @@ def test_matches_the_float64_composite(case, dtype):
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
-@pytest.mark.parametrize("case", ["dcgan_d3", "rgb_to_21", "1x1_40_to_130", "several_tiles_per_image",
-                                  "multi_image_items", "streamed_weights"])
+@pytest.mark.parametrize("case", fast_only(["dcgan_d3", "rgb_to_21", "1x1_40_to_130", "several_tiles_per_image",
+                                            "multi_image_items", "streamed_weights"],
+                                           ["rgb_to_21", "several_tiles_per_image", "multi_image_items"]))
 def test_bit_identical_to_the_float32_oracle(case, dtype):
     x, weight, bias, geometry, expected = case_inputs(case, dtype)
     out, _, _ = run(x, weight, bias, geometry, expected.shape)
     assert torch.equal(out, float32_oracle(x, weight, bias, geometry, expected.shape))
 
 
-@pytest.mark.parametrize("platform", PLATFORMS)
+@pytest.mark.parametrize("platform", fast_only(PLATFORMS, ["ascend910b3"]))  # 910B3: fewer cores than the others
 def test_platforms(platform):
     x, weight, bias, geometry, expected = case_inputs("dcgan_d4", torch.float16)
     with sim().launch_settings(platform=platform):
@@ -170,8 +171,7 @@ def design_traffic(tiling, x, weight_shape):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
-@pytest.mark.parametrize("case", fast_only(CASES, ["dcgan_d4", "1x1_40_to_130", "several_tiles_per_image",
-                                                  "multi_image_items", "streamed_weights"]))
+@pytest.mark.parametrize("case", fast_only(CASES, ["1x1_40_to_130", "several_tiles_per_image", "multi_image_items"]))
 def test_traffic(case, dtype):
     """y written exactly once; x read once per (Cout block, item) band; each resident W' block read once per AI
     core range that enters it, a streamed one once per item; the rings written and read as the design says; the
