@@ -165,6 +165,19 @@ def test_every_family_has_its_emulator_file_and_parsable_struct():
         assert generator.structs_of(family)[-1].name == family.struct
 
 
+def test_the_emulator_files_stay_out_of_the_cann_build():
+    """op_host/<family>/<family>_emulator.h is the binding's (through tiling_headers.inc): no file the CANN build
+    compiles includes one, and it needs no pybind11."""
+    emulator_files = sorted(ROOT.glob("op_host/*/*_emulator.h"))
+    assert emulator_files
+    include = re.compile(r'#include\s+"[^"]*_emulator\.h"')
+    for path in [*ROOT.glob("op_host/**/*"), *ROOT.glob("op_kernel/**/*")]:
+        if path.is_file() and path.suffix in (".h", ".cpp"):
+            assert not include.search(path.read_text()), f"{path.relative_to(ROOT)} includes an emulator file"
+    for path in emulator_files:
+        assert "pybind11" not in path.read_text()
+
+
 # --- the compiled module -----------------------------------------------------------------------------------------
 
 @available
