@@ -40,7 +40,11 @@ def generated_files(table: ModuleType) -> dict[Path, str]:
     files: dict[Path, str] = {}
     for module_path in sorted(GENERATOR_DIR.glob("*.py")):
         module = _load(module_path, f"_op_files_{module_path.stem}")
-        for relative, text in module.files(table).items():
+        try:
+            made = module.files(table)
+        except ValueError as error:  # a table entry or a family's file the generator cannot read: name it
+            raise SystemExit(f"generate_op_files.py: {module_path.name}: {error}") from error
+        for relative, text in made.items():
             path = ROOT / relative
             if path in files:
                 raise SystemExit(f"generate_op_files.py: {relative} is generated twice ({module_path.name})")

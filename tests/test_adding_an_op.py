@@ -2,6 +2,7 @@
 `<base>` is checked against the tree for every kernel of the op table, and every other row names a file or
 folder that exists."""
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -48,7 +49,26 @@ def test_the_per_kernel_files_are_listed():
     paths = {path for path, _ in listed_files(DOC.read_text())}
     assert {"op_kernel/<family>/<base>.cpp", "op_host/<family>/<base>.cpp", "op_host/<family>/<base>.json",
             "op_kernel/<family>/<family>_tiling_data.h", "op_host/<family>/<family>_tiling.h",
-            "op_host/<family>/<family>_op_host.h", "python/ascend_acts/op_table.py"} <= paths
+            "op_host/<family>/<family>_op_host.h", "op_host/<family>/<family>_emulator.h",
+            "python/ascend_acts/op_table.py"} <= paths
+
+
+def test_the_generated_rows_are_what_the_generator_writes():
+    """A row of kind "generated" names files scripts/generate_op_files.py writes (for every kernel), and every file
+    of ascendc_sim/binding/ the generator writes is listed: a new family edits no binding file."""
+    script = ROOT / "scripts/generate_op_files.py"
+    spec = importlib.util.spec_from_file_location("_generate_op_files_for_the_doc", script)
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    written = {path.relative_to(ROOT).as_posix() for path in generator.generated_files(generator.load_table())}
+    listed, folder = [], ""
+    for path, kind in listed_files(DOC.read_text()):
+        path = path if "/" in path else folder + path
+        folder = path.rsplit("/", 1)[0] + "/"
+        if kind == "generated":
+            listed += [expand(path, k).relative_to(ROOT).as_posix() for k in op_table.KERNELS]
+    assert listed and set(listed) <= written
+    assert {path for path in written if path.startswith("ascendc_sim/binding/")} <= set(listed)
 
 
 @pytest.mark.parametrize("row", ["| `op_kernel/<family>/<base>_entry.cpp` | write | x |",

@@ -73,3 +73,70 @@ def test_a_table_change_makes_the_files_stale(copy_of_the_tree):
     assert result.returncode == 1
     assert "stale: op_host/batch_norm_leaky_relu/batch_norm_leaky_relu.cpp" in result.stderr
     assert "stale: op_host/batch_norm_leaky_relu/batch_norm_leaky_relu.json" in result.stderr
+
+
+NEW_FAMILY_KERNEL = """\
+    Kernel("foo", family="foo", inputs=(Tensor("x"),), outputs=(Tensor("y"),), attrs=(),
+           tiling="optiling::FooTilingFunc<ascend_acts::FooPass::Forward>", infer_shape="ge::SameShapeAsInput0",
+           infer_dtype="ge::SameTypeAsInput0"),
+"""
+NEW_FAMILY_STRUCT = """\
+#pragma once
+#include <cstdint>
+namespace ascend_acts {
+enum class FooPass : uint32_t { Forward = 0 };
+struct FooTiling {
+    uint64_t totalLength;
+    uint32_t usedCoreNum, tileLength;
+    float scale;
+};
+}  // namespace ascend_acts
+"""
+
+
+def add_family(root: Path, struct: str = NEW_FAMILY_STRUCT) -> None:
+    """A kernel of a new family in the table, and the family's tiling struct: what the emulator binding needs."""
+    table = root / "python/ascend_acts/op_table.py"
+    opening = "KERNELS: tuple[Kernel, ...] = (\n"
+    assert opening in table.read_text()
+    table.write_text(table.read_text().replace(opening, opening + NEW_FAMILY_KERNEL))
+    (root / "op_kernel/foo").mkdir()
+    (root / "op_kernel/foo/foo_tiling_data.h").write_text(struct)
+
+
+def test_a_new_family_edits_no_binding_file(copy_of_the_tree):
+    """Adding a family (a new tiling struct) regenerates the binding's generated files; every other file of
+    ascendc_sim/binding/ stays as it is (tests/test_sim_binding.py: none of them names a family)."""
+    root = copy_of_the_tree
+    binding = root / "ascendc_sim/binding"
+    before = {path.name: path.read_text() for path in binding.iterdir()}
+    add_family(root)
+    assert run("--check", root=root).returncode == 1
+    result = run(root=root)
+    assert result.returncode == 0, result.stderr
+    after = {path.name: path.read_text() for path in binding.iterdir()}
+    assert after.keys() == before.keys()
+    changed = sorted(name for name in after if after[name] != before[name])
+    assert changed == ["launch_table.inc", "tiling_classes.inc", "tiling_headers.inc", "tiling_list.inc"]
+    generator = load_generator()
+    assert all(generator.load_table().GENERATED_MARK in after[name] for name in changed)
+    assert "TilingKind::FooTiling, uint32_t(ascend_acts::FooPass::Forward)" in after["launch_table.inc"]
+    assert "    X(FooTiling)" in after["tiling_list.inc"]
+    assert '#include "foo_emulator.h"' in after["tiling_headers.inc"]
+    assert 'c.def_readonly("used_core_num", &ascend_acts::FooTiling::usedCoreNum);' in after["tiling_classes.inc"]
+    assert "DefineTilingFunction<ascend_acts::FooTiling>(m);" in after["tiling_classes.inc"]
+
+
+@pytest.mark.parametrize(("struct", "message"), [
+    (NEW_FAMILY_STRUCT.replace("    float scale;", "    float scale[2];"),
+     "op_kernel/foo/foo_tiling_data.h:8: struct FooTiling: cannot parse 'float scale[2];'"),
+    (NEW_FAMILY_STRUCT.replace("FooTiling", "BarTiling"),
+     "op_kernel/foo/foo_tiling_data.h: struct FooTiling is not declared"),
+])
+def test_a_tiling_struct_the_generator_cannot_read_is_named(copy_of_the_tree, struct, message):
+    root = copy_of_the_tree
+    add_family(root, struct)
+    result = run(root=root)
+    assert result.returncode == 1
+    assert f"generate_op_files.py: emulator.py: {message}" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -7,17 +7,15 @@
 #include <vector>
 
 #include "sim/core.h"
+#include "tiling_list.inc"
 
 namespace ascend_acts_sim {
 
-// The plain struct the kernel's host tiling fills (op_host/), or Raw: bytes the caller gives (test kernels).
-enum class TilingKind : uint8_t {
-    ElementwiseTiling,
-    BatchNormLeakyReluTiling,
-    ConvBnLeakyReluEvalTiling,
-    FusedBiasLeakyReluTiling,
-    Raw
-};
+// The plain struct the kernel's host tiling fills (op_host/): one value per struct of the op table, named as the
+// struct (the generated tiling_list.inc); or Raw: bytes the caller gives (test kernels).
+#define ACTS_SIM_TILING_KIND(Struct) Struct,
+enum class TilingKind : uint8_t { ACTS_SIM_TILINGS(ACTS_SIM_TILING_KIND) Raw };
+#undef ACTS_SIM_TILING_KIND
 
 // In: read; Out: written (poisoned before the launch); InOut: an in-place output, read and written under
 // the name of an input listed before it (not poisoned, must still be written).
@@ -35,7 +33,7 @@ struct KernelEntry {
     const char* name;   // the op table's base name (test kernels: their name)
     const char* entry;  // the name the emulator reports: the kernel entry
     TilingKind tiling;
-    uint32_t variant;  // the tiling function's template argument (ElementwiseOp, BatchNormPass, FusedBiasPass), else 0
+    uint32_t variant;    // the tiling function's template argument (an enum of the family's), else 0
     bool wrapsIntegers;  // relies on integer vector results wrapping (the `integer_overflow` rule)
     bool mix;            // a MIX launch (AIC + 2 AIVs per AI core, ascendc_sim::LaunchMix)
     std::vector<Param> params;

@@ -26,7 +26,7 @@ void RenewLaunchMutexInChild() { new (&g_launchMutex) std::mutex(); }
 
 struct DataType {
     const char* name;
-    uint32_t tilingKey;  // the kernels' TILING_KEY_IS values (ElementwiseDtype)
+    uint32_t tilingKey;  // the kernels' TILING_KEY_IS values (op_kernel/common/dtype_key.h)
     uint32_t size;
 };
 constexpr DataType kDataTypes[] = {{"float32", 0, 4}, {"float16", 1, 2}, {"bfloat16", 2, 2}};
@@ -76,13 +76,14 @@ struct PreparedTiling {
 };
 
 template <class Tiling>
-PreparedTiling Prepare(const KernelEntry& kernel, py::handle tiling, uint32_t elementSize, const char* typeName) {
+PreparedTiling Prepare(const KernelEntry& kernel, py::handle tiling) {
     if (!py::isinstance<Tiling>(tiling)) {
-        throw py::type_error(std::string(kernel.name) + ": tiling must be a " + typeName + ", got " + TypeName(tiling));
+        throw py::type_error(std::string(kernel.name) + ": tiling must be a " + TilingKindOf<Tiling>::kName + ", got " +
+                             TypeName(tiling));
     }
     const Tiling& t = tiling.cast<const Tiling&>();
     using Traits = TilingTraits<Tiling>;
-    return {Traits::Buffer(t), Traits::Blocks(t), Traits::TileLength(t), Traits::WorkspaceBytes(t, elementSize)};
+    return {Traits::Buffer(t), Traits::Blocks(t), Traits::TileLength(t), Traits::WorkspaceBytes(t)};
 }
 
 PreparedTiling PrepareRaw(const KernelEntry& kernel, py::handle tiling, std::optional<uint32_t> blockDim) {
@@ -171,21 +172,10 @@ LaunchCounters Run(KernelTable table, const std::string& name, py::dict buffers,
 
     PreparedTiling prepared;
     switch (kernel->tiling) {
-        case TilingKind::ElementwiseTiling:
-            prepared = Prepare<ascend_acts::ElementwiseTiling>(*kernel, tiling, dtype->size, "ElementwiseTiling");
-            break;
-        case TilingKind::BatchNormLeakyReluTiling:
-            prepared = Prepare<ascend_acts::BatchNormLeakyReluTiling>(*kernel, tiling, dtype->size,
-                                                                      "BatchNormLeakyReluTiling");
-            break;
-        case TilingKind::ConvBnLeakyReluEvalTiling:
-            prepared = Prepare<ascend_acts::ConvBnLeakyReluEvalTiling>(*kernel, tiling, dtype->size,
-                                                                       "ConvBnLeakyReluEvalTiling");
-            break;
-        case TilingKind::FusedBiasLeakyReluTiling:
-            prepared = Prepare<ascend_acts::FusedBiasLeakyReluTiling>(*kernel, tiling, dtype->size,
-                                                                      "FusedBiasLeakyReluTiling");
-            break;
+#define ACTS_SIM_PREPARE(Struct) \
+    case TilingKind::Struct: prepared = Prepare<ascend_acts::Struct>(*kernel, tiling); break;
+        ACTS_SIM_TILINGS(ACTS_SIM_PREPARE)
+#undef ACTS_SIM_PREPARE
         case TilingKind::Raw: prepared = PrepareRaw(*kernel, tiling, blockDim); break;
     }
     if (kernel->tiling != TilingKind::Raw && blockDim) {

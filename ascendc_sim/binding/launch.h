@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "emulator_family.h"  // PlatformNamed
 #include "kernel_table.h"
 #include "sim/launch.h"
 #include "sim/timeline.h"
@@ -27,9 +28,6 @@ struct LaunchCounters {
     std::vector<std::pair<std::string, uint64_t>> bufferBytesIn, bufferBytesOut;  // per GM buffer, by name
     std::shared_ptr<ascendc_sim::TimelineSummary> timeline;  // the pipe schedule, when the launch was given costs
 };
-
-// The platform of that name; ValueError naming the known ones otherwise.
-const ascendc_sim::Platform& PlatformNamed(const std::string& name);
 
 // Defines `launch(kernel, buffers, tiling=None, platform="ascend910b1", block_dim=None) -> Launch` on
 // `module`, launching the kernels of `table`. The Python types it returns and raises live in

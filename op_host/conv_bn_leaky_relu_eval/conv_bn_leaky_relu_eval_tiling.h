@@ -230,9 +230,9 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
         g.width > kMaxU16)
         return false;
     const uint64_t effH = Effective(g.kernelH, g.dilationH), effW = Effective(g.kernelW, g.dilationW);
-    const int64_t bottom = int64_t(g.outHeight - 1) * g.strideH + int64_t(effH) - g.height - g.padH;
-    const int64_t right = int64_t(g.outWidth - 1) * g.strideW + int64_t(effW) - g.width - g.padW;
-    if (g.padH >= effH || bottom >= int64_t(effH) || g.padH > kMaxU8 || g.padW > kMaxU8 || bottom > kMaxU8 ||
+    const int64_t bottom = int64_t(g.outHeight - 1) * g.strideH + int64_t(effH) - g.height - g.padTop;
+    const int64_t right = int64_t(g.outWidth - 1) * g.strideW + int64_t(effW) - g.width - g.padLeft;
+    if (g.padTop >= effH || bottom >= int64_t(effH) || g.padTop > kMaxU8 || g.padLeft > kMaxU8 || bottom > kMaxU8 ||
         right > kMaxU8)
         return false;
     ConvBnLeakyReluEvalTiling plan{};

@@ -257,7 +257,7 @@ private:
     __aicore__ inline void LoadColumns(const AscendC::LocalTensor<T>& columns, const AscendC::LocalTensor<T>& band,
                                        const conv_eval_tiling::ConvTile& tile, uint32_t kStart, uint32_t k) {
         const ConvGeometry& g = t_.conv;
-        uint8_t padList[AscendC::PAD_SIZE] = {uint8_t(g.padW), uint8_t(t_.padRight), uint8_t(tile.padTop),
+        uint8_t padList[AscendC::PAD_SIZE] = {uint8_t(g.padLeft), uint8_t(t_.padRight), uint8_t(tile.padTop),
                                               uint8_t(tile.padBottom)};
         AscendC::LoadData3DParamsV2<T> params(
             padList, uint16_t(tile.inRows), uint16_t(g.width), uint16_t(t_.channelGroups * kC0), uint16_t(k),

@@ -35,11 +35,12 @@
 
 namespace ascend_acts {
 
+// The eval kernel's convolution (padding: top and left; the output size carries bottom/right).
 struct ConvGeometry {
     uint32_t batch, inChannels, height, width;
     uint32_t outChannels, kernelH, kernelW;
-    uint32_t strideH, strideW, padH, padW, dilationH, dilationW;  // padH / padW: top / left
-    uint32_t outHeight, outWidth;                                 // carry the bottom / right padding
+    uint32_t strideH, strideW, padTop, padLeft, dilationH, dilationW;
+    uint32_t outHeight, outWidth;  // carry the bottom / right padding
 };
 
 struct ConvBnLeakyReluEvalTiling {
@@ -127,7 +128,7 @@ __aicore__ inline ConvTile TileOf(const ConvBnLeakyReluEvalTiling& t, uint32_t i
     tile.outRows = left < t.tileRows ? left : t.tileRows;
     tile.positions = tile.outRows * g.outWidth;
     tile.paddedPositions = RoundUp(tile.positions, kFractalRows);
-    const int32_t top = int32_t(tile.firstOutRow * g.strideH) - int32_t(g.padH);
+    const int32_t top = int32_t(tile.firstOutRow * g.strideH) - int32_t(g.padTop);
     const int32_t bottom = top + int32_t((tile.outRows - 1) * g.strideH + (g.kernelH - 1) * g.dilationH);
     const int32_t first = top < 0 ? 0 : top;
     const int32_t last = bottom >= int32_t(g.height) ? int32_t(g.height) - 1 : bottom;
