@@ -30,7 +30,8 @@ const std::vector<VectorClassInfo>& VectorClasses() {
          "VADDS VMULS VMAXS VMINS VLRELU VNOT VSHR VSHL VECTORDUP VCONV VCMPVS",
          "msKPP resource910b.cpp: 1 cycle per repeat, 3.0-4.1 cycles for 1-3 repeats (VCMPVS: 7 when the repeat "
          "count is not a multiple of 4)"},
-        {"two tensors", 2, 3, "Add Sub Mul Max Min And Or Select Sqrt", "VADD VSUB VMUL VMAX VMIN VAND VOR VSEL VSQRT",
+        {"two tensors", 2, 3, "Add Sub Mul Max Min And Or Select Sqrt Compare",
+         "VADD VSUB VMUL VMAX VMIN VAND VOR VSEL VSQRT",
          "msKPP resource910b.cpp: 2 cycles per repeat, 3.0-3.1 for one repeat (VSQRT float16: 4 per repeat)"},
         {"reduce", 3, 3, "ReduceSum", "VCADD", "msKPP resource910b.cpp VCADD_FP32: 3 cycles per repeat (float16: 7)"},
         {"divide", 4, 4, "Div", "VDIV", "msKPP resource910b.cpp VDIV_FP32: 4 cycles per repeat, 4.0 for one"},
