@@ -11,13 +11,16 @@ max(timeline makespan, HBM bytes / HBM bandwidth, L2 bytes / L2 bandwidth, cube 
 vector work / vector peak) + one launch overhead, every term shown. The CANN way: the aclnn ops it takes,
 each at its ideal (its compulsory bytes at HBM bandwidth, its re-reads at L2 bandwidth, its compute at the
 same peaks, one copy-in and one copy-out latency) + one launch overhead each. Every assumption is in the
-table printed first, with its source.
+table printed first, with its source. Each verdict (CANN / ours) is then recomputed with one assumption moved
+at a time (VARIANTS: HBM 1.3 TB/s, DMA latency 0 / 1000, launch overhead 3 / 6 us, L2 bandwidth +-30%, cube
+efficiency, vector issue cost, L2-miss copy rate): the sensitivity columns name the assumption that moves the
+ratio most and say whether any of them flips it past 1.0.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -27,14 +30,29 @@ from common import RESULTS_DIR, markdown_table, plot_bars, report
 PLATFORM = "ascend910b1"
 
 
-def _no_latency():
+def _default():
     from ascend_acts.backends.sim import timeline
 
-    return timeline.Assumptions().with_(dma_latency_cycles=0.0)
+    return timeline.Assumptions()
 
 
-NO_LATENCY = _no_latency()
+DEFAULT = _default()
 BOUNDS = ("timeline", "HBM", "L2", "cube", "vector")
+# One assumption moved at a time, by its uncertainty (label, changes). Per-core fields reschedule the kernel.
+VARIANTS = [
+    ("HBM 1.3 TB/s", {"hbm_bytes_per_s": 1.3e12}),
+    ("DMA latency 0", {"dma_latency_cycles": 0.0}),
+    ("DMA latency 1000", {"dma_latency_cycles": 1000.0}),
+    ("launch 3 us", {"launch_overhead_s": 3e-6}),
+    ("launch 6 us", {"launch_overhead_s": 6e-6}),
+    ("L2 -30%", {"l2_bytes_per_s": 0.7 * DEFAULT.l2_bytes_per_s}),
+    ("L2 +30%", {"l2_bytes_per_s": 1.3 * DEFAULT.l2_bytes_per_s}),
+    ("cube eff 0.7", {"cube_efficiency": 0.7}),
+    ("cube eff 0.98", {"cube_efficiency": 0.98}),
+    ("vector issue 0", {"vector_issue_cycles": 0.0}),
+    ("vector issue 32", {"vector_issue_cycles": 32.0}),
+    ("first reads 4.5x slower (msKPP theory)", {"mte2_hbm_bytes_per_cycle": DEFAULT.mte2_l2_bytes_per_cycle / 4.5}),
+]
 
 
 @dataclass
@@ -57,21 +75,29 @@ class ModelRow:
     cann_ops: str
     ratio: float  # cann / ours: above 1, ours is faster in the model
     ours_no_latency_us: float = 0.0  # ours again with dma_latency_cycles = 0 (how much the time hinges on it)
+    ratios: dict = field(default_factory=dict)  # VARIANTS label -> CANN / ours with that one assumption moved
+    ratio_hbm_1_3: float = 0.0
+    most_sensitive: str = ""  # the variant that moves the ratio most, and the ratio under it
+    flips: str = ""  # the variants whose ratio lies on the other side of 1.0, or "none"
 
 
 @dataclass(frozen=True)
 class AclnnOp:
-    """One aclnn kernel at its ideal: compulsory HBM bytes, every byte it moves (L2), vector bytes, cube MACs."""
+    """One aclnn kernel at its ideal: compulsory HBM bytes, every byte it moves (L2), its vector instructions
+    ((AscendC API, bytes) pairs, charged by their class's measured cycles like our kernels'), cube MACs."""
     name: str
     hbm_bytes: float
     l2_bytes: float | None = None  # None: the same as hbm_bytes
-    vector_bytes: float = 0.0
+    vector: tuple = ()
     macs: float = 0.0
 
     def seconds(self, a, clock: float, chip) -> float:
+        from ascend_acts.backends.sim import timeline
+
+        cycles = sum(timeline.vector_cycles(api, nbytes) for api, nbytes in self.vector)
         floors = [self.hbm_bytes / a.hbm_bytes_per_s,
                   (self.hbm_bytes if self.l2_bytes is None else self.l2_bytes) / a.l2_bytes_per_s,
-                  self.vector_bytes / (chip.vector_cores * a.vector_bytes_per_cycle * clock),
+                  cycles / (chip.vector_cores * clock),
                   self.macs / (chip.cube_cores * a.cube_macs_per_cycle_16 * a.cube_efficiency * clock)]
         # the same DMA assumptions as our timeline: a GM -> GM op waits for at least one copy-in and one
         # copy-out that overlap nothing (its first tile in, its last tile out)
@@ -85,17 +111,22 @@ def chip_of(platform: str):
     return next(p for p in _sim.platforms() if p.name == platform)
 
 
-def cann_seconds(ops: list[AclnnOp], platform: str = PLATFORM) -> float:
-    from ascend_acts.backends.sim import emulator, timeline
+def cann_seconds(ops: list[AclnnOp], a=None, platform: str = PLATFORM) -> float:
+    from ascend_acts.backends.sim import timeline
 
-    return sum(op.seconds(emulator.settings().assumptions, timeline.PLATFORM_CLOCK_HZ[platform], chip_of(platform))
-               for op in ops)
+    return sum(op.seconds(a or DEFAULT, timeline.PLATFORM_CLOCK_HZ[platform], chip_of(platform)) for op in ops)
 
 
 # --- the kernels of the op table, at GAN shapes ----------------------------------------------------------
+# A case's run() launches our kernel and returns (our launch, the CANN way's aclnn ops, launches of ours that
+# stand in for a CANN op, ops charged to ours besides its launch).
+RRELU_SOURCE = ("hicann/ops-nn activation/leaky_relu/op_api/aclnn_rrelu_with_noise.cpp (training, DAV_2201): "
+                "OnesLike, ZerosLike, Less, DSARandomUniform, Cast, SelectV2, ViewCopy (noise), Mul; CANN's "
+                "l0op::Cast returns its input when the dtype already matches (float32 here): no launch")
+
+
 def kernel_cases(quick: bool):
-    """(kernel, case label, run() -> the CANN composite's ops) for every kernel of the op table but the eval
-    convolution (its own section)."""
+    """(kernel, case label, run) for every kernel of the op table but the eval convolution (its own section)."""
     from ascend_acts.backends import sim
 
     dcgan = (2, 16, 8, 8) if quick else (64, 128, 16, 16)     # a DCGAN discriminator activation
@@ -104,58 +135,77 @@ def kernel_cases(quick: bool):
     x = torch.randn(dcgan, generator=gen)
     dy = torch.randn(dcgan, generator=gen)
     n, s = x.numel(), x.element_size()
+    ns = n * s
     c = dcgan[1]
     seed = torch.tensor([1234])
     label = f"{tuple(dcgan)} float32"
+    # aclnnLeakyReluBackward: dy * (x > 0 ? 1 : slope), a compare, a scale and a select per element
+    leaky_backward = (("CompareScalar", ns), ("Muls", ns), ("Select", ns))
+
+    def ours(run):
+        def case():
+            ops = run()
+            return sim.last_launch(), ops, [], []
+        return case
 
     def batch_norm_forward():
         sim.batch_norm_leaky_relu(x, torch.ones(c), torch.zeros(c), torch.zeros(c), torch.ones(c), 0.2, 1e-5, 0.1)
         params = 4 * c * 4
-        return [AclnnOp("aclnnBatchNorm (training: statistics, then normalise)", 2 * n * s + params,
-                        3 * n * s + params, 2 * n * s),
-                AclnnOp("aclnnLeakyRelu", 2 * n * s, vector_bytes=n * s)]
+        # statistics (sum, x * x, sum), then normalise (a per-channel scale and shift)
+        return [AclnnOp("aclnnBatchNorm (training: statistics, then normalise)", 2 * ns + params, 3 * ns + params,
+                        (("ReduceSum", ns), ("Mul", ns), ("ReduceSum", ns), ("Muls", ns), ("Adds", ns))),
+                AclnnOp("aclnnLeakyRelu", 2 * ns, vector=(("LeakyRelu", ns),))]
 
     def batch_norm_backward():
         y, _, invstd = _bn_forward(sim, x, c)
         sim.batch_norm_leaky_relu_grad(dy, y, torch.ones(c), torch.zeros(c), invstd, 0.2)
-        return [AclnnOp("aclnnLeakyReluBackward", 3 * n * s, vector_bytes=2 * n * s),
-                AclnnOp("aclnnBatchNormBackward (reduce, then dx)", 3 * n * s, 5 * n * s, 4 * n * s)]
+        return [AclnnOp("aclnnLeakyReluBackward", 3 * ns, vector=leaky_backward),
+                AclnnOp("aclnnBatchNormBackward (reduce, then dx)", 3 * ns, 5 * ns,
+                        (("ReduceSum", ns), ("Mul", ns), ("ReduceSum", ns), ("Mul", ns), ("Sub", ns), ("Muls", ns)))]
 
     xs = torch.randn(stylegan, generator=gen)
     bias = torch.randn(stylegan[1], generator=gen)
-    ns = xs.numel() * xs.element_size()
+    nss = xs.numel() * xs.element_size()
     style_label = f"{tuple(stylegan)} float32"
 
     def fused_bias_forward():
         sim.fused_bias_leaky_relu(xs, bias, 0.2, 2**0.5)
-        return [AclnnOp("aclnnAdd (x + bias)", 2 * ns + bias.nbytes, vector_bytes=ns),
-                AclnnOp("aclnnLeakyRelu", 2 * ns, vector_bytes=ns), AclnnOp("aclnnMuls (x scale)", 2 * ns,
-                                                                            vector_bytes=ns)]
+        return [AclnnOp("aclnnAdd (x + bias)", 2 * nss + bias.nbytes, vector=(("Add", nss),)),
+                AclnnOp("aclnnLeakyRelu", 2 * nss, vector=(("LeakyRelu", nss),)),
+                AclnnOp("aclnnMuls (x scale)", 2 * nss, vector=(("Muls", nss),))]
 
     def fused_bias_backward():
         saved = sim.fused_bias_leaky_relu(xs, bias, 0.2, 2**0.5)
         sim.fused_bias_leaky_relu_backward(torch.randn_like(xs), saved, bias, 0.2, 2**0.5, True)
-        return [AclnnOp("aclnnLeakyReluBackward", 3 * ns, vector_bytes=2 * ns),
-                AclnnOp("aclnnMuls (x scale)", 2 * ns, vector_bytes=ns),
-                AclnnOp("aclnnReduceSum (grad_bias over N, H, W)", ns + bias.nbytes, vector_bytes=ns)]
+        return [AclnnOp("aclnnLeakyReluBackward", 3 * nss, vector=tuple((api, nss) for api, _ in leaky_backward)),
+                AclnnOp("aclnnMuls (x scale)", 2 * nss, vector=(("Muls", nss),)),
+                AclnnOp("aclnnReduceSum (grad_bias over N, H, W)", nss + bias.nbytes, vector=(("ReduceSum", nss),))]
+
+    def rrelu_forward():
+        sim.rrelu_with_seed(x, seed, 1 / 8, 1 / 3)
+        # aclnnRReluWithNoise, training, float32: each launch its own traffic (RRELU_SOURCE)
+        return [AclnnOp("OnesLike", ns, vector=(("Duplicate", ns),)),
+                AclnnOp("ZerosLike", ns, vector=(("Duplicate", ns),)),
+                AclnnOp("Less (x < zeros: a bool mask)", 2 * ns + n, vector=(("Compare", ns),)),
+                AclnnOp("DSARandomUniform (the DSA unit: traffic only)", ns),
+                AclnnOp("SelectV2 (mask ? uniform : ones)", n + 3 * ns, vector=(("Select", ns),)),
+                AclnnOp("ViewCopy (the noise kept for backward)", 2 * ns),
+                AclnnOp("Mul (x * noise)", 3 * ns, vector=(("Mul", ns),))]
 
     return [
-        ("leaky_relu", label, lambda: (sim.leaky_relu(x, 0.2),
-                                       [AclnnOp("aclnnLeakyRelu", 2 * n * s, vector_bytes=n * s)])[1]),
-        ("leaky_relu_grad", label, lambda: (sim.leaky_relu_backward(dy, x, 0.2, False),
-                                            [AclnnOp("aclnnLeakyReluBackward", 3 * n * s,
-                                                     vector_bytes=2 * n * s)])[1]),
-        ("r_relu", label, lambda: (sim.rrelu_with_seed(x, seed, 1 / 8, 1 / 3), [
-            AclnnOp("aclnnInplaceUniform (the noise, kept for backward)", n * s, vector_bytes=n * s),
-            AclnnOp("aclnnLtScalar (x < 0)", n * s + n, vector_bytes=n * s),
-            AclnnOp("aclnnMul (x * noise)", 3 * n * s, vector_bytes=n * s),
-            AclnnOp("aclnnSWhere (select)", n + 3 * n * s, vector_bytes=n * s)])[1]),
-        ("r_relu_grad", label, lambda: (sim.rrelu_with_seed_backward(dy, x, seed, 1 / 8, 1 / 3, False),
-                                        [AclnnOp("aclnnMul (dy * noise)", 3 * n * s, vector_bytes=n * s)])[1]),
-        ("batch_norm_leaky_relu", label, batch_norm_forward),
-        ("batch_norm_leaky_relu_grad", label, batch_norm_backward),
-        ("fused_bias_leaky_relu", style_label, fused_bias_forward),
-        ("fused_bias_leaky_relu_grad", style_label, fused_bias_backward),
+        ("leaky_relu", label, ours(lambda: (sim.leaky_relu(x, 0.2),
+                                            [AclnnOp("aclnnLeakyRelu", 2 * ns, vector=(("LeakyRelu", ns),))])[1])),
+        ("leaky_relu_grad", label, ours(lambda: (sim.leaky_relu_backward(dy, x, 0.2, False),
+                                                 [AclnnOp("aclnnLeakyReluBackward", 3 * ns,
+                                                          vector=leaky_backward)])[1])),
+        ("r_relu", label, ours(rrelu_forward)),
+        ("r_relu_grad", label, ours(lambda: (sim.rrelu_with_seed_backward(dy, x, seed, 1 / 8, 1 / 3, False),
+                                             [AclnnOp("aclnnMul (dy * noise)", 3 * ns,
+                                                      vector=(("Mul", ns),))])[1])),
+        ("batch_norm_leaky_relu", label, ours(batch_norm_forward)),
+        ("batch_norm_leaky_relu_grad", label, ours(batch_norm_backward)),
+        ("fused_bias_leaky_relu", style_label, ours(fused_bias_forward)),
+        ("fused_bias_leaky_relu_grad", style_label, ours(fused_bias_backward)),
     ]
 
 
@@ -164,80 +214,111 @@ def _bn_forward(sim, x, c):
                                      0.1)
 
 
-def row_of(section: str, kernel: str, case: str, model, cann_ops: list[AclnnOp], extra_s: float = 0.0,
-           cann_extra_s: float = 0.0, cann_names: list[str] | None = None) -> ModelRow:
-    ours = model.total_s + extra_s
-    cann = cann_seconds(cann_ops) + cann_extra_s
-    names = cann_names if cann_names is not None else [op.name for op in cann_ops]
-    b = model.bounds
-    return ModelRow(section, kernel, case, 1e6 * ours, model.binding, 1e6 * b["timeline"], 1e6 * b["HBM"],
-                    1e6 * b["L2"], 1e6 * b["cube"], 1e6 * b["vector"], 1e6 * model.launch_overhead_s,
-                    model.l2_bytes, model.hbm_bytes, 1e6 * extra_s, 1e6 * cann, " + ".join(names), cann / ours)
-
-
-def measure_kernels(quick: bool) -> list[ModelRow]:
-    from ascend_acts import op_table
-    from ascend_acts.backends import sim
-    from ascend_acts.backends.sim import timeline
-
-    rows = []
-    cases = kernel_cases(quick)
-    covered = {kernel for kernel, _, _ in cases} | {"conv_bn_leaky_relu_eval"}
-    missing = [k.base for k in op_table.KERNELS if k.base not in covered]
-    if missing:
-        raise SystemExit(f"perf_model.py has no case for the op table's kernels {missing}")
-    for kernel, case, run in cases:
-        ops = run()
-        launch = sim.last_launch()
-        assert launch.kernel == op_table.kernel(kernel).entry, (launch.kernel, kernel)
-        row = row_of("kernels", kernel, case, timeline.model_time(launch, PLATFORM), ops)
-        with sim.launch_settings(assumptions=NO_LATENCY):
-            run()
-            row.ours_no_latency_us = 1e6 * timeline.model_time(sim.last_launch(), PLATFORM, NO_LATENCY).total_s
-        rows.append(row)
-    return rows
-
-
 # --- the DCGAN discriminator's Conv+BN+LeakyReLU eval layers (k4 s2 p1, float16) ----------------------------
 LAYERS = [("D2 64->128 @32", 64, 32, 128), ("D3 128->256 @16", 128, 16, 256), ("D4 256->512 @8", 256, 8, 512)]
 QUICK_LAYERS = [("tiny 8->16 @16", 8, 16, 16), ("small 16->32 @8", 16, 8, 32)]
 
 
-def measure_conv(quick: bool, batch: int) -> list[ModelRow]:
+def conv_cases(quick: bool, batch: int):
     from ascend_acts.backends import sim
-    from ascend_acts.backends.sim import emulator, timeline
 
-    a = emulator.settings().assumptions
-    rows = []
+    cases = []
     for name, cin, size, cout in QUICK_LAYERS if quick else LAYERS:
         gen = torch.Generator().manual_seed(cin)
         x = torch.randn(batch, cin, size, size, generator=gen).half()
         weight = (torch.randn(cout, cin, 4, 4, generator=gen) / (cin * 16) ** 0.5).half()
         bias = torch.randn(cout, generator=gen)
-        y = sim.conv_bn_leaky_relu_eval(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
-        ours = timeline.model_time(sim.last_launch(), PLATFORM)
-        # the weight packing W' -> the kernel's layout: a permute, once per call (like aclnn's weight TransData)
-        pack = AclnnOp("weight packing (permute of W')", 2 * weight.nbytes)
-        macs = y.numel() * cin * 16
-        # the LeakyReLU after aclnnConvolution: our own leaky_relu kernel's model is a fair stand-in
-        sim.leaky_relu(y, 0.2)
-        leaky = timeline.model_time(sim.last_launch(), PLATFORM)
-        cann = [AclnnOp("TransData x NCHW->NC1HWC0", 2 * x.nbytes),
-                AclnnOp("TransData W' -> FRACTAL_Z", 2 * weight.nbytes),
-                AclnnOp("aclnnConvolution (folded W', b')", x.nbytes + weight.nbytes + bias.nbytes + y.nbytes,
-                        macs=macs),
-                AclnnOp("TransData y NC1HWC0->NCHW", 2 * y.nbytes)]
-        case = f"batch {batch}, {2 * macs / 1e9:.2f} GFLOP, float16"
-        extra = pack.seconds(a, timeline.PLATFORM_CLOCK_HZ[PLATFORM], chip_of(PLATFORM))
-        row = row_of("conv", f"conv_bn_leaky_relu_eval {name}", case, ours, cann, extra_s=extra,
-                     cann_extra_s=leaky.total_s,
-                     cann_names=[op.name for op in cann] + ["LeakyReLU (our kernel's model)"])
-        with sim.launch_settings(assumptions=NO_LATENCY):
-            sim.conv_bn_leaky_relu_eval(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
-            row.ours_no_latency_us = 1e6 * (timeline.model_time(sim.last_launch(), PLATFORM, NO_LATENCY).total_s
-                                            + extra)
+        ho = size // 2
+        y_bytes = batch * cout * ho * ho * 2
+        macs = batch * cout * ho * ho * cin * 16
+
+        def run(x=x, weight=weight, bias=bias, y_bytes=y_bytes, macs=macs):
+            y = sim.conv_bn_leaky_relu_eval(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
+            ours = sim.last_launch()
+            # the LeakyReLU after aclnnConvolution: our own leaky_relu kernel's model is a fair stand-in
+            sim.leaky_relu(y, 0.2)
+            leaky = sim.last_launch()
+            cann = [AclnnOp("TransData x NCHW->NC1HWC0", 2 * x.nbytes, vector=(("TransDataTo5HD", x.nbytes),)),
+                    AclnnOp("TransData W' -> FRACTAL_Z", 2 * weight.nbytes,
+                            vector=(("TransDataTo5HD", weight.nbytes),)),
+                    AclnnOp("aclnnConvolution (folded W', b')", x.nbytes + weight.nbytes + bias.nbytes + y_bytes,
+                            macs=macs),
+                    AclnnOp("TransData y NC1HWC0->NCHW", 2 * y_bytes, vector=(("TransDataTo5HD", y_bytes),))]
+            # the weight packing W' -> the kernel's layout: a permute, once per call (like aclnn's weight TransData)
+            pack = AclnnOp("weight packing (permute of W')", 2 * weight.nbytes)
+            return ours, cann, [leaky], [pack]
+
+        cases.append((f"conv_bn_leaky_relu_eval {name}", f"batch {batch}, {2 * macs / 1e9:.2f} GFLOP, float16", run))
+    return cases
+
+
+# --- evaluation under one set of assumptions, and the sensitivity -----------------------------------------
+def _per_core(a):
+    from ascend_acts.backends.sim import timeline
+
+    return tuple(getattr(a, f) for f in timeline.COST_FIELDS)
+
+
+def evaluate(run, a, cache: dict):
+    """(ours s, CANN way s, our ModelledTime, the CANN way's names) for one case under assumptions `a`: the
+    kernel is rescheduled only when a per-core cost differs from a run already made (cache)."""
+    from ascend_acts.backends import sim
+    from ascend_acts.backends.sim import timeline
+
+    key = _per_core(a)
+    if key not in cache:
+        with sim.launch_settings(assumptions=a):
+            cache[key] = run()
+    launch, cann_ops, cann_launches, extra_ops = cache[key]
+    clock = timeline.PLATFORM_CLOCK_HZ[PLATFORM]
+    model = timeline.model_time(launch, PLATFORM, a)
+    extra = sum(op.seconds(a, clock, chip_of(PLATFORM)) for op in extra_ops)
+    cann = cann_seconds(cann_ops, a) + sum(timeline.model_time(la, PLATFORM, a).total_s for la in cann_launches)
+    names = [op.name for op in cann_ops] + (["LeakyReLU (our kernel's model)"] if cann_launches else [])
+    return model.total_s + extra, cann, model, extra, names
+
+
+def measure(section: str, cases) -> list[ModelRow]:
+    from ascend_acts import op_table
+
+    rows = []
+    for kernel, case, run in cases:
+        cache = {}
+        ours, cann, model, extra, names = evaluate(run, DEFAULT, cache)
+        if section == "kernels":
+            launch = next(iter(cache.values()))[0]
+            assert launch.kernel == op_table.kernel(kernel).entry, (launch.kernel, kernel)
+        b = model.bounds
+        row = ModelRow(section, kernel, case, 1e6 * ours, model.binding, 1e6 * b["timeline"], 1e6 * b["HBM"],
+                       1e6 * b["L2"], 1e6 * b["cube"], 1e6 * b["vector"], 1e6 * model.launch_overhead_s,
+                       model.l2_bytes, model.hbm_bytes, 1e6 * extra, 1e6 * cann, " + ".join(names), cann / ours)
+        for label, changes in VARIANTS:
+            o, c, *_ = evaluate(run, DEFAULT.with_(**changes), cache)
+            row.ratios[label] = c / o
+            if label == "DMA latency 0":
+                row.ours_no_latency_us = 1e6 * o
+        row.ratio_hbm_1_3 = row.ratios["HBM 1.3 TB/s"]
+        worst = max(row.ratios, key=lambda k: abs(row.ratios[k] - row.ratio))
+        row.most_sensitive = f"{worst}: {row.ratios[worst]:.2f}"
+        flipped = [k for k, r in row.ratios.items() if (r > 1.0) != (row.ratio > 1.0)]
+        row.flips = ", ".join(f"{k} ({row.ratios[k]:.2f})" for k in flipped) or "none"
         rows.append(row)
     return rows
+
+
+def measure_kernels(quick: bool) -> list[ModelRow]:
+    from ascend_acts import op_table
+
+    cases = kernel_cases(quick)
+    covered = {kernel for kernel, _, _ in cases} | {"conv_bn_leaky_relu_eval"}
+    missing = [k.base for k in op_table.KERNELS if k.base not in covered]
+    if missing:
+        raise SystemExit(f"perf_model.py has no case for the op table's kernels {missing}")
+    return measure("kernels", cases)
+
+
+def measure_conv(quick: bool, batch: int) -> list[ModelRow]:
+    return measure("conv", conv_cases(quick, batch))
 
 
 # --- output ---------------------------------------------------------------------------------------------
@@ -257,16 +338,35 @@ def results_table(rows: list[ModelRow]) -> str:
           f"{r.ours_no_latency_us:.2f}", f"{r.cann_us:.2f}", f"{r.ratio:.2f}", r.cann_ops] for r in rows])
 
 
+def verdicts_table(rows: list[ModelRow]) -> str:
+    return markdown_table(
+        ["kernel", "ours us", "CANN way us", "CANN / ours, HBM 1.6 TB/s", "CANN / ours, HBM 1.3 TB/s",
+         "moves it most (CANN / ours then)", "flips past 1.0 under"],
+        [[r.kernel, f"{r.ours_us:.2f}", f"{r.cann_us:.2f}", f"{r.ratio:.2f}", f"{r.ratio_hbm_1_3:.2f}",
+          r.most_sensitive, r.flips] for r in rows])
+
+
+def sensitivity_table(rows: list[ModelRow]) -> str:
+    labels = [label for label, _ in VARIANTS]
+    return markdown_table(["kernel", "default"] + labels,
+                          [[r.kernel, f"{r.ratio:.2f}"] + [f"{r.ratios[k]:.2f}" for k in labels] for r in rows])
+
+
 NOTES = [
     "ours = max(timeline, HBM, L2, cube, vector) + launch; the bound in brackets is the largest. timeline: the "
     "longest core's as-soon-as-possible pipe schedule of every operation the emulator saw (a perfectly "
     "synchronised kernel: real scheduling can only be slower); HBM: compulsory bytes (first reads and written "
     "bytes, 32-byte blocks, a workspace written then re-read once) while the footprint fits L2, else every byte; "
     "L2: every GM byte moved, re-reads and workspace round trips included; cube: MACs (fractal-padded) / (cube "
-    "cores x peak x efficiency); vector: 256-byte repeats and Gather elements / (vector cores x peak)",
+    "cores x peak x efficiency); vector: every vector instruction's class cycles (max(min, repeats x cycles per "
+    "repeat), msKPP's measured 910B1 figures) and Gather elements / vector cores",
     "CANN way: each aclnn op at its ideal (compulsory bytes at HBM bandwidth, re-reads at L2 bandwidth, compute at "
-    "the same peaks) + one copy-in and one copy-out latency (the fill a streaming kernel cannot hide) + one launch "
-    "overhead each: a floor for that path, not a prediction",
+    "the same peaks, its vector instructions by the same classes) + one copy-in and one copy-out latency (the fill "
+    "a streaming kernel cannot hide) + one launch overhead each: a floor for that path, not a prediction. RReLU: "
+    + RRELU_SOURCE,
+    "sensitivity: each verdict recomputed with one assumption moved (the CANN way under the same change); 'moves it "
+    "most' names the change that moves CANN / ours furthest, 'flips' every change that puts it on the other side "
+    "of 1.0",
     "extra: charged besides the launch (the eval kernel's weight packing, a permute of W' per call)",
     "ours us, DMA latency 0: the same kernel rescheduled without the (assumed, unsourced) 500-cycle DMA latency; "
     "where it differs much from ours, the time hinges on that assumption (the kernel waits for its copies: small "
@@ -300,7 +400,9 @@ def main(argv=None) -> None:
         if args.section in ("all", "conv"):
             rows += measure_conv(args.quick, batch)
         table = "\n\n".join([f"Platform {PLATFORM}; assumptions:", assumptions_table(), "Modelled times:",
-                             results_table(rows)])
+                             results_table(rows), "Verdicts (CANN / ours: above 1.0 ours is faster) and what flips "
+                             "them:", verdicts_table(rows), "CANN / ours with one assumption moved:",
+                             sensitivity_table(rows)])
 
     def plot(path):
         plot_bars([f"{r.kernel} ({r.case.split(',')[0]})" for r in rows],

@@ -36,8 +36,8 @@ def copy_in(slot, nbytes, first=True):
             "reads": [("GM", 0, 0, nbytes)], "write": ("UB", slot, slot + nbytes)}
 
 
-def compute(src, dst, nbytes):
-    return {"pipe": "V", "kind": "vector", "bytes": nbytes, "reads": [("UB", src, src + nbytes)],
+def compute(src, dst, nbytes, op="Add"):
+    return {"pipe": "V", "kind": "vector", "op": op, "bytes": nbytes, "reads": [("UB", src, src + nbytes)],
             "write": ("UB", dst, dst + nbytes)}
 
 
@@ -51,8 +51,15 @@ def dma_in(nbytes, first):
     return A.dma_issue_cycles + nbytes / (A.mte2_hbm_bytes_per_cycle if first else A.mte2_l2_bytes_per_cycle)
 
 
-def vector(nbytes):
-    return A.vector_issue_cycles + -(-nbytes // 256) * 256 / A.vector_bytes_per_cycle
+# cycles per 256-byte repeat and the minimum per instruction, by hand from msKPP's 910B1 tables
+# (csrc/prof_data/resource910b.cpp): VADD 2, VADDS / VMULS / VLRELU 1, VDIV 4, VCADD 3; about 3 at least
+CLASS_CYCLES = {"Add": (2, 3), "Mul": (2, 3), "Muls": (1, 3), "Adds": (1, 3), "LeakyRelu": (1, 3), "Div": (4, 4),
+                "ReduceSum": (3, 3)}
+
+
+def vector(nbytes, op="Add"):
+    per_repeat, least = CLASS_CYCLES[op]
+    return A.vector_issue_cycles + max(least, -(-nbytes // 256) * per_repeat)
 
 
 def dma_out(nbytes):
@@ -84,9 +91,84 @@ def test_leaky_relu_of_one_block_is_copy_sync_compute_sync_copy():
     """The real kernel on 8 floats: MTE2 (32 bytes, first touch) -> V (one repeat) -> MTE3, two syncs."""
     sim.leaky_relu(torch.randn(8), 0.2)
     t = sim.last_launch().timeline
-    expected = dma_in(32, first=True) + LATENCY + A.sync_cycles + vector(32) + A.sync_cycles + dma_out(32) + LATENCY
+    expected = (dma_in(32, first=True) + LATENCY + A.sync_cycles + vector(32, "LeakyRelu") + A.sync_cycles + dma_out(32)
+                + LATENCY)
     assert t.makespan_cycles == (pytest.approx(expected),)
     assert t.syncs == 2
+
+
+def test_vector_instructions_cost_their_class_cycles():
+    """A VADD repeat costs 2 cycles, a VMULS 1, a VDIV 4, a VCADD 3; a one-repeat instruction the minimum (3 cycles,
+    VDIV 4); each plus the issue cost. The summary's vector work is the same cycles without the issue."""
+    issue = A.vector_issue_cycles
+    cases = [("Add", 4096, 16 * 2), ("Muls", 4096, 16 * 1), ("Div", 4096, 16 * 4), ("ReduceSum", 4096, 16 * 3),
+             ("Add", 256, 3), ("Muls", 256, 3), ("Div", 256, 4), ("Adds", 768, 3), ("Mul", 64, 3)]
+    for op, nbytes, cycles in cases:
+        t = schedule([compute(0, 8192, nbytes, op)])
+        assert t.makespan_cycles == (pytest.approx(issue + cycles),), op
+        assert t.busy_cycles[0]["V"] == pytest.approx(issue + cycles)
+        assert t.vector_work_cycles == pytest.approx(cycles)
+    # in order on V: the sum; the class counts say which instructions they were
+    t = schedule([compute(0, 8192, 4096, "Add"), compute(16384, 24576, 4096, "Muls"),
+                  compute(32768, 40960, 256, "Div")])
+    assert t.makespan_cycles[0] == pytest.approx(3 * issue + 32 + 16 + 4)
+    assert t.vector_work_cycles == pytest.approx(32 + 16 + 4)
+    assert t.vector_classes["two tensors"] == (1, 16) and t.vector_classes["scalar operand"] == (1, 16)
+    assert t.vector_classes["divide"] == (1, 1)
+    assert timeline.vector_cycles("Add", 4096) == 32 and timeline.vector_cycles("Div", 100) == 4
+
+
+def test_every_vector_api_of_the_emulator_has_one_class_with_a_source():
+    import pathlib
+    import re
+
+    from ascend_acts import _sim
+
+    root = pathlib.Path(__file__).resolve().parents[1] / "ascendc_sim" / "include" / "sim"
+    text = (root / "vector.h").read_text() + (root / "transpose.h").read_text()
+    apis = set(re.findall(r"ASCENDC_SIM_(?:BINARY|SCALAR)\((\w+),", text)) - {"NAME"}  # not the macros themselves
+    apis |= set(re.findall(r'detail::Issue<T>\("(\w+)"', text)) | set(re.findall(r'VectorClassOf\("(\w+)"\)', text))
+    apis |= set(re.findall(r'trace::VectorOf\(\s*"(\w+)", ascendc_sim::EventKind::Vector', text))
+    assert {"Add", "Muls", "LeakyRelu", "Cast", "CompareScalar", "ReduceSum", "TransDataTo5HD"} <= apis
+    classes = timeline.vector_classes()
+    for api in apis:
+        assert sum(api in c["apis"] for c in classes) == 1, api
+    assert all(c["source"] and c["cycles_per_repeat"] > 0 and c["min_cycles"] >= 3 for c in classes)
+    with pytest.raises(ValueError, match="no class"):
+        _sim.schedule([compute(0, 512, 256, "Frobnicate")], A.to_costs())
+    with pytest.raises(ValueError, match="needs 'op'"):
+        _sim.schedule([{"pipe": "V", "kind": "vector", "bytes": 256, "write": ("UB", 0, 256)}], A.to_costs())
+
+
+def test_vector_floor_is_the_per_class_cycles_the_timeline_charged():
+    """r_relu (Philox: two-tensor and scalar-operand instructions): the vector bound is the class cycles of every
+    instruction over the vector cores, the same cycles each core's V pipe was busy for besides the issue costs."""
+    sim.rrelu_with_seed(torch.randn(1 << 16), torch.tensor([3]), 0.1, 0.3)
+    launch = sim.last_launch()
+    t = launch.timeline
+    busy = sum(core["V"] for core in t.busy_cycles)
+    instructions = sum(core["V"] for core in t.events)
+    assert t.gather_elements == 0
+    assert t.vector_work_cycles == pytest.approx(busy - A.vector_issue_cycles * instructions)
+    assert sum(n for n, _ in t.vector_classes.values()) == instructions
+    assert t.vector_classes["two tensors"][0] > 0 and t.vector_classes["scalar operand"][0] > 0
+    chip = next(p for p in sim.emulator.binding().platforms() if p.name == "ascend910b1")
+    model = timeline.model_time(launch)
+    clock = timeline.PLATFORM_CLOCK_HZ["ascend910b1"]
+    assert model.bounds["vector"] == pytest.approx(t.vector_work_cycles / (chip.vector_cores * clock))
+
+
+def test_gm_to_l1_copies_run_at_their_measured_rate():
+    """GM -> L1 at msKPP's GM_TO_L1 rate; its first reads slowed as GM -> UB's (hbm / l2)."""
+    def to_l1(first):
+        return {"pipe": "MTE2", "kind": "dma", "bytes": 65536, "first_bytes": 65536 if first else 0,
+                "reads": [("GM", 0, 0, 65536)], "write": ("L1", 0, 65536)}
+
+    again = schedule([to_l1(False)])
+    assert again.busy_cycles[0]["MTE2"] == pytest.approx(A.dma_issue_cycles + 65536 / A.mte2_l1_bytes_per_cycle)
+    first = schedule([to_l1(True)])
+    rate = A.mte2_l1_bytes_per_cycle * A.mte2_hbm_bytes_per_cycle / A.mte2_l2_bytes_per_cycle
+    assert first.busy_cycles[0]["MTE2"] == pytest.approx(A.dma_issue_cycles + 65536 / rate)
 
 
 def test_raw_dependency_across_pipes_adds_the_sync_cost_and_independent_work_overlaps():
@@ -164,7 +246,8 @@ def test_mix_kernel_vector_cores_start_after_the_cube_cores_flag():
     for before, after in zip(fast.makespan_cycles[1:], aivs):
         assert after - before == pytest.approx(1000)
         # the AIV's work (ring copy-in, Muls, copy-out) all comes after the AIC's last event + the flag
-        assert after >= aic + 1000 + dma_in(8 * 16 * 4, False) + vector(8 * 16 * 4) + dma_out(8 * 30 * 4) + 2 * LATENCY
+        assert after >= (aic + 1000 + dma_in(8 * 16 * 4, False) + vector(8 * 16 * 4, "Muls") + dma_out(8 * 30 * 4)
+                         + 2 * LATENCY)
     assert slow.busy_cycles[0]["M"] > 0 and slow.busy_cycles[1]["M"] == 0
 
 

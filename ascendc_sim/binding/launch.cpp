@@ -366,6 +366,15 @@ ascendc_sim::TimelineSummary Schedule(py::list events, const ascendc_sim::Timeli
             e.macs = Get<uint64_t>(d, "macs", 0);
             e.elements = Get<uint64_t>(d, "elements", 0);
             e.elementBytes = Get<uint8_t>(d, "element_bytes", 2);
+            if (e.kind == ascendc_sim::EventKind::Vector) {
+                const std::string op = Get<std::string>(d, "op", "");
+                if (op.empty()) throw py::value_error("schedule: a vector event needs 'op' (an AscendC API name)");
+                try {
+                    e.vectorClass = ascendc_sim::VectorClassOf(op.c_str());
+                } catch (const std::logic_error& error) {
+                    throw py::value_error(std::string("schedule: ") + error.what());
+                }
+            }
             if (d.contains("reads")) {
                 py::list reads = d["reads"];
                 if (reads.size() > 3) throw py::value_error("schedule: at most 3 read ranges per event");
@@ -410,6 +419,7 @@ void DefineTimeline(py::module_& m) {
         .def_readwrite("dma_latency_cycles", &TimelineCosts::dmaLatencyCycles)
         .def_readwrite("mte2_hbm_bytes_per_cycle", &TimelineCosts::mte2HbmBytesPerCycle)
         .def_readwrite("mte2_l2_bytes_per_cycle", &TimelineCosts::mte2L2BytesPerCycle)
+        .def_readwrite("mte2_l1_bytes_per_cycle", &TimelineCosts::mte2L1BytesPerCycle)
         .def_readwrite("mte3_bytes_per_cycle", &TimelineCosts::mte3BytesPerCycle)
         .def_readwrite("fix_bytes_per_cycle", &TimelineCosts::fixBytesPerCycle)
         .def_readwrite("l0c_to_ub_bytes_per_cycle", &TimelineCosts::l0cToUbBytesPerCycle)
@@ -418,9 +428,8 @@ void DefineTimeline(py::module_& m) {
         .def_readwrite("mte1_issue_cycles", &TimelineCosts::mte1IssueCycles)
         .def_readwrite("cube_macs_per_cycle_16", &TimelineCosts::cubeMacsPerCycle16)
         .def_readwrite("cube_macs_per_cycle_32", &TimelineCosts::cubeMacsPerCycle32)
-        .def_readwrite("cube_efficiency", &TimelineCosts::cubeEfficiency)
+        .def_readwrite("mmad_efficiency", &TimelineCosts::mmadEfficiency)
         .def_readwrite("mmad_issue_cycles", &TimelineCosts::mmadIssueCycles)
-        .def_readwrite("vector_bytes_per_cycle", &TimelineCosts::vectorBytesPerCycle)
         .def_readwrite("vector_issue_cycles", &TimelineCosts::vectorIssueCycles)
         .def_readwrite("gather_elements_per_cycle", &TimelineCosts::gatherElementsPerCycle)
         .def_readwrite("sync_cycles", &TimelineCosts::syncCycles)
@@ -454,18 +463,45 @@ void DefineTimeline(py::module_& m) {
         .def_readonly("cube_macs_32", &TimelineSummary::cubeMacs32)
         .def_readonly("vector_repeats", &TimelineSummary::vectorRepeats)
         .def_readonly("gather_elements", &TimelineSummary::gatherElements)
+        .def_readonly("vector_work_cycles", &TimelineSummary::vectorWorkCycles)
+        .def_property_readonly("vector_classes",
+                               [](const TimelineSummary& s) {
+                                   py::dict out;  // class name -> (instructions, repeats)
+                                   const auto& classes = ascendc_sim::VectorClasses();
+                                   for (size_t c = 0; c < classes.size(); ++c)
+                                       out[classes[c].name] = py::make_tuple(s.classInstructions[c], s.classRepeats[c]);
+                                   return out;
+                               })
         .def_readonly("gm_bytes", &TimelineSummary::gmBytes)
         .def_readonly("hbm_bytes", &TimelineSummary::hbmBytes)
         .def_readonly("footprint_bytes", &TimelineSummary::footprintBytes);
 
     m.def("schedule", &Schedule, py::arg("events"), py::arg("costs"), py::arg("mix") = false, py::arg("block_dim") = 1,
           "The launch schedule over hand-written events (tests): a list of dicts, each either an operation "
-          "{'core', 'pipe', 'kind' (dma, load, mmad, fixpipe, vector, gather), 'bytes', 'first_bytes' (MTE2: of them "
-          "read from HBM), "
+          "{'core', 'pipe', 'kind' (dma, load, mmad, fixpipe, vector, gather), 'op' (vector: an AscendC API name, "
+          "vector_classes()), 'bytes', 'first_bytes' (MTE2: of them read from HBM), "
           "'macs', 'element_bytes', "
           "'elements', 'reads': [range], 'write': range}, a range being (memory, begin, end) on the core or "
           "('GM', buffer, begin, end), or a cross-core flag {'core', 'pipe', 'flag_set' | 'flag_wait': id, "
           "'peers': [cores]}. Returns a Timeline (GM traffic levels stay 0: no GM access is counted).");
+    m.def(
+        "vector_classes",
+        [] {
+            py::list out;
+            for (const auto& c : ascendc_sim::VectorClasses()) {
+                py::dict d;
+                d["name"] = c.name;
+                d["cycles_per_repeat"] = c.cyclesPerRepeat;
+                d["min_cycles"] = c.minCycles;
+                d["apis"] = py::str(c.apis).attr("split")();
+                d["instructions"] = c.instructions;
+                d["source"] = c.source;
+                out.append(d);
+            }
+            return out;
+        },
+        "The vector instruction classes the timeline charges (src/timeline.cpp): name, cycles_per_repeat, "
+        "min_cycles, the AscendC APIs of the class, the measured instructions and their source.");
 }
 
 }  // namespace ascend_acts_sim

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <map>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 namespace ascendc_sim {
@@ -14,6 +17,48 @@ namespace ascendc_sim {
 const char* PipeName(Pipe pipe) {
     static const char* const names[] = {"MTE2", "MTE1", "M", "FIX", "V", "MTE3", "S"};
     return names[size_t(pipe)];
+}
+
+// The vector instruction classes, by their measured cycles on one 910B1 vector core: msKPP's profiling data
+// (Huawei MindStudio Kernel Performance Prediction, Mulan PSL v2; public mirror xiaobingling93-pixel/Ascend-mskpp,
+// csrc/prof_data/resource910b.cpp, tables V*_1_core_910b1: total cycles of one instruction by its repeat count).
+// Figures only; the float32 tables where the dtype matters (our kernels' dtype).
+const std::vector<VectorClassInfo>& VectorClasses() {
+    static const std::vector<VectorClassInfo> classes = {
+        {"scalar operand", 1, 3,
+         "Adds Muls Maxs Mins LeakyRelu Not ShiftRight ShiftLeft Duplicate CreateVecIndex Cast CompareScalar",
+         "VADDS VMULS VMAXS VMINS VLRELU VNOT VSHR VSHL VECTORDUP VCONV VCMPVS",
+         "msKPP resource910b.cpp: 1 cycle per repeat, 3.0-4.1 cycles for 1-3 repeats (VCMPVS: 7 when the repeat "
+         "count is not a multiple of 4)"},
+        {"two tensors", 2, 3, "Add Sub Mul Max Min And Or Select Sqrt Compare",
+         "VADD VSUB VMUL VMAX VMIN VAND VOR VSEL VSQRT",
+         "msKPP resource910b.cpp: 2 cycles per repeat, 3.0-3.1 for one repeat (VSQRT float16: 4 per repeat)"},
+        {"reduce", 3, 3, "ReduceSum", "VCADD", "msKPP resource910b.cpp VCADD_FP32: 3 cycles per repeat (float16: 7)"},
+        {"divide", 4, 4, "Div", "VDIV", "msKPP resource910b.cpp VDIV_FP32: 4 cycles per repeat, 4.0 for one"},
+        {"multiply-add", 6, 6, "", "VMLA VMADD", "msKPP resource910b.cpp VMLA/VMADD: 6 cycles per repeat"},
+        {"transpose", 1, 3, "TransDataTo5HD", "VNCHWCONV",
+         "assumption: msKPP lists no VNCHWCONV; charged like its data movers VCOPY / VBRCB (1 cycle per repeat, 3 "
+         "minimum)"},
+    };
+    return classes;
+}
+
+uint8_t VectorClassOf(const char* api) {
+    const auto& classes = VectorClasses();
+    const size_t length = std::strlen(api);
+    for (size_t c = 0; c < classes.size(); ++c) {
+        for (const char* p = classes[c].apis; (p = std::strstr(p, api)) != nullptr; p += length) {
+            const bool starts = p == classes[c].apis || p[-1] == ' ';
+            if (starts && (p[length] == ' ' || p[length] == '\0')) return uint8_t(c);
+        }
+    }
+    throw std::logic_error(std::string("timeline: vector instruction ") + api +
+                           " has no class in VectorClasses() (ascendc_sim/src/timeline.cpp)");
+}
+
+double VectorClassCycles(uint8_t vectorClass, uint64_t repeats) {
+    const VectorClassInfo& c = VectorClasses().at(vectorClass);
+    return std::max(c.minCycles, double(repeats) * c.cyclesPerRepeat);
 }
 
 namespace {
@@ -69,6 +114,9 @@ struct Timeline::State {
     std::vector<std::vector<uint8_t>> touched;  // per GM buffer and 32-byte granule: 1 read first, 2 written
     std::map<std::tuple<uint32_t, uint16_t, uint32_t>, std::deque<double>> flags;  // (receiver, id, sender)
     uint64_t syncs = 0, crossCoreWaits = 0, cubeMacs16 = 0, cubeMacs32 = 0, vectorRepeats = 0, gatherElements = 0;
+    double vectorWorkCycles = 0;
+    std::vector<uint64_t> classInstructions = std::vector<uint64_t>(VectorClasses().size());
+    std::vector<uint64_t> classRepeats = std::vector<uint64_t>(VectorClasses().size());
     uint64_t gmBytes = 0;
     uint64_t pendingFirstReadBytes = 0;
 
@@ -126,8 +174,10 @@ struct Timeline::State {
             case EventKind::Dma: {
                 if (e.pipe == Pipe::MTE3) return c.dmaIssueCycles + double(e.bytes) / c.mte3BytesPerCycle;
                 const uint64_t first = std::min(e.firstBytes, e.bytes);
-                return c.dmaIssueCycles + double(first) / c.mte2HbmBytesPerCycle +
-                       double(e.bytes - first) / c.mte2L2BytesPerCycle;
+                // GM -> L1 runs at its own measured rate; its first reads slow down as GM -> UB's do
+                const double l2 = e.write.memory == Memory::L1 ? c.mte2L1BytesPerCycle : c.mte2L2BytesPerCycle;
+                const double hbm = l2 * c.mte2HbmBytesPerCycle / c.mte2L2BytesPerCycle;
+                return c.dmaIssueCycles + double(first) / hbm + double(e.bytes - first) / l2;
             }
             case EventKind::Load:
                 return c.mte1IssueCycles + double(e.bytes) / (e.write.memory == Memory::L0A ? c.mte1L0aBytesPerCycle
@@ -136,15 +186,19 @@ struct Timeline::State {
                 const bool wide = e.elementBytes == 4;
                 (wide ? cubeMacs32 : cubeMacs16) += e.macs;
                 const double rate = wide ? c.cubeMacsPerCycle32 : c.cubeMacsPerCycle16;
-                return c.mmadIssueCycles + double(e.macs) / (rate * c.cubeEfficiency);
+                return c.mmadIssueCycles + double(e.macs) / (rate * c.mmadEfficiency);
             }
             case EventKind::Fixpipe:
                 if (!e.write.gm) return double(e.bytes) / c.l0cToUbBytesPerCycle;
                 return c.dmaIssueCycles + double(e.bytes) / c.fixBytesPerCycle;
             case EventKind::Vector: {
                 const uint64_t repeats = (e.bytes + 255) / 256;
+                const double work = VectorClassCycles(e.vectorClass, repeats);
                 vectorRepeats += repeats;
-                return c.vectorIssueCycles + double(repeats) * 256.0 / c.vectorBytesPerCycle;
+                vectorWorkCycles += work;
+                ++classInstructions.at(e.vectorClass);
+                classRepeats[e.vectorClass] += repeats;
+                return c.vectorIssueCycles + work;
             }
             case EventKind::Gather:
                 gatherElements += e.elements;
@@ -280,6 +334,9 @@ TimelineSummary Timeline::Summary() const {
     out.cubeMacs32 = s.cubeMacs32;
     out.vectorRepeats = s.vectorRepeats;
     out.gatherElements = s.gatherElements;
+    out.vectorWorkCycles = s.vectorWorkCycles;
+    out.classInstructions = s.classInstructions;
+    out.classRepeats = s.classRepeats;
     out.gmBytes = s.gmBytes;
     for (const auto& bits : s.touched) {
         for (uint8_t b : bits) {

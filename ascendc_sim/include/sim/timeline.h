@@ -25,13 +25,30 @@ const char* PipeName(Pipe pipe);
 
 enum class EventKind : uint8_t { Dma, Load, Mmad, Fixpipe, Vector, Gather };
 
+// What a vector instruction costs on the V pipe by its class: max(minCycles, repeats * cyclesPerRepeat) for
+// its 256-byte repeats (+ TimelineCosts::vectorIssueCycles). The one table of them is VectorClasses()
+// (src/timeline.cpp), with the measured figures it comes from; VectorClassOf maps an AscendC API name to its
+// class (a name the table does not list is an error while a timeline is active).
+struct VectorClassInfo {
+    const char* name;
+    double cyclesPerRepeat;
+    double minCycles;
+    const char* apis;          // the emulator's AscendC calls of this class, space-separated
+    const char* instructions;  // the msKPP instructions measured
+    const char* source;
+};
+const std::vector<VectorClassInfo>& VectorClasses();
+uint8_t VectorClassOf(const char* api);
+double VectorClassCycles(uint8_t vectorClass, uint64_t repeats);  // without the issue cost
+
 // Cost inputs of the schedule, in cycles and bytes per cycle. The values come from one table, the Python
 // dataclass ascend_acts.backends.sim.timeline.Assumptions (with their sources); this struct only carries them.
 struct TimelineCosts {
     double dmaIssueCycles = 0;        // a GM DMA instruction's fixed time on its pipe (MTE2, MTE3, FIX to GM)
     double dmaLatencyCycles = 0;      // ... and its latency: its data is usable this much after its pipe is free
-    double mte2HbmBytesPerCycle = 1;  // GM -> UB / L1, one core, bytes the launch reads first (from HBM)
-    double mte2L2BytesPerCycle = 1;   // GM -> UB / L1, one core, bytes read again or written before (in L2)
+    double mte2HbmBytesPerCycle = 1;  // GM -> UB, one core, bytes the launch reads first (from HBM)
+    double mte2L2BytesPerCycle = 1;   // GM -> UB, one core, bytes read again or written before (in L2)
+    double mte2L1BytesPerCycle = 1;   // GM -> L1, one core, in L2 (first reads: scaled by hbm / l2 of GM -> UB)
     double mte3BytesPerCycle = 1;     // UB -> GM, one core
     double fixBytesPerCycle = 1;      // L0C -> GM (Fixpipe)
     double l0cToUbBytesPerCycle = 1;  // L0C -> UB (the Matmul API's GetTensorC)
@@ -40,10 +57,9 @@ struct TimelineCosts {
     double mte1IssueCycles = 0;
     double cubeMacsPerCycle16 = 1;  // half / bfloat16 Mmad
     double cubeMacsPerCycle32 = 1;  // float Mmad
-    double cubeEfficiency = 1;      // achieved / peak, for every Mmad
+    double mmadEfficiency = 1;      // achieved / peak, for every Mmad
     double mmadIssueCycles = 0;
-    double vectorBytesPerCycle = 1;  // one repeat of this many bytes per cycle
-    double vectorIssueCycles = 0;    // per vector instruction
+    double vectorIssueCycles = 0;  // per vector instruction, besides its class's cycles (VectorClasses())
     double gatherElementsPerCycle = 1;
     double syncCycles = 0;           // a dependency between two pipes of one core (SetFlag/WaitFlag)
     double crossCoreFlagCycles = 0;  // CrossCoreSetFlag -> CrossCoreWaitFlag
@@ -66,6 +82,7 @@ struct TraceEvent {
     uint64_t macs = 0;         // Mmad: fractal-padded multiply-accumulates
     uint64_t elements = 0;     // Gather
     uint8_t elementBytes = 0;  // Mmad operand size (2 or 4)
+    uint8_t vectorClass = 0;   // Vector: its index in VectorClasses()
     uint8_t readCount = 0;
     bool writes = false;
     Span reads[3];
@@ -85,6 +102,9 @@ struct TimelineSummary {
     uint64_t crossCoreWaits = 0;
     uint64_t cubeMacs16 = 0, cubeMacs32 = 0;  // Mmad multiply-accumulates (fractal-padded)
     uint64_t vectorRepeats = 0, gatherElements = 0;
+    double vectorWorkCycles = 0;              // every vector instruction's class cycles, issue excluded
+    std::vector<uint64_t> classInstructions;  // per VectorClasses() entry
+    std::vector<uint64_t> classRepeats;
     uint64_t gmBytes = 0;         // every GM byte moved (the L2 level)
     uint64_t hbmBytes = 0;        // compulsory: first reads + written bytes, 32 B granules
     uint64_t footprintBytes = 0;  // unique GM bytes touched, 32 B granules
@@ -157,13 +177,15 @@ void CopyOut(T* gmFirst, uint64_t gmBytes, const AscendC::LocalTensor<T>& src, u
     Record(e);
 }
 
-// A vector instruction over `bytes` (256-byte repeats): writes `dst`, reads `srcs` (count elements each).
+// Vector instruction `op` (an AscendC API name, VectorClasses()) over `bytes` (256-byte repeats): writes `dst`,
+// reads `srcs` (count elements each).
 template <typename D, typename... S>
-void Vector(uint64_t bytes, uint64_t count, const AscendC::LocalTensor<D>& dst, const S&... srcs) {
+void Vector(const char* op, uint64_t bytes, uint64_t count, const AscendC::LocalTensor<D>& dst, const S&... srcs) {
     if (Active() == nullptr) return;
     TraceEvent e;
     e.pipe = Pipe::V;
     e.kind = EventKind::Vector;
+    e.vectorClass = VectorClassOf(op);
     e.bytes = bytes;
     e.writes = true;
     e.write = LocalSpan(dst, count);
@@ -172,12 +194,13 @@ void Vector(uint64_t bytes, uint64_t count, const AscendC::LocalTensor<D>& dst, 
 }
 // The same with operand sizes of their own (Cast, CompareScalar, Select's mask, Gather, ReduceSum).
 template <typename D>
-void VectorOf(EventKind kind, uint64_t bytes, uint64_t elements, const AscendC::LocalTensor<D>& dst, uint64_t dstCount,
-              std::initializer_list<Span> reads) {
+void VectorOf(const char* op, EventKind kind, uint64_t bytes, uint64_t elements, const AscendC::LocalTensor<D>& dst,
+              uint64_t dstCount, std::initializer_list<Span> reads) {
     if (Active() == nullptr) return;
     TraceEvent e;
     e.pipe = Pipe::V;
     e.kind = kind;
+    if (kind == EventKind::Vector) e.vectorClass = VectorClassOf(op);
     e.bytes = bytes;
     e.elements = elements;
     e.writes = true;

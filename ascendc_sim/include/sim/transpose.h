@@ -85,6 +85,7 @@ void TransDataTo5HD(const LocalTensor<T> (&dstLocalList)[NCHW_CONV_ADDR_LIST_SIZ
             ascendc_sim::TraceEvent e;
             e.pipe = ascendc_sim::Pipe::V;
             e.kind = ascendc_sim::EventKind::Vector;
+            e.vectorClass = ascendc_sim::VectorClassOf("TransDataTo5HD");
             e.bytes = bytes;
             e.readCount = 1;
             e.reads[0] = detail::CoveringSpan(srcLocalList, srcCount);

@@ -43,7 +43,7 @@ template <typename T, typename... Operands>
 void Issue(const char* op, uint32_t count, const Operands&... operands) {
     (operands.Check(count, op), ...);
     ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
-    ascendc_sim::trace::Vector(uint64_t(count) * sizeof(T), count, operands...);
+    ascendc_sim::trace::Vector(op, uint64_t(count) * sizeof(T), count, operands...);
 }
 
 template <typename T>
@@ -275,7 +275,7 @@ void Cast(const LocalTensor<Dst>& dst, const LocalTensor<Src>& src, RoundMode mo
         src.Check(count, "Cast");
         dst.Check(count, "Cast");
         ascendc_sim::RecordVector(uint64_t(count) * (sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src)));
-        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector,
+        ascendc_sim::trace::VectorOf("Cast", ascendc_sim::EventKind::Vector,
                                      uint64_t(count) * (sizeof(Dst) > sizeof(Src) ? sizeof(Dst) : sizeof(Src)), 0, dst,
                                      count, {ascendc_sim::trace::LocalSpan(src, count)});
         for (uint32_t i = 0; i < count; ++i) {
@@ -301,8 +301,8 @@ void CompareScalar(const LocalTensor<uint8_t>& dst, const LocalTensor<T>& src, T
         src.Check(count, "CompareScalar");
         dst.Check((count + 7) / 8, "CompareScalar");
         ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
-        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0, dst,
-                                     (count + 7) / 8, {ascendc_sim::trace::LocalSpan(src, count)});
+        ascendc_sim::trace::VectorOf("CompareScalar", ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0,
+                                     dst, (count + 7) / 8, {ascendc_sim::trace::LocalSpan(src, count)});
         uint8_t* mask = dst.Address();
         std::memset(mask, 0, (count + 7) / 8);
         for (uint32_t i = 0; i < count; ++i) {
@@ -351,7 +351,7 @@ void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTen
         src.Check(0, "Gather");
         ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
         ascendc_sim::trace::VectorOf(
-            ascendc_sim::EventKind::Gather, uint64_t(count) * sizeof(T), count, dst, count,
+            "Gather", ascendc_sim::EventKind::Gather, uint64_t(count) * sizeof(T), count, dst, count,
             {ascendc_sim::trace::LocalSpan(src, src.GetSize()), ascendc_sim::trace::LocalSpan(srcOffset, count)});
         const uint64_t srcBytes = uint64_t(src.GetSize()) * sizeof(T);
         const auto* base = reinterpret_cast<const uint8_t*>(src.Address());
@@ -378,8 +378,8 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
         dst.Check(1, "ReduceSum");
         work.Check(1, "ReduceSum");
         ascendc_sim::RecordVector(uint64_t(count) * sizeof(T));
-        ascendc_sim::trace::VectorOf(ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0, dst, 1,
-                                     {ascendc_sim::trace::LocalSpan(src, count)});
+        ascendc_sim::trace::VectorOf("ReduceSum", ascendc_sim::EventKind::Vector, uint64_t(count) * sizeof(T), 0, dst,
+                                     1, {ascendc_sim::trace::LocalSpan(src, count)});
         float sum = 0.0f;
         for (uint32_t i = 0; i < count; ++i) sum += static_cast<float>(src.Address()[i]);
         dst.Address()[0] = static_cast<T>(sum);
