@@ -26,10 +26,10 @@ const char* PipeName(Pipe pipe) {
 const std::vector<VectorClassInfo>& VectorClasses() {
     static const std::vector<VectorClassInfo> classes = {
         {"scalar operand", 1, 3,
-         "Adds Muls Maxs Mins LeakyRelu Not ShiftRight ShiftLeft Duplicate CreateVecIndex Cast CompareScalar",
-         "VADDS VMULS VMAXS VMINS VLRELU VNOT VSHR VSHL VECTORDUP VCONV VCMPVS",
+         "Adds Muls Maxs Mins LeakyRelu Abs Not ShiftRight ShiftLeft Duplicate CreateVecIndex Cast CompareScalar",
+         "VADDS VMULS VMAXS VMINS VLRELU VABS VNOT VSHR VSHL VECTORDUP VCONV VCMPVS",
          "msKPP resource910b.cpp: 1 cycle per repeat, 3.0-4.1 cycles for 1-3 repeats (VCMPVS: 7 when the repeat "
-         "count is not a multiple of 4)"},
+         "count is not a multiple of 4; VABS_FP32, one operand, the same)"},
         {"two tensors", 2, 3, "Add Sub Mul Max Min And Or Select Sqrt Compare",
          "VADD VSUB VMUL VMAX VMIN VAND VOR VSEL VSQRT",
          "msKPP resource910b.cpp: 2 cycles per repeat, 3.0-3.1 for one repeat (VSQRT float16: 4 per repeat)"},
