@@ -88,9 +88,9 @@ def test_demo_refuses_an_unwritable_out_before_training(no_training, capsys, tmp
     assert not (tmp_path / "figure.txt").exists() and a_file.read_text() == ""
 
 
-@pytest.mark.parametrize("out", ["", "."])
+@pytest.mark.parametrize("out", ["", ".", "/"])
 def test_demo_refuses_an_out_without_a_file_name(no_training, capsys, out):
-    assert f"argument --out: expected a file name, got '{out or '.'}'" in usage_error(capsys, "--out", out)
+    assert f"argument --out: expected a file name, got '{out}'" in usage_error(capsys, "--out", out)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc, which refuses new files")

@@ -282,9 +282,10 @@ def test_bad_call_raises_torchs_error_type_and_changes_nothing(case, momentum):
     (dict(groups=0), RuntimeError, "'groups' must be positive"),
     (dict(stride=0), RuntimeError, "'stride' and 'dilation' must be positive"),
     (dict(padding="same", stride=2), RuntimeError, "padding='same' is not supported for strided"),
-    (dict(padding="full"), ValueError, "'padding' must be 'same', 'valid', an int or a pair"),
+    (dict(padding="full"), RuntimeError, "'padding' must be 'same', 'valid', an int or a pair"),  # conv2d's type
+    (dict(stride=(1, 1, 1)), RuntimeError, "'stride' must be a single int or a list of 2 values"),
+    (dict(input=torch.randn(1, 2, 3, 8, 8)), RuntimeError, "'input' must be 4-D"),
     (dict(training=1), TypeError, "'training' must be a bool"),
-    (dict(momentum=float("nan")), ValueError, "'momentum' must be finite"),
     (dict(training=False, eps=-1.0), ValueError, "'eps' must be non-negative"),
     (dict(running_var=None), ValueError, "'running_mean' and 'running_var' must both be given"),
     (dict(input=torch.randn(2, 3, 8, 8).long()), RuntimeError, "'input' must be a floating-point tensor"),

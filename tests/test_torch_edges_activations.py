@@ -392,9 +392,23 @@ def test_rrelu_bounds_whose_span_overflows_double_raise_as_torch(backend):
     x = torch.tensor([-1.0, 2.0], dtype=torch.float64)
     with pytest.raises(RuntimeError):
         F.rrelu(x, -1e308, 1e308, training=True)
-    with pytest.raises(RuntimeError, match="upper - lower must be a finite double"):
+    with pytest.raises(RuntimeError, match="upper - lower must be at most"):
         rrelu_train(x, -1e308, 1e308)
     assert torch.equal(ascend_acts.rrelu(x, -1e308, 1e308), F.rrelu(x, -1e308, 1e308))  # eval: no span
+
+
+def test_rrelu_float32_span_beyond_float32_is_an_error_not_nan(backend):
+    """Our noise is computed in float32 (docs/rng.md): a span beyond float32's range would make it NaN, where torch
+    (drawing in double) gives finite values; a clear error instead. Eval reads only (lower + upper) / 2, as torch."""
+    x = torch.tensor([-1.0, 0.0, 2.0])
+    F.rrelu(x, -3e38, 3e38, training=True)  # torch: finite
+    with pytest.raises(RuntimeError, match="upper - lower must be at most 3.40282e\\+38"):
+        rrelu_train(x, -3e38, 3e38)
+    assert torch.equal(ascend_acts.rrelu(x, -1e300, 1e300), F.rrelu(x, -1e300, 1e300))
+    with pytest.raises(RuntimeError, match="without overflow"):  # training: each bound in float32, as torch
+        F.rrelu(x, -1e300, 1e300, training=True)
+    with pytest.raises(RuntimeError, match="without overflow"):
+        rrelu_train(x, -1e300, 1e300)
 
 
 def test_in_place_on_self_overlapping_windows_reads_before_it_writes(backend):
@@ -412,3 +426,47 @@ def test_in_place_on_self_overlapping_windows_reads_before_it_writes(backend):
         with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
             call(expanded)
     assert torch.equal(expanded, torch.tensor([-1.0, -1.0, -1.0]))
+
+
+@pytest.mark.parametrize("make_view", [lambda x: x.split(1)[0], lambda x: x.unbind()[0]], ids=["split", "unbind"])
+@pytest.mark.parametrize("op", IN_PLACE)
+def test_in_place_on_a_multi_output_view_is_refused_before_writing(backend, make_view, op):
+    """torch refuses in-place on an output of split/unbind that requires grad, before it writes (found by the
+    adversarial review: ours wrote, then failed)."""
+    ours, theirs = IN_PLACE[op]
+    for call in (theirs, ours):
+        base = torch.tensor([[-1.0, 2.0], [-3.0, 4.0]], requires_grad=True) * 1
+        state = torch.get_rng_state()
+        with pytest.raises(RuntimeError, match="modified inplace"):
+            call(make_view(base))
+        assert torch.equal(base, torch.tensor([[-1.0, 2.0], [-3.0, 4.0]])) and base._version == 0
+        assert torch.equal(state, torch.get_rng_state())
+
+
+def test_nan_slope_in_place_backward_raises_as_torch(backend):
+    """torch's result-based backward requires slope >= 0, which NaN is not."""
+    for call in (lambda t: F.leaky_relu_(t, float("nan")), lambda t: ascend_acts.leaky_relu(t, float("nan"), True)):
+        x = torch.tensor([-1.0, 2.0], requires_grad=True)
+        with pytest.raises(RuntimeError, match="negative slope"):
+            call(x * 1).sum().backward()
+    with pytest.raises(RuntimeError, match="negative slope"):
+        ops.leaky_relu_backward(torch.ones(2), torch.ones(2), float("nan"), True)
+
+
+@pytest.mark.parametrize("value", [2**70, -(2**70)])
+def test_ints_beyond_a_torch_scalar_raise_overflow_error_as_torch(value):
+    x = torch.randn(3)
+    with pytest.raises(OverflowError):
+        F.leaky_relu(x, value)
+    with pytest.raises(OverflowError):
+        ascend_acts.leaky_relu(x, value)
+    with pytest.raises(OverflowError):
+        ascend_acts.rrelu(x, value, value)
+
+
+def test_fused_bias_scale_beyond_float32_is_silent_inf_as_torch(backend):
+    x, bias = torch.randn(2, 3), torch.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = ascend_acts.fused_bias_leaky_relu(x, bias, 0.2, 1e300)
+    assert bits_equal(got, composite(x, bias, 0.2, 1e300))

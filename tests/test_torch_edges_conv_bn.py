@@ -240,3 +240,73 @@ def test_non_finite_fold_runs_unfolded_as_torch(backend):
             model[1].weight[0] = float("inf")
     x = torch.randn(2, 2, 4, 4)
     close(ours(x), theirs(x))
+
+
+@pytest.mark.parametrize("attribute, value", [("momentum", float("nan")), ("momentum", float("inf")),
+                                              ("eps", float("nan")), ("eps", float("inf")), ("eps", True),
+                                              ("momentum", True)])
+@pytest.mark.parametrize("training", [True, False])
+def test_any_real_eps_and_momentum_as_torch(backend, attribute, value, training):
+    """torch's BatchNorm takes NaN, inf and bools for eps and momentum (their results propagate them)."""
+    torch.manual_seed(0)
+    theirs = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU(0.2))
+    setattr(theirs[1], attribute, value)
+    theirs.train(training)
+    ours = ascend_acts.convert(copy.deepcopy(theirs))
+    x = torch.randn(2, 3, 6, 6)
+    expected, got = theirs(x), ours(x)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+    for name in ("running_mean", "running_var"):
+        torch.testing.assert_close(getattr(ours[1], name), getattr(theirs[1], name), equal_nan=True)
+
+
+@pytest.mark.parametrize("slope", [1e-8, 1e-40])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_tiny_slopes_keep_the_conv_output_and_torchs_gradients(backend, slope, dtype):
+    """A slope whose products fall among the subnormals cannot give x-hat back from the output (and 1 / slope may
+    overflow float32): the conv output is kept, and the gradients are torch's (found by the adversarial review: NaN
+    on sim, 42% error in float16 before)."""
+    torch.manual_seed(0)
+    theirs = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU(slope)).to(dtype)
+    ours = ascend_acts.convert(copy.deepcopy(theirs))
+    exact = copy.deepcopy(theirs).double()
+    x = torch.randn(2, 3, 6, 6)
+    grads = []
+    for model, data in ((theirs, x.to(dtype)), (ours, x.to(dtype)), (exact, x.double())):
+        data = data.clone().requires_grad_()
+        (model(data).double() * torch.linspace(-1, 1, 4 * 16).view(1, 4, 4, 4)).sum().backward()
+        grads.append((data.grad.double(), model[0].weight.grad.double()))
+    for (ours_g, theirs_g, exact_g) in zip(grads[1], grads[0], grads[2]):
+        assert torch.isfinite(ours_g).all()
+        assert (ours_g - exact_g).norm() <= 2 * (theirs_g - exact_g).norm() + 1e-12 * exact_g.norm()
+
+
+@pytest.mark.parametrize("attribute, value", [("momentum", "requires_grad"), ("eps", "one_dimensional")])
+def test_tensor_attributes_torch_refuses_are_refused_as_torch(attribute, value):
+    """A BN attribute torch cannot read as a number (a tensor requiring grad, a 1-D one): the converted model runs
+    the children, so torch's own error is raised."""
+    theirs = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU(0.2))
+    number = torch.tensor(0.1, requires_grad=True) if value == "requires_grad" else torch.tensor([1e-5])
+    setattr(theirs[1], attribute, number)
+    ours = ascend_acts.convert(copy.deepcopy(theirs))
+    x = torch.randn(2, 3, 6, 6)
+    with pytest.raises(Exception) as expected:
+        theirs(x)
+    with pytest.raises(expected.type):
+        ours(x)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_zero_input_channels_as_torch(backend, training):
+    torch.manual_seed(0)
+    theirs = nn.Sequential(nn.Conv2d(0, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU(0.2)).train(training)
+    with torch.no_grad():
+        theirs[0].bias.uniform_(-1, 1)
+    ours = ascend_acts.convert(copy.deepcopy(theirs))
+    x = torch.randn(2, 0, 5, 5)
+    expected, got = theirs(x), ours(x)
+    torch.testing.assert_close(got, expected)
+    expected.sum().backward()
+    got.sum().backward()
+    torch.testing.assert_close(ours[0].bias.grad, theirs[0].bias.grad)
+    torch.testing.assert_close(ours[1].running_mean, theirs[1].running_mean)

@@ -33,6 +33,13 @@ def _steps(text: str) -> int:
     return value
 
 
+def _out_path(text: str) -> Path:
+    path = Path(text)
+    if not path.name:  # "", "." and "/" name no file ("" parses to Path("."))
+        raise argparse.ArgumentTypeError(f"expected a file name, got {text!r}")
+    return path
+
+
 def _seed(text: str) -> int:
     value = _integer(text)
     if not _SEED_RANGE[0] <= value < _SEED_RANGE[1]:
@@ -46,8 +53,6 @@ def _figure_path(parser: argparse.ArgumentParser, out: Path) -> Path:
     name without an extension, so the path is completed here and the completed one is written and printed."""
     from matplotlib.backend_bases import FigureCanvasBase
 
-    if not out.name:  # "" and "." parse to Path("."): no file name to write
-        parser.error(f"argument --out: expected a file name, got {str(out)!r}")
     completed = out if out.suffix.lstrip(".") else out.with_name(out.name.rstrip(".") + ".png")
     for path in (out, completed):
         if path.is_dir():
@@ -112,7 +117,7 @@ def main(argv=None) -> None:
     demo.add_argument("--steps", type=_steps, default=3000, help="training steps (default 3000)")
     demo.add_argument("--seed", type=_seed, default=0)
     demo.add_argument("--backend", choices=known_backends(), default="reference", help="CPU backend")
-    demo.add_argument("--out", type=Path, default=Path("outputs/sine_gan.png"),
+    demo.add_argument("--out", type=_out_path, default=Path("outputs/sine_gan.png"),
                       help="figure file; its extension picks the format (none: .png is appended)")
     demo.set_defaults(run=_demo, parser=demo)
     info = sub.add_parser("info", help="versions and available backends")

@@ -35,8 +35,10 @@ class Checked:
 
 def _pair(name: str, value) -> list[int]:
     pair = [value, value] if isinstance(value, int) else list(value)
-    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
         raise TypeError(f"{FN}(): argument '{name}' must be an int or a pair of ints, got {value!r}")
+    if len(pair) != 2:  # conv2d's type for a wrong number of values
+        raise RuntimeError(f"{FN}(): argument '{name}' must be a single int or a list of 2 values, got {value!r}")
     return pair
 
 
@@ -52,8 +54,8 @@ def resolve_padding(padding, weight: torch.Tensor, stride: list[int], dilation: 
             total = dilation[axis] * (weight.shape[2 + axis] - 1)
             sides += [total // 2, total - total // 2]
         return sides
-    if isinstance(padding, str):
-        raise ValueError(f"{FN}(): argument 'padding' must be 'same', 'valid', an int or a pair, got {padding!r}")
+    if isinstance(padding, str):  # conv2d's type: "Invalid padding string"
+        raise RuntimeError(f"{FN}(): argument 'padding' must be 'same', 'valid', an int or a pair, got {padding!r}")
     ph, pw = _pair("padding", padding)
     if ph < 0 or pw < 0:
         raise RuntimeError(f"{FN}(): argument 'padding' must be non-negative, got {padding!r}")
@@ -63,8 +65,9 @@ def resolve_padding(padding, weight: torch.Tensor, stride: list[int], dilation: 
 def _check_tensors(input, weight, bias, statistics: dict) -> None:
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"{FN}(): argument 'input' must be a torch.Tensor, got {type(input).__name__}")
-    if input.dim() != 4:
-        raise ValueError(f"{FN}(): argument 'input' must be 4-D (N, C, H, W), got {input.dim()}-D")
+    if input.dim() != 4:  # conv2d refuses all but 3-D and 4-D (RuntimeError); BatchNorm2d then a 3-D (ValueError)
+        error = ValueError if input.dim() == 3 else RuntimeError
+        raise error(f"{FN}(): argument 'input' must be 4-D (N, C, H, W), got {input.dim()}-D")
     if not isinstance(weight, torch.Tensor) or weight.dim() != 4:
         raise RuntimeError(f"{FN}(): argument 'weight' must be a 4-D tensor (C_out, C_in/groups, kH, kW)")
     c_out = weight.shape[0]
@@ -166,8 +169,9 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     _check_dtypes(input, weight, bias, statistics)
     training = check.check_bool(FN, "training", training)
     _check_statistics(statistics, training)
-    momentum = check.check_number(FN, "momentum", momentum, finite=True)
-    eps = check.check_number(FN, "eps", eps, finite=True)
+    # any real momentum and eps, NaN and inf too, as torch's batch_norm takes them (their results propagate them)
+    momentum = check.check_number(FN, "momentum", momentum)
+    eps = check.check_number(FN, "eps", eps)
     negative_slope = check.check_number(FN, "negative_slope", negative_slope, input)
     if isinstance(groups, bool) or not isinstance(groups, int):
         raise TypeError(f"{FN}(): argument 'groups' must be an int, got {type(groups).__name__}")

@@ -24,13 +24,11 @@ def check_input(fn: str, input) -> None:
 FLOAT32_MAX = 3.4028234663852886e38
 
 
-def check_number(fn: str, name: str, value, input: torch.Tensor | None = None, finite: bool = False) -> float:
+def check_number(fn: str, name: str, value, input: torch.Tensor | None = None) -> float:
     """A torch `Scalar` argument as torch's functions take it: a Python or NumPy number (bool included: True is
     1.0), or a 0-d tensor that does not require grad (its item()); a complex number only with imaginary part 0.
     A finite value outside float32's range raises torch's overflow error for a non-float64
-    `input` given (torch's kernels convert it to float; float16/bfloat16 compute in float32). `finite`: a non-finite
-    value is a ValueError (checked in eager calls: under torch.compile(dynamic=True) a module's float attributes
-    are symbolic, and math.isfinite on them would break the graph)."""
+    `input` given (torch's kernels convert it to float; float16/bfloat16 compute in float32)."""
     if isinstance(value, torch.Tensor):
         if value.dim() != 0 or value.requires_grad:
             raise TypeError(f"{fn}(): argument '{name}' must be a number or a 0-d tensor that does not require "
@@ -39,6 +37,8 @@ def check_number(fn: str, name: str, value, input: torch.Tensor | None = None, f
         value = value.item()
     if isinstance(value, np.bool_):
         value = bool(value)
+    if isinstance(value, int) and not -(2**63) <= value < 2**64:  # torch's Scalar holds an int64 or a uint64
+        raise OverflowError(f"{fn}(): argument '{name}' {value}: int too big to convert")
     if not isinstance(value, numbers.Number):
         raise TypeError(f"{fn}(): argument '{name}' must be a real number, got {type(value).__name__}")
     if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
@@ -47,8 +47,6 @@ def check_number(fn: str, name: str, value, input: torch.Tensor | None = None, f
                                "without overflow")
         value = value.real
     value = float(value)
-    if finite and not torch.compiler.is_compiling() and not math.isfinite(value):
-        raise ValueError(f"{fn}(): argument '{name}' must be finite, got {value}")
     if (input is not None and input.dtype != torch.float64 and not torch.compiler.is_compiling()
             and math.isfinite(value) and abs(value) > FLOAT32_MAX):
         raise RuntimeError(f"{fn}(): argument '{name}' {value}: value cannot be converted to type float without "
@@ -63,7 +61,8 @@ def check_bool(fn: str, name: str, value) -> bool:
 
 
 def check_bounds(fn: str, lower, upper, input: torch.Tensor | None = None) -> tuple[float, float]:
-    """RReLU's bounds as torch takes them (`check_number`); non-finite ones raise torch's RuntimeError."""
+    """RReLU's bounds as torch takes them (`check_number`; `input` given: training, where each bound must fit the
+    input's dtype, as torch's uniform_ requires); non-finite ones raise torch's RuntimeError."""
     lower = check_number(fn, "lower", lower, input)
     upper = check_number(fn, "upper", upper, input)
     if not torch.compiler.is_compiling():

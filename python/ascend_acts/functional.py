@@ -78,14 +78,18 @@ def rrelu(
     # torch adds two bool bounds as bools (True + True is True) before halving them for the eval slope
     bool_bounds = all(isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool)
                       for v in (lower, upper))
-    lower, upper = check.check_bounds("rrelu", lower, upper, input)
     training = check.check_bool("rrelu", "training", training)  # torch's rrelu takes a bool only, unlike inplace
+    # eval reads only the slope (lower + upper) / 2, which leaky_relu checks against the input's dtype
+    lower, upper = check.check_bounds("rrelu", lower, upper, input if training else None)
     check.check_generator("rrelu", generator, input.device)
     if not training:
         return leaky_relu(input, float(bool(lower or upper)) / 2 if bool_bounds else (lower + upper) / 2, inplace)
-    if not torch.compiler.is_compiling() and math.isinf(upper - lower):  # torch's uniform_ raises the same type
-        raise RuntimeError(f"rrelu(): upper - lower must be a finite double (the noise's span), got lower={lower}, "
-                           f"upper={upper}")
+    span_limit = math.inf if input.dtype == torch.float64 else check.FLOAT32_MAX
+    if not torch.compiler.is_compiling() and not (math.isfinite(upper - lower) and upper - lower <= span_limit):
+        # torch's uniform_ raises for a span beyond double; ours computes the noise in float32 (docs/rng.md), where
+        # a span beyond float32's range would be inf and the noise NaN: an error rather than a wrong value
+        raise RuntimeError(f"rrelu(): upper - lower must be at most {span_limit:g} for a {input.dtype} input (the "
+                           f"noise's span is computed in float32), got lower={lower}, upper={upper}")
     return _rrelu_training_rng_kept_on_error(input, lower, upper, inplace, generator)
 
 

@@ -54,8 +54,10 @@ def plain_leaky_relu(act: nn.Module) -> bool:
 def readable_numbers(bn: nn.Module, negative_slope, input: torch.Tensor) -> bool:
     """bn.eps, bn.momentum and the slope may be tensors (torch's functionals read them as numbers): the fused op
     takes their values, which a graph or fake tensors cannot read; there the modules run, as torch's do."""
-    values = (bn.eps, bn.momentum, negative_slope)
-    return not any(isinstance(v, torch.Tensor) for v in values) or not values_unknown(input)
+    tensors = [v for v in (bn.eps, bn.momentum, negative_slope) if isinstance(v, torch.Tensor)]
+    if any(t.dim() != 0 or t.requires_grad for t in tensors):  # what torch refuses for a number: its modules raise it
+        return False
+    return not tensors or not values_unknown(input)
 
 
 def _number(value):

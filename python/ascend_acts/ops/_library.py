@@ -34,11 +34,29 @@ def check_inplace_target(tensor: torch.Tensor) -> None:
         )
 
 
+_CREATION = torch._C._autograd.CreationMeta
+_VIEW_REBASE_REFUSALS = {
+    _CREATION.MULTI_OUTPUT_NODE: "This view is the output of a function that returns multiple views. Such functions "
+                                 "do not allow the output views to be modified inplace. You should replace the "
+                                 "inplace operation by an out-of-place one.",
+    _CREATION.IN_CUSTOM_FUNCTION: "This view was created inside a custom Function (or because an input was returned "
+                                  "as-is) and modifying it inplace would override the custom backward of that "
+                                  "Function. This behavior is forbidden. You can fix this by cloning the output of "
+                                  "the custom Function.",
+    _CREATION.INFERENCE_MODE: "A view was created in inference mode and is being modified inplace in normal mode.",
+}
+
+
 def check_inplace_autograd(tensor: torch.Tensor) -> None:
     """torch's errors for in-place on leaves that require grad, raised before the input is touched."""
     if not torch.is_grad_enabled():
         return
     base = tensor._base
+    if base is not None and tensor.requires_grad:  # views torch's autograd refuses to rebase (handle_view_on_rebase)
+        refusal = _VIEW_REBASE_REFUSALS.get(torch._C._autograd._get_creation_meta(tensor))
+        if refusal is not None:
+            raise RuntimeError(f"{tensor.grad_fn.name() if tensor.grad_fn else 'A view'}: the tensor is a view and is "
+                               f"being modified inplace. {refusal}")
     if base is not None and tensor.is_leaf and tensor.requires_grad:  # a view without grad_fn: made under no_grad
         raise RuntimeError(
             "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given "

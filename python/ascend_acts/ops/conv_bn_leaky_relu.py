@@ -43,7 +43,10 @@ def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negati
     1.5x torch's float32 error; float16/bfloat16 reach 2x torch's error near a ratio of 4 (3x at 7), so 16-bit
     outputs are kept only up to 2. A larger ratio (e.g. a BN channel decayed towards gamma = 0) keeps the conv
     output instead."""
-    if not negative_slope > 0 or values_unknown(gamma, beta):
+    # slope * z must keep its precision in `dtype` (and 1 / slope be finite in float32, as the kernels divide): a
+    # slope below twice the smallest normal number would put it among the subnormals, whose absolute spacing divided
+    # by the slope exceeds the rounding of an O(1) value
+    if not negative_slope >= 2 * torch.finfo(dtype).smallest_normal or values_unknown(gamma, beta):
         return False  # a graph or fake tensors make no data-dependent choice: the conv output is kept
     magnitude = gamma.detach().abs()
     if not bool((magnitude > 0).all()):

@@ -30,7 +30,7 @@ def _check(x, negative_slope):
 
 def _check_backward(grad_output, saved, negative_slope, self_is_result):
     check_backward_operands("leaky_relu_backward", grad_output, saved)
-    check_result_based_backward("leakyReLu", negative_slope < 0, self_is_result)
+    check_result_based_backward("leakyReLu", not negative_slope >= 0, self_is_result)  # NaN too, as torch
 
 
 # --- fake kernels (torch.compile, meta): the device kernels' checks, so that both accept the same calls -------

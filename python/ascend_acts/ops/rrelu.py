@@ -39,7 +39,7 @@ def _check(x, seed, lower, upper):
 
 def _check_backward(grad_output, saved, seed, lower, upper, self_is_result):
     check_backward_operands("rrelu_with_seed_backward", grad_output, saved)
-    check_result_based_backward("RReLU", lower < 0, self_is_result)
+    check_result_based_backward("RReLU", not lower >= 0, self_is_result)
     _check_seed(seed)
 
 

@@ -41,7 +41,8 @@ def _plus_bias(rows: np.ndarray, bias: np.ndarray | None, start: int, stop: int,
 
 def forward(x: np.ndarray, bias: np.ndarray | None, negative_slope: float, scale: float, out: np.ndarray) -> None:
     ctype = compute_dtype(x.dtype)
-    slope, factor = ctype.type(negative_slope), ctype.type(scale)
+    with quiet():  # a scale beyond float32's range is inf in float32, as torch's `* scale` makes it: silently
+        slope, factor = ctype.type(negative_slope), ctype.type(scale)
     rows, out_rows = _rows(x), _rows(out)
 
     def body(start: int, stop: int) -> None:
@@ -57,7 +58,8 @@ def backward(grad: np.ndarray, saved: np.ndarray, bias: np.ndarray | None, negat
              saved_is_result: bool, out: np.ndarray, grad_bias: np.ndarray) -> None:
     """Writes dx into `out` (grad's shape) and the per-channel sums of dx into `grad_bias` (C,)."""
     ctype = compute_dtype(grad.dtype)
-    factor = ctype.type(scale)
+    with quiet():
+        factor = ctype.type(scale)
     grad_rows, saved_rows, out_rows = _rows(grad), _rows(saved), _rows(out)
     row_sums = np.zeros(grad_rows.shape[0], np.float64)
 
