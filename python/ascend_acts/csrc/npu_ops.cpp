@@ -318,9 +318,9 @@ at::Tensor PackEvalWeight(const at::Tensor& weight) {
 }
 
 // Eval: torch_npu's convolution (aclnnConvolution) on the folded W', b', then our LeakyReLU kernel, unless the
-// fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) is modelled
-// 1.97x / 1.35x faster than this path on DCGAN's D2 / D3 and 0.87x on D4 (benchmarks/results/fused_traffic.md),
-// but nothing has measured it on an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. The fused kernel is groups = 1 only.
+// fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) is only modelled
+// against this path (benchmarks/results/fused_traffic.md: faster on some DCGAN layers, slower on others), never
+// measured on an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. It is groups = 1 only.
 at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                              double negative_slope) {
