@@ -61,5 +61,5 @@ def upfirdn2d(input: torch.Tensor, kernel: torch.Tensor, up=1, down=1, pad=(0, 0
         out = out[:, :, max(-pad_y0, 0):out.shape[2] - max(-pad_y1, 0),
                   max(-pad_x0, 0):out.shape[3] - max(-pad_x1, 0)]
     weight = kernel.to(device=input.device, dtype=input.dtype).flip([0, 1])
-    weight = weight.view(1, 1, kernel_h, kernel_w).expand(channels, 1, kernel_h, kernel_w)
+    weight = weight.view(1, 1, kernel_h, kernel_w).expand(channels, 1, kernel_h, kernel_w).contiguous()
     return F.conv2d(out, weight, stride=(down_y, down_x), groups=channels)
