@@ -1,0 +1,2 @@
+"""Drop-in stand-ins for other projects' op packages, built on ascend_acts and torch's own ops (nothing compiled,
+no CUDA). `ascend_acts.compat.rosinality` replaces the `op` package of rosinality's stylegan2-pytorch."""
