@@ -189,3 +189,32 @@ def values_unknown(*tensors: torch.Tensor) -> bool:
     Such calls take the static path (no choice made from the data)."""
     return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._guards.detect_fake_mode(tensors)
             is not None or any(t.device.type == "meta" for t in tensors))
+
+
+def elementwise_vmap(op_name: str, tensors: int) -> Callable:
+    """vmap of an elementwise op whose first `tensors` arguments are same-shaped tensors: one call over the batch (the
+    batch dims moved to the front, an unbatched argument expanded), as torch's own elementwise ops batch."""
+
+    def rule(info, in_dims, *args):
+        batched = [t.movedim(d, 0) if d is not None else t.expand(info.batch_size, *t.shape)
+                   for t, d in zip(args[:tensors], in_dims[:tensors])]
+        return getattr(torch.ops.ascend_acts, op_name)(*batched, *args[tensors:]), 0
+
+    return rule
+
+
+def per_sample_vmap(op_name: str) -> Callable:
+    """vmap by calling the op once per sample and stacking the results: what torch's fallback does, without its
+    performance warning (torch's own ops give none), for ops whose batched form is not one call of the op."""
+
+    def rule(info, in_dims, *args):
+        op = getattr(torch.ops.ascend_acts, op_name)
+        results = [op(*(a.select(d, i) if isinstance(a, torch.Tensor) and d is not None else a
+                        for a, d in zip(args, in_dims)))
+                   for i in range(info.batch_size)]
+        if isinstance(results[0], torch.Tensor):
+            return torch.stack(results), 0
+        return tuple(torch.stack(r) for r in zip(*results)), (0,) * len(results[0])
+
+    return rule
+

@@ -19,6 +19,7 @@ from ._library import (
     OpFunction,
     autograd_function,
     composite_autograd,
+    per_sample_vmap,
     run_below_autograd,
     values_unknown,
 )
@@ -235,11 +236,13 @@ def _cast_train_arguments(args, dtype, device_type):
 declare(TRAIN, fake=_train_fake, check=_check_train, autograd=autograd_function(_Train),
         layout=_conv_layout(0, (0, 1)), vmap=_train_vmap, autocast=_cast_train_arguments)
 declare(TRAIN_BACKWARD, fake=_train_backward_fake, check=_check_train_backward, layout=_conv_layout(3, (0, 1)),
+        vmap=per_sample_vmap(TRAIN_BACKWARD),
         # the backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.
         # It differentiates through input, weight and the BN parameters only: `saved`, `mean` and `invstd` must
         # be what the forward returned for them (they are recomputed from those, so their dependence is included).
         autograd=composite_autograd(derivatives.conv_bn_leaky_relu_train_backward_differentiable))
 declare(EVAL, fake=_eval_fake, check=_check_eval, autograd=autograd_function(_Eval), layout=_conv_layout(0, (0,)),
-        autocast=_cast_conv_arguments)
+        autocast=_cast_conv_arguments, vmap=per_sample_vmap(EVAL))
 declare(EVAL_BACKWARD, fake=_eval_backward_fake, check=_check_eval_backward, layout=_conv_layout(1, (0, 1)),
+        vmap=per_sample_vmap(EVAL_BACKWARD),
         autograd=composite_autograd(derivatives.conv_bias_leaky_relu_backward_differentiable))

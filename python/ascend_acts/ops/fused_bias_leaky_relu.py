@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._library import FLOATING_DTYPES, OpFunction, autograd_function, run_below_autograd
+from ._library import FLOATING_DTYPES, OpFunction, autograd_function, per_sample_vmap, run_below_autograd
 from ._semantics import declare, like_argument
 
 ops = torch.ops.ascend_acts
@@ -168,6 +168,6 @@ def _cast_bias(args, dtype, device_type):
 
 
 declare(FORWARD, fake=_forward_fake, check=_check, autograd=autograd_function(_FusedBiasLeakyRelu),
-        layout=like_argument(0), autocast=_cast_bias)
+        layout=like_argument(0), autocast=_cast_bias, vmap=per_sample_vmap(FORWARD))
 declare(BACKWARD, fake=_backward_fake, check=_check_backward, autograd=autograd_function(_FusedBiasLeakyReluBackward),
-        layout=_backward_layout)
+        layout=_backward_layout, vmap=per_sample_vmap(BACKWARD))

@@ -13,6 +13,7 @@ from ._library import (
     check_backward_operands,
     check_floating,
     check_result_based_backward,
+    elementwise_vmap,
     run_below_autograd,
 )
 from ._semantics import declare, like_argument
@@ -119,7 +120,8 @@ class _LeakyReluBackward(OpFunction):
 
 
 declare("leaky_relu", fake=_leaky_relu_fake, check=_check, autograd=autograd_function(_LeakyRelu),
-        layout=like_argument(0))
+        layout=like_argument(0), vmap=elementwise_vmap("leaky_relu", 1))
 declare("leaky_relu_", check=_check, autograd=autograd_function(_LeakyReluInplace))
 declare("leaky_relu_backward", fake=_leaky_relu_backward_fake, check=_check_backward,
-        autograd=autograd_function(_LeakyReluBackward), layout=like_argument(1))
+        autograd=autograd_function(_LeakyReluBackward), layout=like_argument(1),
+        vmap=elementwise_vmap("leaky_relu_backward", 2))

@@ -16,6 +16,7 @@ from ._library import (
     check_backward_operands,
     check_floating,
     check_result_based_backward,
+    per_sample_vmap,
     run_below_autograd,
 )
 from ._semantics import declare, like_argument
@@ -165,8 +166,11 @@ class _RReluBackward(OpFunction):
         return _grad_of(grad_output_tangent, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
 
 
+# vmap: per sample (the slopes are keyed on the flat index within a sample, so one call over the batch would
+# change them); vmap's randomness applies where the seed is drawn (torch.randint in functional.rrelu)
 declare("rrelu_with_seed", fake=_rrelu_fake, check=_check, autograd=autograd_function(_RRelu),
-        layout=like_argument(0))
+        layout=like_argument(0), vmap=per_sample_vmap("rrelu_with_seed"))
 declare("rrelu_with_seed_", check=_check, autograd=autograd_function(_RReluInplace, extra_arguments=_inplace_bits))
 declare("rrelu_with_seed_backward", fake=_rrelu_backward_fake, check=_check_backward,
-        autograd=autograd_function(_RReluBackward), layout=like_argument(1))
+        autograd=autograd_function(_RReluBackward), layout=like_argument(1),
+        vmap=per_sample_vmap("rrelu_with_seed_backward"))
