@@ -83,7 +83,8 @@ def rrelu(
     lower, upper = check.check_bounds("rrelu", lower, upper, input if training else None)
     check.check_generator("rrelu", generator, input.device)
     if not training:
-        return leaky_relu(input, float(bool(lower or upper)) / 2 if bool_bounds else (lower + upper) / 2, inplace)
+        out = leaky_relu(input, float(bool(lower or upper)) / 2 if bool_bounds else (lower + upper) / 2, inplace)
+        return out if inplace else out.contiguous()  # torch's rrelu returns a contiguous tensor, eval too
     span_limit = math.inf if input.dtype == torch.float64 else check.FLOAT32_MAX
     if not torch.compiler.is_compiling() and not (math.isfinite(upper - lower) and upper - lower <= span_limit):
         # torch's uniform_ raises for a span beyond double; ours computes the noise in float32 (docs/rng.md), where

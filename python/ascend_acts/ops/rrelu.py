@@ -46,8 +46,9 @@ def _check_backward(grad_output, saved, seed, lower, upper, self_is_result):
 
 # --- fake kernels: the device kernels' checks, so that both accept the same calls ------------------------------
 def _rrelu_fake(x, seed, lower, upper):
+    """Contiguous, whatever x's layout: torch's rrelu allocates its result so (rrelu_with_noise)."""
     _check(x, seed, lower, upper)
-    return torch.empty_like(x)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 def _rrelu_backward_fake(grad_output, saved, seed, lower, upper, self_is_result):
@@ -169,7 +170,7 @@ class _RReluBackward(OpFunction):
 # vmap: per sample (the slopes are keyed on the flat index within a sample, so one call over the batch would
 # change them); vmap's randomness applies where the seed is drawn (torch.randint in functional.rrelu)
 declare("rrelu_with_seed", fake=_rrelu_fake, check=_check, autograd=autograd_function(_RRelu),
-        layout=like_argument(0), vmap=per_sample_vmap("rrelu_with_seed"))
+        vmap=per_sample_vmap("rrelu_with_seed"))
 declare("rrelu_with_seed_", check=_check, autograd=autograd_function(_RReluInplace, extra_arguments=_inplace_bits))
 declare("rrelu_with_seed_backward", fake=_rrelu_backward_fake, check=_check_backward,
         autograd=autograd_function(_RReluBackward), layout=like_argument(1),
