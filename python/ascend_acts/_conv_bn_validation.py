@@ -31,6 +31,7 @@ class Checked:
     dilation: list[int]
     groups: int
     output_shape: torch.Size
+    no_input_channels: bool
 
 
 def _pair(name: str, value) -> list[int]:
@@ -196,4 +197,4 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
             raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
     elif eps < 0:
         raise ValueError(f"{FN}(): argument 'eps' must be non-negative, got {eps}")
-    return Checked(batch_stats, momentum, eps, negative_slope, stride, pad, dilation, groups, shape)
+    return Checked(batch_stats, momentum, eps, negative_slope, stride, pad, dilation, groups, shape, bool(c_in == 0))

@@ -58,8 +58,7 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
     if _is_empty(args.output_shape):
         return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args)
-    if weight.shape[1] == 0:  # no input channels (the weight's: a traced input's sizes are tensors): the conv output
-        # is its bias alone, which only torch's ops take
+    if args.no_input_channels:  # the conv output is its bias alone, which only torch's ops take
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
     if overlapping_statistics(running_mean, running_var):
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
