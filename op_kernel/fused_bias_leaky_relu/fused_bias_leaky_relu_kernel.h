@@ -11,7 +11,9 @@
 // A core owns whole channels (FusedBiasChannelRange): it reads each of its biases once, per block of
 // `channelBlock` channels, and sums its channels' dx completely, so grad_bias needs no other core and no second
 // launch. The sum is compensated (Kahan, float32 per lane over the tiles, then over the tile's rows and, in Rows,
-// over the lanes), so its error does not grow with the number of terms. The tiles (Rows / Columns)
+// over the lanes), so its error does not grow with the number of terms; a plain float32 sum alongside gives the
+// result where the compensated one is not finite (an inf meeting the compensation makes it NaN: the plain sum
+// is +-inf as torch's, NaN only where +inf meets -inf or a NaN). The tiles (Rows / Columns)
 // are described in fused_bias_leaky_relu_tiling_data.h; their UB rows are 32-byte padded, and the padding lanes,
 // whose contents DataCopyPad does not define, only ever meet padding lanes: the reductions read valid lanes.
 #pragma once
@@ -39,6 +41,13 @@ struct Tile {
 __aicore__ inline uint32_t PitchOf(uint32_t width, uint32_t elementSize) {
     uint32_t perBlock = fused_bias_tiling::kBlockBytes / elementSize;
     return (width + perBlock - 1) / perBlock * perBlock;
+}
+
+// `count` floats rounded up to whole 256-byte repeats (CompareScalar's granularity; the tile buffers are
+// multiples of one).
+__aicore__ inline uint32_t RepeatLanes(uint32_t count) {
+    using fused_bias_tiling::kFloatRepeat;
+    return (count + kFloatRepeat - 1) / kFloatRepeat * kFloatRepeat;
 }
 
 // Visits the tiles of channel `channel` (Rows mode) in a fixed order: rows front to back.
@@ -126,6 +135,7 @@ public:
             pipe_.InitBuffer(preBuf_, b.floatTile);
             pipe_.InitBuffer(accBuf_, b.floatTile);
             pipe_.InitBuffer(compBuf_, b.floatTile);
+            pipe_.InitBuffer(plainBuf_, b.floatTile);
             pipe_.InitBuffer(maskBuf_, b.mask);
             pipe_.InitBuffer(gradBiasBuf_, b.gradBias);
             if (b.sums != 0) pipe_.InitBuffer(sumsBuf_, b.sums);
@@ -190,15 +200,21 @@ private:
             FoldRows(PitchOf(count, sizeof(T)), count);
             AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
             AscendC::Sub(acc, acc, compBuf_.template Get<float>(), count);  // apply the pending corrections
+            PlainWhereNotFinite(acc, count);
             StoreGradBias(done, count, acc);
         }
     }
 
     // Kahan summation per lane: the sum of the terms added is acc - comp, comp holding the low-order part the
-    // rounded acc lost (with the opposite sign), which the next term added to the lane makes up for.
+    // rounded acc lost (with the opposite sign), which the next term added to the lane makes up for. Beside it
+    // the plain sum of the same terms (plain), in the same order: once a term or a partial sum is +-inf,
+    // comp = (inf - acc) - y is inf or NaN and poisons acc, while the plain sum stays what torch's float32 sum
+    // gives (+-inf; NaN only where +inf and -inf, or a NaN, meet). The result is acc - comp where that is
+    // finite, the plain sum elsewhere.
     __aicore__ inline void ZeroSums() {
         AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
         AscendC::Duplicate(compBuf_.template Get<float>(), 0.0f, t_.tileLength);
+        AscendC::Duplicate(plainBuf_.template Get<float>(), 0.0f, t_.tileLength);
     }
 
     // (acc, comp) += term over `count` lanes, Kahan's step: y = term - comp, t = acc + y, comp = (t - acc) - y,
@@ -220,8 +236,10 @@ private:
     __aicore__ inline void FoldInto0(uint32_t from, uint32_t count) {
         AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
         AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
+        AscendC::LocalTensor<float> plain = plainBuf_.template Get<float>();
         AscendC::Add(comp, comp, comp[from], count);
         CompensatedAdd(acc, comp, acc[from], count);
+        AscendC::Add(plain, plain, plain[from], count);
     }
 
     // Row 0 of the sums += their other rows (those the tiles reached), over the first `width` lanes.
@@ -242,20 +260,35 @@ private:
         return lanes;
     }
 
-    // The sum of the first `lanes` (acc, comp) pairs, compensated on the scalar unit.
+    // The sum of the first `lanes` (acc, comp) pairs, compensated on the scalar unit; where that is not finite,
+    // the plain sum of the lanes' plain sums.
     __aicore__ inline float SumOfLanes(uint32_t lanes) {
         AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
         AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
+        AscendC::LocalTensor<float> plain = plainBuf_.template Get<float>();
         AscendC::PipeBarrier<PIPE_ALL>();
-        float sum = acc.GetValue(0), correction = comp.GetValue(0);
+        float sum = acc.GetValue(0), correction = comp.GetValue(0), plainSum = plain.GetValue(0);
         for (uint32_t i = 1; i < lanes; ++i) {
             correction += comp.GetValue(i);
             float y = acc.GetValue(i) - correction;
             float next = sum + y;
             correction = (next - sum) - y;
             sum = next;
+            plainSum += plain.GetValue(i);
         }
-        return sum - correction;
+        float compensated = sum - correction;
+        return compensated - compensated == 0.0f ? compensated : plainSum;  // x - x: 0 if finite, else NaN
+    }
+
+    // sums[i] = plain[i] where sums[i] is not finite (sums - sums is 0 exactly where it is finite, NaN
+    // elsewhere), over `count` lanes: Sub, CompareScalar (whole repeats: the buffers are multiples of one), Select.
+    __aicore__ inline void PlainWhereNotFinite(const AscendC::LocalTensor<float>& sums, uint32_t count) {
+        AscendC::LocalTensor<float> difference = valuesBuf_.template Get<float>();
+        AscendC::LocalTensor<uint8_t> finite = maskBuf_.template Get<uint8_t>();
+        AscendC::Sub(difference, sums, sums, count);
+        AscendC::CompareScalar(finite, difference, 0.0f, AscendC::CMPMODE::EQ, RepeatLanes(count));
+        AscendC::Select(sums, finite, sums, plainBuf_.template Get<float>(), AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE,
+                        count);
     }
 
     // grad_bias of local channels [done, done + count), from floats, rounded once to T.
@@ -297,14 +330,13 @@ private:
             ToFloat(result, saved, span);
             savedQueue_.FreeTensor(saved);
             AddBias(result, span, bias);
-            // CompareScalar works on whole 256-byte repeats: the tile buffers are multiples of one
-            uint32_t lanes = (span + fused_bias_tiling::kFloatRepeat - 1) / fused_bias_tiling::kFloatRepeat *
-                             fused_bias_tiling::kFloatRepeat;
             AscendC::LocalTensor<uint8_t> positive = maskBuf_.template Get<uint8_t>();
-            AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, lanes);
+            AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, RepeatLanes(span));
             AscendC::Muls(result, values, t_.negativeSlope, span);
             AscendC::Select(result, positive, values, result, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
             CompensatedAdd(accBuf_.template Get<float>(), compBuf_.template Get<float>(), result, span);
+            AscendC::LocalTensor<float> plain = plainBuf_.template Get<float>();
+            AscendC::Add(plain, plain, result, span);
         } else {
             AddBias(values, span, bias);
             AscendC::LeakyRelu(values, values, t_.negativeSlope, span);
@@ -324,8 +356,8 @@ private:
     AscendC::TPipe pipe_;
     AscendC::TQue<AscendC::QuePosition::VECIN, fused_bias_tiling::kBufferNum> inputQueue_, savedQueue_;
     AscendC::TQue<AscendC::QuePosition::VECOUT, fused_bias_tiling::kBufferNum> outputQueue_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, compBuf_, maskBuf_, biasStageBuf_,
-        biasFloatBuf_, sumsBuf_, gradBiasBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, compBuf_, plainBuf_, maskBuf_,
+        biasStageBuf_, biasFloatBuf_, sumsBuf_, gradBiasBuf_;
     AscendC::GlobalTensor<T> inputGm_, savedGm_, outputGm_, biasGm_, gradBiasGm_;
 };
 
