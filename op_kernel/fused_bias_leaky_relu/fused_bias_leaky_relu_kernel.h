@@ -11,9 +11,9 @@
 // A core owns whole channels (FusedBiasChannelRange): it reads each of its biases once, per block of
 // `channelBlock` channels, and sums its channels' dx completely, so grad_bias needs no other core and no second
 // launch. The sum is compensated (Kahan, float32 per lane over the tiles, then over the tile's rows and, in Rows,
-// over the lanes), so its error does not grow with the number of terms; a plain float32 sum alongside gives the
-// result where the compensated one is not finite (an inf meeting the compensation makes it NaN: the plain sum
-// is +-inf as torch's, NaN only where +inf meets -inf or a NaN). The tiles (Rows / Columns)
+// over the lanes), so its error does not grow with the number of terms. Where that sum is not finite (an inf
+// meeting the compensation makes it NaN), the channel is walked again and its dx summed plainly, which gives
+// torch's +-inf (NaN only where +inf meets -inf or a NaN): no work in the finite case. The tiles (Rows / Columns)
 // are described in fused_bias_leaky_relu_tiling_data.h; their UB rows are 32-byte padded, and the padding lanes,
 // whose contents DataCopyPad does not define, only ever meet padding lanes: the reductions read valid lanes.
 #pragma once
@@ -49,6 +49,16 @@ __aicore__ inline uint32_t RepeatLanes(uint32_t count) {
     using fused_bias_tiling::kFloatRepeat;
     return (count + kFloatRepeat - 1) / kFloatRepeat * kFloatRepeat;
 }
+
+// The lower part of `lanes` sums halved: at least half, whole 32-byte blocks of floats (vector operands start
+// on one).
+__aicore__ inline uint32_t HalfOf(uint32_t lanes) {
+    using fused_bias_tiling::kFloatsPerBlock;
+    return ((lanes + 1) / 2 + kFloatsPerBlock - 1) / kFloatsPerBlock * kFloatsPerBlock;
+}
+
+// value - value is 0 exactly when value is finite, NaN for +-inf and NaN.
+__aicore__ inline bool IsFinite(float value) { return value - value == 0.0f; }
 
 // Visits the tiles of channel `channel` (Rows mode) in a fixed order: rows front to back.
 template <typename Visit>
@@ -135,7 +145,6 @@ public:
             pipe_.InitBuffer(preBuf_, b.floatTile);
             pipe_.InitBuffer(accBuf_, b.floatTile);
             pipe_.InitBuffer(compBuf_, b.floatTile);
-            pipe_.InitBuffer(plainBuf_, b.floatTile);
             pipe_.InitBuffer(maskBuf_, b.mask);
             pipe_.InitBuffer(gradBiasBuf_, b.gradBias);
             if (b.sums != 0) pipe_.InitBuffer(sumsBuf_, b.sums);
@@ -188,7 +197,9 @@ private:
         if constexpr (kBackward) {
             FoldRows(t_.rowPitch, t_.tileWidth);
             uint32_t lanes = FoldLanes(t_.tileWidth);
-            sumsBuf_.template Get<float>().SetValue(inBlock, SumOfLanes(lanes));
+            float sum = SumOfLanes(lanes);
+            if (!IsFinite(sum)) sum = PlainRowChannelSum(local, bias);
+            sumsBuf_.template Get<float>().SetValue(inBlock, sum);
         }
     }
 
@@ -200,21 +211,73 @@ private:
             FoldRows(PitchOf(count, sizeof(T)), count);
             AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
             AscendC::Sub(acc, acc, compBuf_.template Get<float>(), count);  // apply the pending corrections
-            PlainWhereNotFinite(acc, count);
+            if (!AllFinite(acc, count)) PlainWhereNotFinite(done, count);
             StoreGradBias(done, count, acc);
         }
     }
 
+    // Sums that are not finite. Once a term or a partial sum is +-inf, the compensation (t - acc) - y is inf - inf
+    // = NaN (or inf, which the next step makes NaN) and poisons the lane, where torch's float32 sum gives +-inf
+    // (NaN only where +inf and -inf, or a NaN, meet): a plain sum. So a channel (Rows) or chunk (Columns) whose
+    // compensated sum is not finite is walked again, its dx recomputed and added plainly (and not stored again);
+    // the compensated result is finite whenever no partial sum overflowed, so finite channels cost nothing more.
+    __aicore__ inline bool AllFinite(const AscendC::LocalTensor<float>& sums, uint32_t count) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        for (uint32_t i = 0; i < count; ++i) {
+            if (!IsFinite(sums.GetValue(i))) return false;
+        }
+        return true;
+    }
+
+    // The plain float32 sum of channel `local`'s dx (Rows): per lane in acc over the tiles, then the rows, the
+    // lanes and the last <= 8 on the scalar unit, each plainly.
+    __aicore__ inline float PlainRowChannelSum(uint64_t local, float bias) {
+        AscendC::LocalTensor<float> plain = accBuf_.template Get<float>();
+        AscendC::PipeBarrier<PIPE_ALL>();
+        AscendC::Duplicate(plain, 0.0f, t_.tileLength);
+        ForEachRowTile(t_, firstChannel_ + local,
+                       [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, bias, &plain); });
+        PlainFoldRows(plain, t_.rowPitch, t_.tileWidth);
+        uint32_t lanes = t_.tileWidth;
+        while (lanes > fused_bias_tiling::kFloatsPerBlock) {
+            uint32_t half = HalfOf(lanes);
+            AscendC::Add(plain, plain, plain[half], lanes - half);
+            lanes = half;
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+        float sum = plain.GetValue(0);
+        for (uint32_t i = 1; i < lanes; ++i) sum += plain.GetValue(i);
+        return sum;
+    }
+
+    // acc[i] (the compensated sums of the chunk at local channel `done`, Columns) = the plain sum where acc[i] is
+    // not finite: the plain sums in comp (free by then), acc - acc (0 exactly where acc is finite, NaN elsewhere)
+    // compared with 0, Select.
+    __aicore__ inline void PlainWhereNotFinite(uint64_t done, uint32_t count) {
+        AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
+        AscendC::LocalTensor<float> plain = compBuf_.template Get<float>();
+        AscendC::Duplicate(plain, 0.0f, t_.tileLength);
+        ForEachColumnTile(t_, firstChannel_ + done, count,
+                          [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, 0.0f, &plain); });
+        PlainFoldRows(plain, PitchOf(count, sizeof(T)), count);
+        AscendC::LocalTensor<float> difference = valuesBuf_.template Get<float>();
+        AscendC::LocalTensor<uint8_t> finite = maskBuf_.template Get<uint8_t>();
+        AscendC::Sub(difference, acc, acc, count);
+        AscendC::CompareScalar(finite, difference, 0.0f, AscendC::CMPMODE::EQ, RepeatLanes(count));
+        AscendC::Select(acc, finite, acc, plain, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, count);
+    }
+
+    // Row 0 of `plain` += its other rows (those the tiles reached), over the first `width` lanes, plainly.
+    __aicore__ inline void PlainFoldRows(const AscendC::LocalTensor<float>& plain, uint32_t pitch, uint32_t width) {
+        uint64_t reached = t_.batch < t_.rowsPerTile ? t_.batch : t_.rowsPerTile;
+        for (uint32_t k = 1; k < reached; ++k) AscendC::Add(plain, plain, plain[k * pitch], width);
+    }
+
     // Kahan summation per lane: the sum of the terms added is acc - comp, comp holding the low-order part the
-    // rounded acc lost (with the opposite sign), which the next term added to the lane makes up for. Beside it
-    // the plain sum of the same terms (plain), in the same order: once a term or a partial sum is +-inf,
-    // comp = (inf - acc) - y is inf or NaN and poisons acc, while the plain sum stays what torch's float32 sum
-    // gives (+-inf; NaN only where +inf and -inf, or a NaN, meet). The result is acc - comp where that is
-    // finite, the plain sum elsewhere.
+    // rounded acc lost (with the opposite sign), which the next term added to the lane makes up for.
     __aicore__ inline void ZeroSums() {
         AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
         AscendC::Duplicate(compBuf_.template Get<float>(), 0.0f, t_.tileLength);
-        AscendC::Duplicate(plainBuf_.template Get<float>(), 0.0f, t_.tileLength);
     }
 
     // (acc, comp) += term over `count` lanes, Kahan's step: y = term - comp, t = acc + y, comp = (t - acc) - y,
@@ -236,10 +299,8 @@ private:
     __aicore__ inline void FoldInto0(uint32_t from, uint32_t count) {
         AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
         AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
-        AscendC::LocalTensor<float> plain = plainBuf_.template Get<float>();
         AscendC::Add(comp, comp, comp[from], count);
         CompensatedAdd(acc, comp, acc[from], count);
-        AscendC::Add(plain, plain, plain[from], count);
     }
 
     // Row 0 of the sums += their other rows (those the tiles reached), over the first `width` lanes.
@@ -253,42 +314,27 @@ private:
     __aicore__ inline uint32_t FoldLanes(uint32_t lanes) {
         using fused_bias_tiling::kFloatsPerBlock;
         while (lanes > kFloatsPerBlock) {
-            uint32_t half = ((lanes + 1) / 2 + kFloatsPerBlock - 1) / kFloatsPerBlock * kFloatsPerBlock;  // >= the rest
+            uint32_t half = HalfOf(lanes);
             FoldInto0(half, lanes - half);
             lanes = half;
         }
         return lanes;
     }
 
-    // The sum of the first `lanes` (acc, comp) pairs, compensated on the scalar unit; where that is not finite,
-    // the plain sum of the lanes' plain sums.
+    // The sum of the first `lanes` (acc, comp) pairs, compensated on the scalar unit.
     __aicore__ inline float SumOfLanes(uint32_t lanes) {
         AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
         AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
-        AscendC::LocalTensor<float> plain = plainBuf_.template Get<float>();
         AscendC::PipeBarrier<PIPE_ALL>();
-        float sum = acc.GetValue(0), correction = comp.GetValue(0), plainSum = plain.GetValue(0);
+        float sum = acc.GetValue(0), correction = comp.GetValue(0);
         for (uint32_t i = 1; i < lanes; ++i) {
             correction += comp.GetValue(i);
             float y = acc.GetValue(i) - correction;
             float next = sum + y;
             correction = (next - sum) - y;
             sum = next;
-            plainSum += plain.GetValue(i);
         }
-        float compensated = sum - correction;
-        return compensated - compensated == 0.0f ? compensated : plainSum;  // x - x: 0 if finite, else NaN
-    }
-
-    // sums[i] = plain[i] where sums[i] is not finite (sums - sums is 0 exactly where it is finite, NaN
-    // elsewhere), over `count` lanes: Sub, CompareScalar (whole repeats: the buffers are multiples of one), Select.
-    __aicore__ inline void PlainWhereNotFinite(const AscendC::LocalTensor<float>& sums, uint32_t count) {
-        AscendC::LocalTensor<float> difference = valuesBuf_.template Get<float>();
-        AscendC::LocalTensor<uint8_t> finite = maskBuf_.template Get<uint8_t>();
-        AscendC::Sub(difference, sums, sums, count);
-        AscendC::CompareScalar(finite, difference, 0.0f, AscendC::CMPMODE::EQ, RepeatLanes(count));
-        AscendC::Select(sums, finite, sums, plainBuf_.template Get<float>(), AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE,
-                        count);
+        return sum - correction;
     }
 
     // grad_bias of local channels [done, done + count), from floats, rounded once to T.
@@ -307,7 +353,9 @@ private:
         else AscendC::Adds(values, values, bias, span);
     }
 
-    __aicore__ inline void Step(const Tile& tile, float bias) {
+    // One tile: the forward's y, or the backward's dx, stored and added to the compensated sums; with `plain`
+    // (the backward's walk again of a sum that was not finite) dx added plainly into *plain and not stored.
+    __aicore__ inline void Step(const Tile& tile, float bias, const AscendC::LocalTensor<float>* plain = nullptr) {
         const uint32_t span = tile.Span();
         AscendC::LocalTensor<float> values = valuesBuf_.template Get<float>();
         AscendC::LocalTensor<T> input = inputQueue_.template AllocTensor<T>();
@@ -334,9 +382,11 @@ private:
             AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, RepeatLanes(span));
             AscendC::Muls(result, values, t_.negativeSlope, span);
             AscendC::Select(result, positive, values, result, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
+            if (plain != nullptr) {
+                AscendC::Add(*plain, *plain, result, span);
+                return;
+            }
             CompensatedAdd(accBuf_.template Get<float>(), compBuf_.template Get<float>(), result, span);
-            AscendC::LocalTensor<float> plain = plainBuf_.template Get<float>();
-            AscendC::Add(plain, plain, result, span);
         } else {
             AddBias(values, span, bias);
             AscendC::LeakyRelu(values, values, t_.negativeSlope, span);
@@ -356,8 +406,8 @@ private:
     AscendC::TPipe pipe_;
     AscendC::TQue<AscendC::QuePosition::VECIN, fused_bias_tiling::kBufferNum> inputQueue_, savedQueue_;
     AscendC::TQue<AscendC::QuePosition::VECOUT, fused_bias_tiling::kBufferNum> outputQueue_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, compBuf_, plainBuf_, maskBuf_,
-        biasStageBuf_, biasFloatBuf_, sumsBuf_, gradBiasBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, compBuf_, maskBuf_, biasStageBuf_,
+        biasFloatBuf_, sumsBuf_, gradBiasBuf_;
     AscendC::GlobalTensor<T> inputGm_, savedGm_, outputGm_, biasGm_, gradBiasGm_;
 };
 

@@ -61,8 +61,7 @@ struct FusedBiasBuffers {
     uint32_t queue;       // one buffer of a GM queue (tileLength elements of the dtype); kBufferNum per queue
     uint32_t queues;      // GM queues: forward x, y; backward dy, saved, dx
     uint32_t floatTile;   // one float work tile (tileLength floats)
-    uint32_t floatTiles;  // forward: values; backward: gradient, pre-activation / dx, accumulator, compensation,
-                          // plain sum
+    uint32_t floatTiles;  // forward: values; backward: gradient, pre-activation / dx, accumulator, compensation
     uint32_t mask;        // backward: CompareScalar's bit mask over a tile
     uint32_t biasStage;   // the staged biases in the dtype (channelBlock elements)
     uint32_t biasFloat;   // the biases as float: Rows channelBlock floats; Columns the replicated tile
@@ -87,7 +86,7 @@ __aicore__ inline FusedBiasBuffers FusedBiasBuffersOf(const FusedBiasLeakyReluTi
     b.queue = WholeBlocks(uint64_t(t.tileLength) * t.elementSize);
     b.queues = backward ? 3 : 2;
     b.floatTile = WholeBlocks(uint64_t(t.tileLength) * sizeof(float));
-    b.floatTiles = backward ? 5 : 1;
+    b.floatTiles = backward ? 4 : 1;
     if (FusedBiasReadsBias(t, backward)) {
         b.biasStage = WholeBlocks(uint64_t(t.channelBlock) * t.elementSize);
         b.biasFloat = columns ? b.floatTile : WholeBlocks(uint64_t(t.channelBlock) * sizeof(float));
