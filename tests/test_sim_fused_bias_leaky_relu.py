@@ -139,6 +139,10 @@ def test_non_finite_grad_bias_is_torchs(shape, dtype):
         want_dx = expected_backward(dy, saved, None, 0.2, SQRT2, saved_is_result)[0]
         torch.testing.assert_close(dx, want_dx, rtol=0, atol=0, equal_nan=True)
         assert_same_bias_gradient(grad_bias, want, dtype)
+        # the channels (Rows) or chunks (Columns) whose sum is not finite read dy and saved again, dx once
+        launch, data = backend().last_launch(), dy.numel() * dy.element_size()
+        assert data < launch.buffer_bytes_in["dy"] == launch.buffer_bytes_in["saved"] <= 2 * data
+        assert launch.buffer_bytes_out["dx"] == data
 
 
 # odd channels (1, 3, 7, 65), rank 2 (Columns mode), spatial 1x1, S not a multiple of 8/16, N = 1, rank 5,
