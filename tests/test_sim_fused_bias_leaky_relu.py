@@ -12,6 +12,7 @@ import torch
 
 from ascend_acts.backends import sim
 from ascend_acts.reference import fused_bias_leaky_relu as reference
+from bias_gradient_cases import assert_same_bias_gradient, composite_bias_gradient, non_finite_bias_gradients
 from markers import fast_only
 
 pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
@@ -115,6 +116,33 @@ def test_long_reductions_are_within_twice_torchs_float32_error(shape):
 
     _, grad_bias = backend().fused_bias_leaky_relu_backward(dy, x, bias, 0.2, SQRT2, False)
     assert relative_error(grad_bias) <= 2 * relative_error(torch_grad_bias(torch.float32))
+
+
+# Sums that are not finite in each stage of the kernel's reduction: over many tiles of K rows (Columns, Rows),
+# over chunks of one row, only in the folds of the lanes (one term a lane), only on the scalar unit (8 lanes),
+# Columns chunks of more than one repeat of channels.
+NON_FINITE_SHAPES = [(5000, 8), (1000, 8, 17), (2, 8, 9000), (1, 8, 1024), (1, 8, 8), (40, 4000)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", fast_only(NON_FINITE_SHAPES, [(1000, 8, 17), (1, 8, 8)]), ids=str)
+def test_non_finite_grad_bias_is_torchs(shape, dtype):
+    """Partial sums overflowing to +-inf, +inf and -inf terms (NaN), a NaN term: grad_bias is torch's composite's
+    (+-inf, not the NaN that inf - inf in the Kahan compensation gives), the finite channels still within its
+    bound; dx is the reference's (both saved tensors)."""
+    x, dy = non_finite_bias_gradients(shape, dtype, torch.Generator().manual_seed(5))
+    want = composite_bias_gradient(x, dy)
+    assert want[0::8].isposinf().all() and want[1::8].isneginf().all() and want[3::8].isnan().all()
+    for saved_is_result in (False, True):
+        saved = x * SQRT2 if saved_is_result else x  # the forward's output for a zero bias
+        dx, grad_bias = backend().fused_bias_leaky_relu_backward(dy, saved, None, 0.2, SQRT2, saved_is_result)
+        want_dx = expected_backward(dy, saved, None, 0.2, SQRT2, saved_is_result)[0]
+        torch.testing.assert_close(dx, want_dx, rtol=0, atol=0, equal_nan=True)
+        assert_same_bias_gradient(grad_bias, want, dtype)
+        # the channels (Rows) or chunks (Columns) whose sum is not finite read dy and saved again, dx once
+        launch, data = backend().last_launch(), dy.numel() * dy.element_size()
+        assert data < launch.buffer_bytes_in["dy"] == launch.buffer_bytes_in["saved"] <= 2 * data
+        assert launch.buffer_bytes_out["dx"] == data
 
 
 # odd channels (1, 3, 7, 65), rank 2 (Columns mode), spatial 1x1, S not a multiple of 8/16, N = 1, rank 5,

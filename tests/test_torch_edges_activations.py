@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import ascend_acts
+from bias_gradient_cases import assert_same_bias_gradient, non_finite_bias_gradients
 from conftest import backend_dtypes
 
 ops = torch.ops.ascend_acts
@@ -317,6 +318,28 @@ def test_special_values_are_silent(backend, dtype):
             # a bias gradient summing +-max to inf - inf
             ops.fused_bias_leaky_relu_backward(torch.full((2, 4), big, dtype=dtype) * torch.tensor([[1.0], [-1.0]]).to(
                 dtype), x2.abs().nan_to_num(), None, slope, scale, False)
+
+
+# --- 8b. grad_bias where the sum is not finite: torch's float32 sum's +-inf, NaN only from +inf + -inf or a NaN --
+@backend_dtypes("fused_bias_leaky_relu")
+@pytest.mark.parametrize("shape", [(6, 8), (3, 16, 5), (2, 8, 4, 33)], ids=str)
+def test_grad_bias_overflow_and_non_finite_terms_as_torch(backend, dtype, shape):
+    """Partial sums overflowing to +-inf, +inf and -inf terms, a NaN term: the bias gradient of the autograd
+    through ascend_acts.fused_bias_leaky_relu is torch's composite's (a compensated sum must not turn inf into
+    NaN through inf - inf), silently."""
+    x, dy = non_finite_bias_gradients(shape, dtype, torch.Generator().manual_seed(3))
+    results = []
+    for call in (ascend_acts.fused_bias_leaky_relu, composite):
+        leaf = x.clone().requires_grad_()
+        bias = torch.zeros(shape[1], dtype=dtype, requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            call(leaf, bias, 0.2, math.sqrt(2.0)).backward(dy)
+        results.append(bias.grad)
+    ours, theirs = results
+    assert theirs[0::8].isposinf().all() and theirs[1::8].isneginf().all() and theirs[3::8].isnan().all()
+    assert theirs[6::8].isfinite().all() and theirs[7::8].isfinite().all()  # the cases are what they claim
+    assert_same_bias_gradient(ours, theirs, dtype)
 
 
 # --- 9. a failed call changes nothing, the RNG state included ---------------------------------------------------

@@ -11,7 +11,9 @@
 // A core owns whole channels (FusedBiasChannelRange): it reads each of its biases once, per block of
 // `channelBlock` channels, and sums its channels' dx completely, so grad_bias needs no other core and no second
 // launch. The sum is compensated (Kahan, float32 per lane over the tiles, then over the tile's rows and, in Rows,
-// over the lanes), so its error does not grow with the number of terms. The tiles (Rows / Columns)
+// over the lanes), so its error does not grow with the number of terms. Where that sum is not finite (an inf
+// meeting the compensation makes it NaN), the channel is walked again and its dx summed plainly, which gives
+// torch's +-inf (NaN only where +inf meets -inf or a NaN): no work in the finite case. The tiles (Rows / Columns)
 // are described in fused_bias_leaky_relu_tiling_data.h; their UB rows are 32-byte padded, and the padding lanes,
 // whose contents DataCopyPad does not define, only ever meet padding lanes: the reductions read valid lanes.
 #pragma once
@@ -40,6 +42,23 @@ __aicore__ inline uint32_t PitchOf(uint32_t width, uint32_t elementSize) {
     uint32_t perBlock = fused_bias_tiling::kBlockBytes / elementSize;
     return (width + perBlock - 1) / perBlock * perBlock;
 }
+
+// `count` floats rounded up to whole 256-byte repeats (CompareScalar's granularity; the tile buffers are
+// multiples of one).
+__aicore__ inline uint32_t RepeatLanes(uint32_t count) {
+    using fused_bias_tiling::kFloatRepeat;
+    return (count + kFloatRepeat - 1) / kFloatRepeat * kFloatRepeat;
+}
+
+// The lower part of `lanes` sums halved: at least half, whole 32-byte blocks of floats (vector operands start
+// on one).
+__aicore__ inline uint32_t HalfOf(uint32_t lanes) {
+    using fused_bias_tiling::kFloatsPerBlock;
+    return ((lanes + 1) / 2 + kFloatsPerBlock - 1) / kFloatsPerBlock * kFloatsPerBlock;
+}
+
+// value - value is 0 exactly when value is finite, NaN for +-inf and NaN.
+__aicore__ inline bool IsFinite(float value) { return value - value == 0.0f; }
 
 // Visits the tiles of channel `channel` (Rows mode) in a fixed order: rows front to back.
 template <typename Visit>
@@ -178,7 +197,9 @@ private:
         if constexpr (kBackward) {
             FoldRows(t_.rowPitch, t_.tileWidth);
             uint32_t lanes = FoldLanes(t_.tileWidth);
-            sumsBuf_.template Get<float>().SetValue(inBlock, SumOfLanes(lanes));
+            float sum = SumOfLanes(lanes);
+            if (!IsFinite(sum)) sum = PlainRowChannelSum(local, bias);
+            sumsBuf_.template Get<float>().SetValue(inBlock, sum);
         }
     }
 
@@ -190,8 +211,66 @@ private:
             FoldRows(PitchOf(count, sizeof(T)), count);
             AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
             AscendC::Sub(acc, acc, compBuf_.template Get<float>(), count);  // apply the pending corrections
+            if (!AllFinite(acc, count)) PlainWhereNotFinite(done, count);
             StoreGradBias(done, count, acc);
         }
+    }
+
+    // Sums that are not finite. Once a term or a partial sum is +-inf, the compensation (t - acc) - y is inf - inf
+    // = NaN (or inf, which the next step makes NaN) and poisons the lane, where torch's float32 sum gives +-inf
+    // (NaN only where +inf and -inf, or a NaN, meet): a plain sum. So a channel (Rows) or chunk (Columns) whose
+    // compensated sum is not finite is walked again, its dx recomputed and added plainly (and not stored again);
+    // the compensated result is finite whenever no partial sum overflowed, so finite channels cost nothing more.
+    __aicore__ inline bool AllFinite(const AscendC::LocalTensor<float>& sums, uint32_t count) {
+        AscendC::PipeBarrier<PIPE_ALL>();
+        for (uint32_t i = 0; i < count; ++i) {
+            if (!IsFinite(sums.GetValue(i))) return false;
+        }
+        return true;
+    }
+
+    // The plain float32 sum of channel `local`'s dx (Rows): per lane in acc over the tiles, then the rows, the
+    // lanes and the last <= 8 on the scalar unit, each plainly.
+    __aicore__ inline float PlainRowChannelSum(uint64_t local, float bias) {
+        AscendC::LocalTensor<float> plain = accBuf_.template Get<float>();
+        AscendC::PipeBarrier<PIPE_ALL>();
+        AscendC::Duplicate(plain, 0.0f, t_.tileLength);
+        ForEachRowTile(t_, firstChannel_ + local,
+                       [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, bias, &plain); });
+        PlainFoldRows(plain, t_.rowPitch, t_.tileWidth);
+        uint32_t lanes = t_.tileWidth;
+        while (lanes > fused_bias_tiling::kFloatsPerBlock) {
+            uint32_t half = HalfOf(lanes);
+            AscendC::Add(plain, plain, plain[half], lanes - half);
+            lanes = half;
+        }
+        AscendC::PipeBarrier<PIPE_ALL>();
+        float sum = plain.GetValue(0);
+        for (uint32_t i = 1; i < lanes; ++i) sum += plain.GetValue(i);
+        return sum;
+    }
+
+    // acc[i] (the compensated sums of the chunk at local channel `done`, Columns) = the plain sum where acc[i] is
+    // not finite: the plain sums in comp (free by then), acc - acc (0 exactly where acc is finite, NaN elsewhere)
+    // compared with 0, Select.
+    __aicore__ inline void PlainWhereNotFinite(uint64_t done, uint32_t count) {
+        AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
+        AscendC::LocalTensor<float> plain = compBuf_.template Get<float>();
+        AscendC::Duplicate(plain, 0.0f, t_.tileLength);
+        ForEachColumnTile(t_, firstChannel_ + done, count,
+                          [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, 0.0f, &plain); });
+        PlainFoldRows(plain, PitchOf(count, sizeof(T)), count);
+        AscendC::LocalTensor<float> difference = valuesBuf_.template Get<float>();
+        AscendC::LocalTensor<uint8_t> finite = maskBuf_.template Get<uint8_t>();
+        AscendC::Sub(difference, acc, acc, count);
+        AscendC::CompareScalar(finite, difference, 0.0f, AscendC::CMPMODE::EQ, RepeatLanes(count));
+        AscendC::Select(acc, finite, acc, plain, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, count);
+    }
+
+    // Row 0 of `plain` += its other rows (those the tiles reached), over the first `width` lanes, plainly.
+    __aicore__ inline void PlainFoldRows(const AscendC::LocalTensor<float>& plain, uint32_t pitch, uint32_t width) {
+        uint64_t reached = t_.batch < t_.rowsPerTile ? t_.batch : t_.rowsPerTile;
+        for (uint32_t k = 1; k < reached; ++k) AscendC::Add(plain, plain, plain[k * pitch], width);
     }
 
     // Kahan summation per lane: the sum of the terms added is acc - comp, comp holding the low-order part the
@@ -235,7 +314,7 @@ private:
     __aicore__ inline uint32_t FoldLanes(uint32_t lanes) {
         using fused_bias_tiling::kFloatsPerBlock;
         while (lanes > kFloatsPerBlock) {
-            uint32_t half = ((lanes + 1) / 2 + kFloatsPerBlock - 1) / kFloatsPerBlock * kFloatsPerBlock;  // >= the rest
+            uint32_t half = HalfOf(lanes);
             FoldInto0(half, lanes - half);
             lanes = half;
         }
@@ -274,7 +353,9 @@ private:
         else AscendC::Adds(values, values, bias, span);
     }
 
-    __aicore__ inline void Step(const Tile& tile, float bias) {
+    // One tile: the forward's y, or the backward's dx, stored and added to the compensated sums; with `plain`
+    // (the backward's walk again of a sum that was not finite) dx added plainly into *plain and not stored.
+    __aicore__ inline void Step(const Tile& tile, float bias, const AscendC::LocalTensor<float>* plain = nullptr) {
         const uint32_t span = tile.Span();
         AscendC::LocalTensor<float> values = valuesBuf_.template Get<float>();
         AscendC::LocalTensor<T> input = inputQueue_.template AllocTensor<T>();
@@ -297,13 +378,14 @@ private:
             ToFloat(result, saved, span);
             savedQueue_.FreeTensor(saved);
             AddBias(result, span, bias);
-            // CompareScalar works on whole 256-byte repeats: the tile buffers are multiples of one
-            uint32_t lanes = (span + fused_bias_tiling::kFloatRepeat - 1) / fused_bias_tiling::kFloatRepeat *
-                             fused_bias_tiling::kFloatRepeat;
             AscendC::LocalTensor<uint8_t> positive = maskBuf_.template Get<uint8_t>();
-            AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, lanes);
+            AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, RepeatLanes(span));
             AscendC::Muls(result, values, t_.negativeSlope, span);
             AscendC::Select(result, positive, values, result, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
+            if (plain != nullptr) {
+                AscendC::Add(*plain, *plain, result, span);
+                return;
+            }
             CompensatedAdd(accBuf_.template Get<float>(), compBuf_.template Get<float>(), result, span);
         } else {
             AddBias(values, span, bias);
