@@ -1,13 +1,14 @@
-"""ascend-acts: LeakyReLU, RReLU, fused Conv+BN+LeakyReLU and StyleGAN2's fused bias + LeakyReLU for Ascend NPUs,
-with CPU backends."""
+"""ascend-acts: LeakyReLU, RReLU, fused Conv+BN+LeakyReLU and StyleGAN2's fused bias + LeakyReLU (and NVlabs'
+bias_act) for Ascend NPUs, with CPU backends."""
 
 from . import nn, ops  # noqa: F401  (ops: registers the torch.library ops, NPU kernels included)
 from .backends import available_backends, use_backend
+from .bias_activation import bias_act
 from .conv_bn import conv_bn_leaky_relu
 from .conversion import convert
 from .functional import fused_bias_leaky_relu, leaky_relu, rrelu
 
 __version__ = "0.1.0"
 
-__all__ = ["available_backends", "conv_bn_leaky_relu", "convert", "fused_bias_leaky_relu", "leaky_relu", "nn", "rrelu",
-           "use_backend", "__version__"]
+__all__ = ["available_backends", "bias_act", "conv_bn_leaky_relu", "convert", "fused_bias_leaky_relu", "leaky_relu",
+           "nn", "rrelu", "use_backend", "__version__"]

@@ -1,0 +1,165 @@
+"""NVlabs' fused bias + activation (`torch_utils.ops.bias_act.bias_act` of stylegan2-ada-pytorch and stylegan3),
+written from its documented semantics: x + b along `dim`, an activation by name, times a gain, clamped.
+
+`linear`, `relu` and `lrelu` are leaky_relu(x + b, slope) * gain with slope 1, 0 and alpha: they run on our
+fused op `ascend_acts::fused_bias_leaky_relu` (scale = gain), the bias moved to dimension 1 when `dim` is another
+one; `clamp` is a separate torch.clamp after it. The other activations are torch composites of the same formulas.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from . import _validation as check
+from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
+
+ops = torch.ops.ascend_acts
+
+
+@dataclasses.dataclass(frozen=True)
+class Activation:
+    """One entry of `ACTIVATIONS`: `func(x)` (the activation alone, for the torch composite), the defaults that
+    `alpha=None` and `gain=None` stand for, and whether our fused op runs it (leaky_relu with slope
+    `fused_slope(alpha)`). `def_alpha` and `def_gain` are NVlabs' attribute names (networks.py reads
+    `activation_funcs[name].def_gain`)."""
+
+    func: Callable[[torch.Tensor, float], torch.Tensor]
+    def_alpha: float
+    def_gain: float
+    fused_slope: Callable[[float], float] | None = None
+
+    def __getitem__(self, key: str):  # NVlabs' entries are dicts with attribute access: spec['def_gain'] too
+        return getattr(self, key)
+
+
+SQRT2 = math.sqrt(2)
+ACTIVATIONS: dict[str, Activation] = {
+    "linear": Activation(lambda x, alpha: x, 0.0, 1.0, fused_slope=lambda alpha: 1.0),
+    "relu": Activation(lambda x, alpha: F.relu(x), 0.0, SQRT2, fused_slope=lambda alpha: 0.0),
+    "lrelu": Activation(lambda x, alpha: F.leaky_relu(x, alpha), 0.2, SQRT2, fused_slope=lambda alpha: alpha),
+    # alpha is read by lrelu only (elu is F.elu's alpha=1.0 whatever `alpha` says, as in NVlabs' table)
+    "tanh": Activation(lambda x, alpha: torch.tanh(x), 0.0, 1.0),
+    "sigmoid": Activation(lambda x, alpha: torch.sigmoid(x), 0.0, 1.0),
+    "elu": Activation(lambda x, alpha: F.elu(x), 0.0, 1.0),
+    "selu": Activation(lambda x, alpha: F.selu(x), 0.0, 1.0),
+    "softplus": Activation(lambda x, alpha: F.softplus(x), 0.0, 1.0),
+    "swish": Activation(lambda x, alpha: torch.sigmoid(x) * x, 0.0, SQRT2),
+}
+FUSED_ACTIVATIONS = tuple(name for name, spec in ACTIVATIONS.items() if spec.fused_slope is not None)
+IMPLS = ("ref", "cuda")
+
+_FN = "bias_act"
+
+
+def _check_bias(x: torch.Tensor, b, dim) -> int:
+    """The bias's checks (NVlabs asserts them only when a bias is given: `dim` is ignored without one); returns
+    `dim` as an int."""
+    if not isinstance(b, torch.Tensor):
+        raise TypeError(f"{_FN}(): argument 'b' must be a torch.Tensor or None, got {type(b).__name__}")
+    if isinstance(dim, bool):
+        raise TypeError(f"{_FN}(): argument 'dim' must be an int, got bool")
+    try:
+        dim = operator.index(dim)
+    except TypeError:
+        raise TypeError(f"{_FN}(): argument 'dim' must be an int, got {type(dim).__name__}") from None
+    if not 0 <= dim < x.dim():  # NVlabs: `assert 0 <= dim < x.ndim` (no negative dims)
+        raise ValueError(f"{_FN}(): argument 'dim' must satisfy 0 <= dim < x.ndim = {x.dim()} (negative dims are "
+                         f"not accepted, as in NVlabs' bias_act), got {dim}")
+    if b.dim() != 1 or b.shape[0] != x.shape[dim]:
+        raise RuntimeError(f"{_FN}(): argument 'b' must have shape ({x.shape[dim]},) (dimension {dim} of 'x' "
+                           f"{tuple(x.shape)}), got {tuple(b.shape)}")
+    if b.dtype not in check.FLOATING_DTYPES:
+        raise RuntimeError(f"{_FN}(): argument 'b' must be a floating-point tensor (float16, bfloat16, float32 or "
+                           f"float64), got {b.dtype}")
+    if b.device != x.device:
+        raise RuntimeError(f"{_FN}(): argument 'b' is on {b.device}, 'x' on {x.device}: expected all tensors to be "
+                           "on the same device")
+    return dim
+
+
+def _spec(act) -> Activation:
+    if not isinstance(act, str) or act not in ACTIVATIONS:
+        raise ValueError(f"{_FN}(): argument 'act' must be one of {', '.join(map(repr, ACTIVATIONS))}, "
+                         f"got {act!r}")
+    return ACTIVATIONS[act]
+
+
+def _fused(x: torch.Tensor, b: torch.Tensor | None, dim: int, slope: float, gain: float) -> torch.Tensor:
+    """leaky_relu(x + b along dim, slope) * gain on our op, whose bias is over dimension 1 of a rank >= 2 input."""
+    if x.dim() >= 2:
+        if b is None or dim == 1:
+            return ops.fused_bias_leaky_relu(x, b, slope, gain)
+        return ops.fused_bias_leaky_relu(x.movedim(dim, 1), b, slope, gain).movedim(1, dim)
+    if x.dim() == 1:  # (C,) with the bias over dim 0, or any length without one: (1, C)
+        return ops.fused_bias_leaky_relu(x.unsqueeze(0), b, slope, gain).squeeze(0)
+    return ops.fused_bias_leaky_relu(x.reshape(1, 1), None, slope, gain).reshape(())
+
+
+def _composite(x: torch.Tensor, b: torch.Tensor | None, dim: int, spec: Activation, alpha: float,
+               gain: float) -> torch.Tensor:
+    if b is not None:
+        x = x + b.view([x.shape[dim] if i == dim else 1 for i in range(x.dim())])
+    x = spec.func(x, alpha)
+    return x * gain if gain != 1 else x
+
+
+def bias_act(x: torch.Tensor, b: torch.Tensor | None = None, dim: int = 1, act: str = "linear", alpha=None,
+             gain=None, clamp=None, impl: str = "cuda") -> torch.Tensor:
+    """NVlabs' `bias_act` (stylegan2-ada-pytorch, stylegan3): `act(x + b) * gain`, clamped to [-clamp, clamp].
+
+    - `b`: None, or a 1-D tensor of length `x.shape[dim]` added along dimension `dim` (0 <= dim < x.ndim; `dim`
+      is ignored when `b` is None). A floating `b` of another dtype promotes as `x + b` does (the reference's
+      result dtype; NVlabs' CUDA kernel requires equal dtypes).
+    - `act`: 'linear', 'relu', 'lrelu', 'tanh', 'sigmoid', 'elu', 'selu', 'softplus' or 'swish'. `alpha` (None:
+      the activation's default) is lrelu's negative slope (default 0.2) and ignored by the others.
+    - `gain`: None for the activation's default (sqrt(2) for relu, lrelu and swish, else 1); applied when != 1.
+    - `clamp`: None (no clamping) or a number >= 0: the result is clamped to [-clamp, clamp] (zero gradient
+      outside, as torch.clamp's).
+    - `impl`: 'ref' or 'cuda' (anything else is an error, as in NVlabs), otherwise ignored: ours picks its own
+      implementation. linear, relu and lrelu run on our fused op `ascend_acts::fused_bias_leaky_relu` (scale =
+      gain; the bias moved to dimension 1 when `dim` is another one) followed by torch.clamp when clamping; the
+      other activations are torch composites of NVlabs' formulas.
+
+    float32: linear and lrelu are the composite `act(x + b.view(...)) * gain` bit for bit, relu too but for the
+    sign of zero (the op gives -0.0 where F.relu gives +0.0 for a negative pre-activation). Half types: the
+    fused activations round once, the composite after each step. First and second derivatives, forward-mode AD,
+    torch.compile and autocast (which the composite's ops ignore: a float32 `b` promotes a half `x`) work.
+    Errors name the argument: ValueError for `act`, `dim`, `clamp` and `impl` (NVlabs: AssertionError or
+    KeyError), RuntimeError for a `b` of the wrong shape, dtype or device, TypeError for a wrong type.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{_FN}(): argument 'x' must be a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in check.FLOATING_DTYPES:
+        raise NotImplementedError(f"{_FN}(): argument 'x' must be a floating-point tensor (float16, bfloat16, "
+                                  f"float32 or float64), got {x.dtype}")
+    if not isinstance(impl, str) or impl not in IMPLS:
+        raise ValueError(f"{_FN}(): argument 'impl' must be 'ref' or 'cuda' (ignored: ours picks its own "
+                         f"implementation), got {impl!r}")
+    spec = _spec(act)
+    alpha = spec.def_alpha if alpha is None else check.check_number(_FN, "alpha", alpha, x)
+    gain = spec.def_gain if gain is None else check.check_number(_FN, "gain", gain)
+    if clamp is not None:
+        clamp = check.check_number(_FN, "clamp", clamp)
+        if not clamp >= 0:  # NaN too, as NVlabs' `assert clamp is None or clamp >= 0`
+            raise ValueError(f"{_FN}(): argument 'clamp' must be None or a number >= 0, got {clamp}")
+    if b is not None:
+        dim = _check_bias(x, b, dim)
+        if b.dtype != x.dtype:  # as `x + b` promotes (autocast leaves additions alone)
+            dtype = torch.promote_types(x.dtype, b.dtype)
+            x, b = x.to(dtype), b.to(dtype)
+
+    if spec.fused_slope is None:
+        y = _composite(x, b, dim, spec, alpha, gain)
+    elif b is None and gain == 1 and act == "linear":
+        y = x  # nothing to compute: NVlabs returns x itself
+    else:
+        y = _fused(x, b, dim, spec.fused_slope(alpha), gain)
+    if clamp is not None:
+        y = y.clamp(-clamp, clamp)
+    return y
