@@ -184,8 +184,9 @@ def environment(device: str, command: str) -> Section:
     else:
         rows.append(["device", f"cpu ({platform.processor() or platform.machine()}), torch threads "
                                f"{torch.get_num_threads()}"])
-        rows.append(["CPU backends", ", ".join(f"{name} ({'available' if backends.unavailable_reason(name) is None else 'unavailable'})"
-                                               for name in backends.known_backends())])
+        rows.append(["CPU backends", ", ".join(
+            f"{name} ({'available' if backends.unavailable_reason(name) is None else 'unavailable'})"
+            for name in backends.known_backends())])
         rows += [[f"NPU: {line.split(None, 1)[0]}", line.split(None, 1)[1]] for line in npu_report()]
     rows += [[f"backend of {op.name}", op_backend(op, device)] for op in op_table.TORCH_OPS]
     section.rows = rows
@@ -380,10 +381,10 @@ def values(device: str, quick: bool) -> Section:
                 for label, env in value_variants(op.name, device):
                     prefix = [op.name, str(dtype).removeprefix("torch."), layout, op_backend(op, device) + label]
 
-                    def check(layout=layout, env=env):
+                    def check(name=op.name, dtype=dtype, args=args, same=same, want=want, layout=layout, env=env):
                         with _environment(env):
-                            got = _results(getattr(torch.ops.ascend_acts, op.name)(*_in_layout(args, layout, device)))
-                        return compare(op.name, dtype, got, same, want)
+                            got = _results(getattr(torch.ops.ascend_acts, name)(*_in_layout(args, layout, device)))
+                        return compare(name, dtype, got, same, want)
                     section.rows.append(_guard(prefix, len(section.columns), check))
     section.notes = [
         "roundings: k * eps(dtype) / 2 * max|float64 reference| of that output (README's accuracy measure); "
@@ -529,7 +530,8 @@ def rng_checks(device: str, quick: bool) -> Section:
             else:
                 free = free_bytes(device)
                 if free < NOISE_2_31_BYTES * 1.05:
-                    reason = f"needs {NOISE_2_31_BYTES * 1.05 / 2**30:.1f} GiB of device memory, {free / 2**30:.1f} GiB free"
+                    reason = (f"needs {NOISE_2_31_BYTES * 1.05 / 2**30:.1f} GiB of device memory, "
+                              f"{free / 2**30:.1f} GiB free")
             if reason is not None:
                 section.rows.append([name, what, reason, SKIP])
                 continue
@@ -569,6 +571,28 @@ class TimingCase:
     note: str = ""
 
 
+DCGAN_SHAPE, STYLEGAN_SHAPE = (64, 128, 16, 16), (16, 512, 16, 16)  # perf_model.py kernel_cases
+QUICK_DCGAN_SHAPE, QUICK_STYLEGAN_SHAPE = (2, 16, 8, 8), (2, 32, 8, 8)
+ELEMENTWISE_KERNELS = ("leaky_relu", "leaky_relu_grad", "r_relu", "r_relu_grad", "batch_norm_leaky_relu",
+                       "batch_norm_leaky_relu_grad")
+FUSED_BIAS_KERNELS = ("fused_bias_leaky_relu", "fused_bias_leaky_relu_grad")
+# the DCGAN discriminator's eval layers (k4 s2 p1, float16): perf_model.py LAYERS at batch 64 / QUICK_LAYERS at 2
+CONV_LAYERS = [("D2 64->128 @32", 64, 32, 128), ("D3 128->256 @16", 128, 16, 256), ("D4 256->512 @8", 256, 8, 512)]
+QUICK_CONV_LAYERS = [("tiny 8->16 @16", 8, 16, 16), ("small 16->32 @8", 16, 8, 32)]
+
+
+def model_cases(quick: bool) -> list[tuple[str, str]]:
+    """(kernel, case) of benchmarks/perf_model.py for the shapes timed, spelled as its CSV spells them."""
+    dcgan, stylegan = (QUICK_DCGAN_SHAPE, QUICK_STYLEGAN_SHAPE) if quick else (DCGAN_SHAPE, STYLEGAN_SHAPE)
+    batch = 2 if quick else 64
+    cases = [(k, f"{dcgan} float32") for k in ELEMENTWISE_KERNELS]
+    cases += [(k, f"{stylegan} float32") for k in FUSED_BIAS_KERNELS]
+    for name, cin, size, cout in QUICK_CONV_LAYERS if quick else CONV_LAYERS:
+        macs = batch * cout * (size // 2) ** 2 * cin * 16
+        cases.append((f"conv_bn_leaky_relu_eval {name}", f"batch {batch}, {2 * macs / 1e9:.2f} GFLOP, float16"))
+    return cases
+
+
 def timing_cases(device: str, quick: bool) -> list[TimingCase]:
     """benchmarks/perf_model.py's cases (kernel_cases, conv_cases at batch 64), or its --quick ones."""
     ops, F, aten = torch.ops.ascend_acts, torch.nn.functional, torch.ops.aten
@@ -578,9 +602,9 @@ def timing_cases(device: str, quick: bool) -> list[TimingCase]:
         return torch.randn(*shape, generator=gen).to(dtype).to(device)
 
     on_npu = device == "npu"
-    dcgan = (2, 16, 8, 8) if quick else (64, 128, 16, 16)
-    stylegan = (2, 32, 8, 8) if quick else (16, 512, 16, 16)
-    label, style_label = f"{dcgan} float32", f"{stylegan} float32"
+    dcgan, stylegan = (QUICK_DCGAN_SHAPE, QUICK_STYLEGAN_SHAPE) if quick else (DCGAN_SHAPE, STYLEGAN_SHAPE)
+    labels = dict(model_cases(quick))
+    label, style_label = labels["leaky_relu"], labels["fused_bias_leaky_relu"]
     x, dy = randn(*dcgan), randn(*dcgan)
     seed = torch.tensor(1234, dtype=torch.int64, device=device)
     noise = torch.empty_like(x)
@@ -632,16 +656,13 @@ def timing_cases(device: str, quick: bool) -> list[TimingCase]:
                    "aten.leaky_relu_backward(dy * scale) + sum over N, H, W",
                    lambda: aten.leaky_relu_backward(dys * SCALE, saved, SLOPE, True).sum((0, 2, 3))),
     ]
-    # the DCGAN discriminator's eval layers (k4 s2 p1, float16), perf_model.py's LAYERS / QUICK_LAYERS
-    layers = [("tiny 8->16 @16", 8, 16, 16), ("small 16->32 @8", 16, 8, 32)] if quick else [
-        ("D2 64->128 @32", 64, 32, 128), ("D3 128->256 @16", 128, 16, 256), ("D4 256->512 @8", 256, 8, 512)]
     batch = 2 if quick else 64
     geometry = ([2, 2], [1, 1, 1, 1], [1, 1], 1)
-    for name, cin, size, cout in layers:
+    for name, cin, size, cout in QUICK_CONV_LAYERS if quick else CONV_LAYERS:
         xc = randn(batch, cin, size, size, dtype=torch.float16)
         w = (randn(cout, cin, 4, 4) / (cin * 16) ** 0.5).half()
         b = randn(cout, dtype=torch.float16)
-        macs = batch * cout * (size // 2) ** 2 * cin * 16
+        kernel = f"conv_bn_leaky_relu_eval {name}"
 
         def ours(xc=xc, w=w, b=b):
             return ops.conv_bias_leaky_relu(xc, w, b, *geometry, SLOPE)
@@ -649,14 +670,15 @@ def timing_cases(device: str, quick: bool) -> list[TimingCase]:
         def theirs(xc=xc, w=w, b=b):
             return F.leaky_relu(F.conv2d(xc, w, b, 2, 1), SLOPE)
 
-        case = f"batch {batch}, {2 * macs / 1e9:.2f} GFLOP, float16"
+        case = labels[kernel]
         if on_npu:  # ours: the one-launch kernel; replaced: the default path, the model's "CANN way"
-            cases.append(TimingCase(f"conv_bn_leaky_relu_eval {name}", case, ours,
+            cases.append(TimingCase(kernel, case, ours,
                                     "our op's default path: aclnnConvolution + ActsLeakyRelu", ours,
                                     env={"ASCEND_ACTS_EVAL_KERNEL": "fused"},
                                     note="ours with ASCEND_ACTS_EVAL_KERNEL=fused"))
         else:
-            cases.append(TimingCase(f"conv_bn_leaky_relu_eval {name}", case, ours, "F.conv2d + F.leaky_relu", theirs))
+            cases.append(TimingCase(kernel, case, ours, "F.conv2d + F.leaky_relu", theirs))
+    assert [(c.kernel, c.case) for c in cases] == model_cases(quick)
     return cases
 
 
@@ -704,14 +726,17 @@ def timings(device: str, quick: bool) -> Section:
             ran_on = f"cpu: {backend}" if cpu else op_backend(op_table.torch_op(
                 "conv_bias_leaky_relu" if case.kernel.startswith("conv") else _op_of_kernel(case.kernel)), device)
 
-            def measure(case=case, backend=backend):
+            def measure(case=case, backend=backend, model=model, model_note=model_note):
                 selection = backends.use_backend(backend) if backend else contextlib.nullcontext()
+                parts = ""
                 with selection, _environment(case.env):
                     ours = 1e3 * median_ms(case.ours, device, warmups, repeats)
                     if case.minus is not None:
-                        ours -= 1e3 * median_ms(case.minus, device, warmups, repeats)
+                        conv_us = 1e3 * median_ms(case.minus, device, warmups, repeats)
+                        parts = f"{_us(ours)} - {_us(conv_us)} us"
+                        ours -= conv_us
                 theirs = 1e3 * median_ms(case.theirs, device, warmups, repeats)
-                note = "; ".join(n for n in (case.note, model_note) if n)
+                note = "; ".join(n for n in (case.note + (f": {parts}" if parts else ""), model_note) if n)
                 return [_us(ours), case.replaced, _us(theirs), f"{theirs / ours:.2f}" if ours > 0 else "-", *model,
                         note, INFO]
             section.rows.append(_guard([case.kernel, case.case, ran_on], len(section.columns), measure))
