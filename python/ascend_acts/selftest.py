@@ -108,6 +108,10 @@ def _guard(row_prefix: list[str], width: int, fn: Callable[[], list[str]]) -> li
         return row_prefix + [detail] + [""] * (width - len(row_prefix) - 2) + [FAIL]
 
 
+def _raise(error: Exception):
+    raise error
+
+
 def _sync(device: str) -> None:
     if device == "npu":
         torch.npu.synchronize()
@@ -372,9 +376,14 @@ def values(device: str, quick: bool) -> Section:
          "same-dtype CPU reference", "result"])
     for op in op_table.functional_ops():
         for dtype in DTYPES:
-            args = op_arguments(op.name, dtype, quick)
-            same = reference_results(op.name, args, float64=False)
-            want = reference_results(op.name, args, float64=True)
+            try:
+                args = op_arguments(op.name, dtype, quick)
+                same = reference_results(op.name, args, float64=False)
+                want = reference_results(op.name, args, float64=True)
+            except Exception as error:  # the inputs or the CPU reference: every row of this op and dtype fails
+                section.rows.append(_guard([op.name, str(dtype).removeprefix("torch."), "-", "cpu: reference"],
+                                           len(section.columns), lambda error=error: _raise(error)))
+                continue
             layouts = ["contiguous"] + (["channels_last"] if any(
                 isinstance(a, torch.Tensor) and a.dim() == 4 for a in args) else [])
             for layout in layouts:
@@ -710,7 +719,11 @@ def timings(device: str, quick: bool) -> Section:
         runs = [backends.current_backend_name()]
     else:
         runs = [b for b in backends.known_backends() if backends.unavailable_reason(b) is None]
-    cases = timing_cases(device, quick=cpu)
+    try:
+        cases = timing_cases(device, quick=cpu)
+    except Exception as error:  # building the inputs failed: one FAIL row saying why, the report goes on
+        cases = []
+        section.rows.append(_guard(["timing inputs", "", ""], len(section.columns), lambda: _raise(error)))
     for case in cases:
         prediction = predictions.get(case.kernel)
         if path is None:
@@ -759,9 +772,14 @@ def run(device: str, quick: bool, command: str, progress: Callable[[str], None] 
     report = Report(command, device, quick, datetime.datetime.now().isoformat(timespec="seconds"))
     steps = [("environment", lambda: environment(device, command)), ("values", lambda: values(device, quick)),
              ("RNG", lambda: rng_checks(device, quick)), ("timing", lambda: timings(device, quick))]
-    for name, step in steps:
+    for number, (name, step) in enumerate(steps, 1):
         progress(f"selftest: {name} ...")
         start = time.perf_counter()
-        report.sections.append(step())
+        try:
+            report.sections.append(step())
+        except Exception as error:  # a section that could not run at all is one failed row
+            section = Section(f"{number}. {name}", "The section could not run.", ["step", "error", "result"])
+            section.rows.append(_guard([name], 3, lambda error=error: _raise(error)))
+            report.sections.append(section)
         progress(f"selftest: {name} done in {time.perf_counter() - start:.1f} s")
     return report
