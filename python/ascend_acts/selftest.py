@@ -723,7 +723,7 @@ def timings(device: str, quick: bool) -> Section:
         cases = timing_cases(device, quick=cpu)
     except Exception as error:  # building the inputs failed: one FAIL row saying why, the report goes on
         cases = []
-        section.rows.append(_guard(["timing inputs", "", ""], len(section.columns), lambda: _raise(error)))
+        section.rows.append(_guard(["timing inputs", "", ""], len(section.columns), lambda error=error: _raise(error)))
     for case in cases:
         prediction = predictions.get(case.kernel)
         if path is None:
