@@ -9,6 +9,7 @@
 #   7 eval kernel  the cube-side eval kernel finishes within the timeout and matches the CPU (D3)
 #   8 npu tests    pytest -m npu (every op vs the CPU reference)
 #   9 timings      our kernels vs torch_npu's built-ins (reported, never failed)
+#  10 report       python -m ascend_acts selftest --device npu: the first-run report (selftest.md + selftest.json)
 # A step whose prerequisite failed is reported "skip". Steps run under `timeout` (a hang is a failure).
 # Usage: scripts/npu_selftest.sh [--soc ascend910b|ascend910_93] [--python PY] [--timeout SECONDS] [--list]
 # Exit codes: 0 all passed; 1 a step failed; 2 bad arguments; 3 not an Ascend machine (nothing was run).
@@ -18,7 +19,7 @@ soc="${ASCEND_COMPUTE_UNIT:-ascend910b}"
 py="$root/.venv/bin/python"
 limit=900
 steps=("1 build" "2 install" "3 extension" "4 wraparound" "5 index 2**24" "6 index 2**31" "7 eval kernel"
-       "8 npu tests" "9 timings")
+       "8 npu tests" "9 timings" "10 report")
 usage="usage: npu_selftest.sh [--soc ascend910b|ascend910_93] [--python PY] [--timeout SECONDS] [--list]"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -27,7 +28,7 @@ while [[ $# -gt 0 ]]; do
       case "$1" in --soc) soc="$2" ;; --python) py="$2" ;; --timeout) limit="$2" ;; esac
       shift 2 ;;
     --list) printf '%s\n' "${steps[@]}"; exit 0 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "npu_selftest.sh: unknown argument $1 ($usage)" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +67,7 @@ run "6 index 2**31" "3 extension" "$py" scripts/npu_selftest.py "noise-past-2**3
 run "7 eval kernel" "3 extension" "$py" scripts/npu_selftest.py eval-kernel
 run "8 npu tests" "3 extension" "$py" -m pytest -q -m npu
 run "9 timings" "3 extension" "$py" scripts/npu_selftest.py timings
+run "10 report" "3 extension" "$py" -m ascend_acts selftest --device npu --out "$root/outputs/selftest"
 
 failed=0
 echo "npu_selftest.sh on $soc ($work):"
@@ -73,4 +75,5 @@ for step in "${steps[@]}"; do
   echo "  ${result[$step]}  $step"
   [[ "${result[$step]}" == pass ]] || failed=1
 done
+[[ "${result[10 report]}" == skip ]] || echo "report: $root/outputs/selftest/selftest.md and selftest.json (attach both)"
 exit $failed

@@ -1,4 +1,5 @@
-"""Command line: `python -m ascend_acts demo` (sine GAN on the CPU) and `python -m ascend_acts info`.
+"""Command line: `python -m ascend_acts demo` (sine GAN on the CPU), `python -m ascend_acts info` and
+`python -m ascend_acts selftest` (the first-run report: ascend_acts.selftest, docs/npu.md).
 
 Options are checked before any work, like argparse checks its own: a bad one prints the usage and an
 error naming it, and exits with status 2.
@@ -102,6 +103,67 @@ def _demo(parser: argparse.ArgumentParser, args) -> None:
     print(f"figure: {out.resolve()}")
 
 
+def _out_directory(text: str) -> Path:
+    path = Path(text)
+    if not str(text).strip():
+        raise argparse.ArgumentTypeError(f"expected a directory, got {text!r}")
+    return path
+
+
+def _report_directory(parser: argparse.ArgumentParser, out: Path) -> None:
+    """Refuses, before any check runs, a --out the report cannot be written into: a file, a directory (or its
+    first existing ancestor) that is not writable, or a report file name taken by a directory."""
+    from .selftest import JSON, MARKDOWN
+
+    if out.exists() and not out.is_dir():
+        parser.error(f"argument --out: {out} is not a directory")
+    for name in (MARKDOWN, JSON):
+        if (out / name).is_dir():
+            parser.error(f"argument --out: cannot write {out / name}: it is a directory")
+    existing = out  # the directories up to the first existing one are created before writing
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        parser.error(f"argument --out: cannot create {out}: {existing} is not a directory")
+    try:  # a real attempt (root passes os.access where the file system still refuses), removed at once
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as error:
+        parser.error(f"argument --out: cannot write into {existing} ({error.strerror})")
+    for name in (MARKDOWN, JSON):
+        if (out / name).exists():
+            try:
+                with open(out / name, "ab"):
+                    pass
+            except OSError as error:
+                parser.error(f"argument --out: {out / name} is not writable: {error.strerror}")
+
+
+def _selftest(parser: argparse.ArgumentParser, args) -> None:
+    import sys
+
+    from . import selftest
+
+    available, why_not = selftest.npu_available()
+    device = args.device or ("npu" if available else "cpu")
+    if device == "npu" and not available:
+        parser.error(f"argument --device: no NPU here: {why_not} (--device cpu checks the CPU backends)")
+    _report_directory(parser, args.out)
+    command = "python -m ascend_acts selftest " + " ".join(
+        [f"--device {device}", f"--out {args.out}"] + (["--quick"] if args.quick else []))
+    report = selftest.run(device, args.quick, command, progress=lambda line: print(line, file=sys.stderr))
+    markdown, data = selftest.write(report, args.out)
+    counts = report.counts()
+    print(f"selftest on {device}: {'PASS' if report.passed else 'FAIL'} ({counts['pass']} pass, {counts['FAIL']} "
+          f"FAIL, {counts['skip']} skip)")
+    for section in report.sections:
+        for row in section.rows:
+            if row[-1] == "FAIL":
+                print(f"  FAIL  {section.title}: {' | '.join(row[:-1])}")
+    print(f"report: {markdown.resolve()}\ndata:   {data.resolve()}\nattach both to the issue")
+    raise SystemExit(0 if report.passed else 1)
+
+
 def _info(parser: argparse.ArgumentParser, args) -> None:
     from .info import report
 
@@ -122,6 +184,17 @@ def main(argv=None) -> None:
     demo.set_defaults(run=_demo, parser=demo)
     info = sub.add_parser("info", help="versions and available backends")
     info.set_defaults(run=_info, parser=info)
+    test = sub.add_parser("selftest", help="first-run report: every hardware check, one markdown + one JSON file",
+                          description="Runs, in order: environment, values of every op vs the CPU reference, the "
+                          "RNG past 2**24 and 2**31, timings vs the model (docs/npu.md, 'First run on an NPU'). "
+                          "Exit status 0 all pass, 1 a check failed, 2 usage error.")
+    test.add_argument("--device", choices=["npu", "cpu"], default=None,
+                      help="npu (default when torch_npu sees one) or cpu (the CPU backends against the reference)")
+    test.add_argument("--out", type=_out_directory, default=Path("outputs/selftest"),
+                      help="directory for selftest.md and selftest.json (default outputs/selftest)")
+    test.add_argument("--quick", action="store_true",
+                      help="small shapes, no 16 GiB check, fewer timed calls")
+    test.set_defaults(run=_selftest, parser=test)
     args = parser.parse_args(argv)
     args.run(args.parser, args)
 
