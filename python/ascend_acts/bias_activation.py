@@ -1,7 +1,7 @@
 """NVlabs' fused bias + activation (`torch_utils.ops.bias_act.bias_act` of stylegan2-ada-pytorch and stylegan3),
 written from its documented semantics: x + b along `dim`, an activation by name, times a gain, clamped.
 
-`linear`, `relu` and `lrelu` are leaky_relu(x + b, slope) * gain with slope 1, 0 and alpha: they run on our
+`linear` and `lrelu` are leaky_relu(x + b, slope) * gain with slope 1 and alpha: they run on our
 fused op `ascend_acts::fused_bias_leaky_relu` (scale = gain), the bias moved to dimension 1 when `dim` is another
 one; `clamp` is a separate torch.clamp after it. The other activations are torch composites of the same formulas.
 """
@@ -24,15 +24,21 @@ ops = torch.ops.ascend_acts
 
 @dataclasses.dataclass(frozen=True)
 class Activation:
-    """One entry of `ACTIVATIONS`: `func(x)` (the activation alone, for the torch composite), the defaults that
-    `alpha=None` and `gain=None` stand for, and whether our fused op runs it (leaky_relu with slope
+    """One entry of `ACTIVATIONS`: `func(x, alpha=...)` (the activation alone, for the torch composite), the
+    defaults that `alpha=None` and `gain=None` stand for, and whether our fused op runs it (leaky_relu with slope
     `fused_slope(alpha)`). `def_alpha` and `def_gain` are NVlabs' attribute names (networks.py reads
     `activation_funcs[name].def_gain`)."""
 
-    func: Callable[[torch.Tensor, float], torch.Tensor]
+    func: Callable[..., torch.Tensor]  # func(x, alpha=...), as NVlabs calls it
     def_alpha: float
     def_gain: float
+    # NVlabs' other entry fields, for code that reads them: its CUDA kernel's index of the activation, which of x
+    # ('x') or y ('y') its gradient reads ('': neither), whether it has a nonzero second derivative
+    cuda_idx: int
+    ref: str
+    has_2nd_grad: bool
     fused_slope: Callable[[float], float] | None = None
+
 
     def __getitem__(self, key: str):  # NVlabs' entries are dicts with attribute access: spec['def_gain'] too
         return getattr(self, key)
@@ -40,16 +46,18 @@ class Activation:
 
 SQRT2 = math.sqrt(2)
 ACTIVATIONS: dict[str, Activation] = {
-    "linear": Activation(lambda x, alpha: x, 0.0, 1.0, fused_slope=lambda alpha: 1.0),
-    "relu": Activation(lambda x, alpha: F.relu(x), 0.0, SQRT2, fused_slope=lambda alpha: 0.0),
-    "lrelu": Activation(lambda x, alpha: F.leaky_relu(x, alpha), 0.2, SQRT2, fused_slope=lambda alpha: alpha),
+    "linear": Activation(lambda x, **_: x, 0.0, 1.0, 1, "", False, fused_slope=lambda alpha: 1.0),
+    # relu is a composite: our op's LeakyReLU with slope 0 gives -inf * 0 = NaN and -0.0 where relu gives 0 and +0.0
+    "relu": Activation(lambda x, **_: F.relu(x), 0.0, SQRT2, 2, "y", False),
+    "lrelu": Activation(lambda x, alpha, **_: F.leaky_relu(x, alpha), 0.2, SQRT2, 3, "y", False,
+                        fused_slope=lambda alpha: alpha),
     # alpha is read by lrelu only (elu is F.elu's alpha=1.0 whatever `alpha` says, as in NVlabs' table)
-    "tanh": Activation(lambda x, alpha: torch.tanh(x), 0.0, 1.0),
-    "sigmoid": Activation(lambda x, alpha: torch.sigmoid(x), 0.0, 1.0),
-    "elu": Activation(lambda x, alpha: F.elu(x), 0.0, 1.0),
-    "selu": Activation(lambda x, alpha: F.selu(x), 0.0, 1.0),
-    "softplus": Activation(lambda x, alpha: F.softplus(x), 0.0, 1.0),
-    "swish": Activation(lambda x, alpha: torch.sigmoid(x) * x, 0.0, SQRT2),
+    "tanh": Activation(lambda x, **_: torch.tanh(x), 0.0, 1.0, 4, "y", True),
+    "sigmoid": Activation(lambda x, **_: torch.sigmoid(x), 0.0, 1.0, 5, "y", True),
+    "elu": Activation(lambda x, **_: F.elu(x), 0.0, 1.0, 6, "y", True),
+    "selu": Activation(lambda x, **_: F.selu(x), 0.0, 1.0, 7, "y", True),
+    "softplus": Activation(lambda x, **_: F.softplus(x), 0.0, 1.0, 8, "y", True),
+    "swish": Activation(lambda x, **_: torch.sigmoid(x) * x, 0.0, SQRT2, 9, "x", True),
 }
 FUSED_ACTIVATIONS = tuple(name for name, spec in ACTIVATIONS.items() if spec.fused_slope is not None)
 IMPLS = ("ref", "cuda")
@@ -105,7 +113,7 @@ def _composite(x: torch.Tensor, b: torch.Tensor | None, dim: int, spec: Activati
                gain: float) -> torch.Tensor:
     if b is not None:
         x = x + b.view([x.shape[dim] if i == dim else 1 for i in range(x.dim())])
-    x = spec.func(x, alpha)
+    x = spec.func(x, alpha=alpha)
     return x * gain if gain != 1 else x
 
 
@@ -122,12 +130,12 @@ def bias_act(x: torch.Tensor, b: torch.Tensor | None = None, dim: int = 1, act: 
     - `clamp`: None (no clamping) or a number >= 0: the result is clamped to [-clamp, clamp] (zero gradient
       outside, as torch.clamp's).
     - `impl`: 'ref' or 'cuda' (anything else is an error, as in NVlabs), otherwise ignored: ours picks its own
-      implementation. linear, relu and lrelu run on our fused op `ascend_acts::fused_bias_leaky_relu` (scale =
+      implementation. linear and lrelu run on our fused op `ascend_acts::fused_bias_leaky_relu` (scale =
       gain; the bias moved to dimension 1 when `dim` is another one) followed by torch.clamp when clamping; the
       other activations are torch composites of NVlabs' formulas.
 
-    float32: linear and lrelu are the composite `act(x + b.view(...)) * gain` bit for bit, relu too but for the
-    sign of zero (the op gives -0.0 where F.relu gives +0.0 for a negative pre-activation). Half types: the
+    float32: linear and lrelu are the composite `act(x + b.view(...)) * gain` bit for bit (relu, a composite, is
+    too: the op's LeakyReLU with slope 0 would give NaN for -inf and -0.0 where relu gives 0 and +0.0). Half types: the
     fused activations round once, the composite after each step. First and second derivatives, forward-mode AD,
     torch.compile and autocast (which the composite's ops ignore: a float32 `b` promotes a half `x`) work.
     Errors name the argument: ValueError for `act`, `dim`, `clamp` and `impl` (NVlabs: AssertionError or
