@@ -310,3 +310,33 @@ def test_zero_input_channels_as_torch(backend, training):
     got.sum().backward()
     torch.testing.assert_close(ours[0].bias.grad, theirs[0].bias.grad)
     torch.testing.assert_close(ours[1].running_mean, theirs[1].running_mean)
+
+
+@pytest.mark.parametrize("geometry", [dict(stride=(2,)), dict(padding=(1,)), dict(stride=torch.tensor(2)),
+                                      dict(dilation=[2]), dict(stride=[torch.tensor(2), 1]),
+                                      dict(groups=torch.tensor(1))])
+def test_geometry_forms_conv2d_takes(backend, geometry):
+    """One-element lists and 0-d integer tensors, as F.conv2d takes them."""
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    theirs = F.leaky_relu(F.batch_norm(F.conv2d(x, w, **geometry), None, None, training=True), 0.2)
+    ours = ascend_acts.conv_bn_leaky_relu(x, w, training=True, negative_slope=0.2, **geometry)
+    torch.testing.assert_close(ours, theirs)
+
+
+@pytest.mark.parametrize("attribute", ["eps", "momentum"])
+def test_complex_eps_or_momentum_raise_type_error_as_torch(attribute):
+    theirs = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU(0.2))
+    setattr(theirs[1], attribute, complex(0.1, 0))
+    ours = ascend_acts.convert(copy.deepcopy(theirs))
+    x = torch.randn(2, 3, 6, 6)
+    for model in (theirs, ours):
+        with pytest.raises(TypeError):
+            model(x)
+
+
+def test_geometry_beyond_int64_raises_value_error_as_torch():
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    with pytest.raises(ValueError, match="Overflow"):
+        F.conv2d(x, w, stride=2**63)
+    with pytest.raises(ValueError, match="Overflow"):
+        ascend_acts.conv_bn_leaky_relu(x, w, training=True, stride=2**63)

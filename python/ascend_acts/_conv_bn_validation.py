@@ -34,10 +34,25 @@ class Checked:
     no_input_channels: bool
 
 
-def _pair(name: str, value) -> list[int]:
-    pair = [value, value] if isinstance(value, int) else list(value)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+def _int(name: str, value) -> int:
+    """An int as conv2d's int[2] arguments take one: a Python int or a 0-d integer tensor, within int64."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() \
+            and not value.is_complex() and value.dtype != torch.bool:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{FN}(): argument '{name}' must be an int or a pair of ints, got {value!r}")
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"{FN}(): argument '{name}' {value}: Overflow when unpacking long long")
+    return value
+
+
+def _pair(name: str, value) -> list[int]:
+    """conv2d's int[2]: one int (or a list of one) for both axes, or two."""
+    single = isinstance(value, int) or (isinstance(value, torch.Tensor) and value.dim() == 0)
+    values = [value] if single else list(value)
+    pair = [_int(name, v) for v in values]
+    if len(pair) == 1:
+        pair *= 2
     if len(pair) != 2:  # conv2d's type for a wrong number of values
         raise RuntimeError(f"{FN}(): argument '{name}' must be a single int or a list of 2 values, got {value!r}")
     return pair
@@ -170,12 +185,15 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     _check_dtypes(input, weight, bias, statistics)
     training = check.check_bool(FN, "training", training)
     _check_statistics(statistics, training)
-    # any real momentum and eps, NaN and inf too, as torch's batch_norm takes them (their results propagate them)
+    # any real momentum and eps, NaN and inf too, as torch's batch_norm takes them (their results propagate them); not
+    # a complex one (batch_norm's are doubles, not Scalars)
+    for name, value in (("momentum", momentum), ("eps", eps)):
+        if isinstance(value, complex) or (isinstance(value, torch.Tensor) and value.is_complex()):
+            raise TypeError(f"{FN}(): argument '{name}' must be a real number, not complex")
     momentum = check.check_number(FN, "momentum", momentum)
     eps = check.check_number(FN, "eps", eps)
     negative_slope = check.check_number(FN, "negative_slope", negative_slope, input)
-    if isinstance(groups, bool) or not isinstance(groups, int):
-        raise TypeError(f"{FN}(): argument 'groups' must be an int, got {type(groups).__name__}")
+    groups = _int("groups", groups)
     if groups < 1:
         raise RuntimeError(f"{FN}(): argument 'groups' must be positive, got {groups}")
     c_in, c_out = input.shape[1], weight.shape[0]
