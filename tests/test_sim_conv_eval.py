@@ -97,7 +97,7 @@ def float32_oracle(x, weight, bias, geometry, shape):
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
-@pytest.mark.parametrize("case", fast_only(CASES, ["dcgan_d2", "rgb_to_21", "asymmetric_pad_stride2", "dilated"]))
+@pytest.mark.parametrize("case", fast_only(CASES, ["rgb_to_21", "asymmetric_pad_stride2", "dilated"]))
 def test_matches_the_float64_composite(case, dtype):
     x, weight, bias, geometry, expected = case_inputs(case, dtype)
     out, _, _ = run(x, weight, bias, geometry, expected.shape)
