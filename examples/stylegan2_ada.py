@@ -33,7 +33,7 @@ so the networks and their parameters are identical: from the same --seed both gi
 float32 rounding), which tests/test_examples.py checks. Writes stylegan2_ada.png (samples, losses, R1),
 losses.csv and checkpoint.pt into --out.
 
-    python examples/stylegan2_ada.py                           # CPU, reference backend, one thread, ~2 min
+    python examples/stylegan2_ada.py                           # CPU, reference backend, one thread, ~1 min
     python examples/stylegan2_ada.py --impl composite          # the same with NVlabs' reference composite
     python examples/stylegan2_ada.py --backend sim --steps 10  # our AscendC kernels in the emulator (slow)
     python examples/stylegan2_ada.py --device npu              # Ascend NPU (torch_npu + custom op package)
