@@ -127,12 +127,14 @@ def measure_cpu(tag: str, shape, act: str, clamp, impls: list[str], repeats: int
                                  {k: v.double() for k, v in inputs.items()})
     calls, saved, errors = {}, {}, {}
     for impl in impls:
-        function = (lambda a, b: composite(a, b, act, clamp)) if impl == COMPOSITE else \
-            (lambda a, b: ours(a, b, act, clamp))
+        base = composite if impl == COMPOSITE else ours
+
+        def function(a, b, base=base):
+            return base(a, b, act, clamp)
         leaves = [x.clone().requires_grad_(), bias.clone().requires_grad_()]
         with backend_context(impl):
             errors[impl] = max_rel_error(output_and_gradients(function, inputs), exact)
-            saved[impl] = saved_bytes(lambda: function(*leaves))
+            saved[impl] = saved_bytes(lambda f=function, le=leaves: f(*le))
             output = function(*leaves)
 
         def in_backend(fn, impl=impl):
