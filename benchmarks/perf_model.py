@@ -206,7 +206,64 @@ def kernel_cases(quick: bool):
         ("batch_norm_leaky_relu_grad", label, ours(batch_norm_backward)),
         ("fused_bias_leaky_relu", style_label, ours(fused_bias_forward)),
         ("fused_bias_leaky_relu_grad", style_label, ours(fused_bias_backward)),
+        *bias_act_cases([("lrelu", stylegan, CONV_CLAMP)]),
     ]
+
+
+# --- NVlabs' bias_act (ascend_acts.bias_act) on our kernels, next to its composite as aclnn ops ----------------
+CONV_CLAMP = 256.0  # StyleGAN2-ADA's conv_clamp
+BIAS_ACT_KERNEL = {"bias_act": "fused_bias_leaky_relu", "bias_act_grad": "fused_bias_leaky_relu_grad"}
+
+
+def bias_act_cases(shapes):
+    """(kernel, case label, run) of ascend_acts.bias_act for each (act, shape, clamp) with act 'lrelu' (alpha 0.2,
+    gain sqrt(2)) or 'linear' (gain 1), bias over dim 1, float32. Ours: our fused kernel, and when clamping one
+    aclnn elementwise op charged besides the launch (aclnnClamp forward; backward its gradient, dy where the
+    clamp passed, else 0, from the kept output). The CANN way: NVlabs' reference composite as aclnn ops, forward
+    Add, LeakyRelu (lrelu), Muls (gain != 1), Clamp; backward the reverse: the clamp's gradient, Muls,
+    LeakyReluBackward, and ReduceSum for the bias gradient (linear without gain: the clamp's gradient, then
+    ReduceSum). Each op at its ideal, as the CANN-way rows above."""
+    from ascend_acts.backends import sim
+
+    cases = []
+    for act, shape, clamp in shapes:
+        gen = torch.Generator().manual_seed(sum(shape))
+        x = 100 * torch.randn(shape, generator=gen)  # about 4% of lrelu * sqrt(2) beyond the clamp of 256
+        bias = torch.randn(shape[1], generator=gen)
+        dy = torch.randn(shape, generator=gen)
+        ns = x.numel() * x.element_size()
+        slope, gain = (0.2, 2**0.5) if act == "lrelu" else (1.0, 1.0)
+        case = f"{act}{f', clamp {clamp:g}' if clamp is not None else ''}, {tuple(shape)} float32"
+        clamp_forward = [AclnnOp("aclnnClamp", 2 * ns, vector=(("Maxs", ns), ("Mins", ns)))] if clamp else []
+        # the clamp's gradient: two compares of the kept tensor with the bounds, a select of dy or 0
+        clamp_backward = ([AclnnOp("clamp backward (aclnnClamp's gradient: dy where inside, else 0)", 3 * ns,
+                                   vector=(("CompareScalar", ns), ("CompareScalar", ns), ("And", ns),
+                                           ("Select", ns)))] if clamp else [])
+        composite_forward = [AclnnOp("aclnnAdd (x + bias)", 2 * ns + bias.nbytes, vector=(("Add", ns),))]
+        composite_backward = []
+        if act == "lrelu":
+            composite_forward.append(AclnnOp("aclnnLeakyRelu", 2 * ns, vector=(("LeakyRelu", ns),)))
+            composite_backward.append(AclnnOp("aclnnLeakyReluBackward", 3 * ns, vector=(
+                ("CompareScalar", ns), ("Muls", ns), ("Select", ns))))
+        if gain != 1:
+            composite_forward.append(AclnnOp("aclnnMuls (x gain)", 2 * ns, vector=(("Muls", ns),)))
+            composite_backward.insert(0, AclnnOp("aclnnMuls (x gain)", 2 * ns, vector=(("Muls", ns),)))
+        composite_backward.append(AclnnOp("aclnnReduceSum (grad_bias)", ns + bias.nbytes,
+                                          vector=(("ReduceSum", ns),)))
+
+        def forward(x=x, bias=bias, slope=slope, gain=gain, cann=composite_forward + clamp_forward,
+                    extra=clamp_forward):
+            sim.fused_bias_leaky_relu(x, bias, slope, gain)
+            return sim.last_launch(), cann, [], extra
+
+        def backward(x=x, bias=bias, dy=dy, slope=slope, gain=gain, cann=clamp_backward + composite_backward,
+                     extra=clamp_backward):
+            saved = sim.fused_bias_leaky_relu(x, bias, slope, gain)
+            sim.fused_bias_leaky_relu_backward(dy, saved, bias, slope, gain, True)
+            return sim.last_launch(), cann, [], extra
+
+        cases += [("bias_act", case, forward), ("bias_act_grad", case, backward)]
+    return cases
 
 
 def _bn_forward(sim, x, c):
@@ -287,7 +344,8 @@ def measure(section: str, cases) -> list[ModelRow]:
         ours, cann, model, extra, names = evaluate(run, DEFAULT, cache)
         if section == "kernels":
             launch = next(iter(cache.values()))[0]
-            assert launch.kernel == op_table.kernel(kernel).entry, (launch.kernel, kernel)
+            kernel_name = BIAS_ACT_KERNEL.get(kernel, kernel)
+            assert launch.kernel == op_table.kernel(kernel_name).entry, (launch.kernel, kernel)
         b = model.bounds
         row = ModelRow(section, kernel, case, 1e6 * ours, model.binding, 1e6 * b["timeline"], 1e6 * b["HBM"],
                        1e6 * b["L2"], 1e6 * b["cube"], 1e6 * b["vector"], 1e6 * model.launch_overhead_s,
@@ -367,7 +425,13 @@ NOTES = [
     "sensitivity: each verdict recomputed with one assumption moved (the CANN way under the same change); 'moves it "
     "most' names the change that moves CANN / ours furthest, 'flips' every change that puts it on the other side "
     "of 1.0",
-    "extra: charged besides the launch (the eval kernel's weight packing, a permute of W' per call)",
+    "extra: charged besides the launch (the eval kernel's weight packing, a permute of W' per call; bias_act's "
+    "clamp, one aclnn elementwise op after our fused kernel each way: a kernel that fuses the clamp is the next "
+    "stage)",
+    "bias_act: ascend_acts.bias_act (NVlabs' interface) with clamp 256: our fused bias + LeakyReLU kernel (forward; "
+    "backward: its backward kernel from the kept output) + the clamp as aclnnClamp (backward: its gradient, one "
+    "elementwise op), vs NVlabs' reference composite as aclnn ops (Add, LeakyRelu, Muls, Clamp; backward the clamp's "
+    "gradient, Muls, LeakyReluBackward, ReduceSum), each op at its ideal as every CANN way here",
     "ours us, DMA latency 0: the same kernel rescheduled without the (assumed, unsourced) 500-cycle DMA latency; "
     "where it differs much from ours, the time hinges on that assumption (the kernel waits for its copies: small "
     "tiles or too few buffers in flight)",
