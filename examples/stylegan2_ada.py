@@ -43,7 +43,6 @@ losses.csv and checkpoint.pt into --out.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import time
 import types
@@ -55,7 +54,7 @@ from torch import nn
 
 from ascend_acts.compat.nvlabs import bias_act as ascend_bias_act
 from dcgan import load_digits_tensor, pick_device
-from stylegan2_r1 import save_figure
+from stylegan2_r1 import record_step, write_outputs
 
 CONV_CLAMP = 256.0  # StyleGAN2-ADA's conv_clamp (it clamps the activations of every conv layer)
 
@@ -320,25 +319,12 @@ def train(args) -> dict[str, list[float]]:
         g_loss.backward()
         opt_g.step()
 
-        history["d_loss"].append(d_loss.item())
-        history["g_loss"].append(g_loss.item())
-        history["r1"].append(r1)
-        progress.set_postfix(d=f"{d_loss.item():.3f}", g=f"{g_loss.item():.3f}",
-                             r1=f"{r1:.3g}" if not math.isnan(r1) else "-")
+        record_step(history, progress, d_loss, g_loss, r1)
 
-    with torch.no_grad():
-        samples = generator(fixed_latents)
     title = (f"StyleGAN2-ADA-style G and D + R1 (gamma {args.r1_gamma:g}), {args.steps} steps, bias_act: {args.impl}"
              f" ({args.device}/{args.backend})")
-    save_figure(samples, history, args.r1_every, title, args.out / "stylegan2_ada.png")
-    with open(args.out / "losses.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["step", *history])
-        writer.writerows([step, *values] for step, values in enumerate(zip(*history.values())))
-    torch.save({"generator": generator.state_dict(), "discriminator": discriminator.state_dict(),
-                "opt_g": opt_g.state_dict(), "opt_d": opt_d.state_dict(), "steps": args.steps,
-                "args": vars(args)}, args.out / "checkpoint.pt")
-    print(f"{args.steps} steps in {time.perf_counter() - start:.1f} s; outputs in {args.out.resolve()}")
+    write_outputs(args, title, "stylegan2_ada.png", history, generator, discriminator, opt_g, opt_d, fixed_latents,
+                  start)
     return history
 
 

@@ -236,17 +236,30 @@ def train(args) -> dict[str, list[float]]:
         g_loss.backward()
         opt_g.step()
 
-        history["d_loss"].append(d_loss.item())
-        history["g_loss"].append(g_loss.item())
-        history["r1"].append(r1)
-        progress.set_postfix(d=f"{d_loss.item():.3f}", g=f"{g_loss.item():.3f}",
-                             r1=f"{r1:.3g}" if not math.isnan(r1) else "-")
+        record_step(history, progress, d_loss, g_loss, r1)
 
-    with torch.no_grad():
-        samples = generator(fixed_latents)
     title = (f"StyleGAN2-style D + R1 (gamma {args.r1_gamma:g}), {args.steps} steps, FusedLeakyReLU: {args.impl}"
              f" ({args.device}/{args.backend})")
-    save_figure(samples, history, args.r1_every, title, args.out / "stylegan2_r1.png")
+    write_outputs(args, title, "stylegan2_r1.png", history, generator, discriminator, opt_g, opt_d, fixed_latents,
+                  start)
+    return history
+
+
+def record_step(history: dict[str, list[float]], progress, d_loss: torch.Tensor, g_loss: torch.Tensor,
+                r1: float) -> None:
+    history["d_loss"].append(d_loss.item())
+    history["g_loss"].append(g_loss.item())
+    history["r1"].append(r1)
+    progress.set_postfix(d=f"{d_loss.item():.3f}", g=f"{g_loss.item():.3f}",
+                         r1=f"{r1:.3g}" if not math.isnan(r1) else "-")
+
+
+def write_outputs(args, title: str, figure: str, history: dict[str, list[float]], generator: nn.Module,
+                  discriminator: nn.Module, opt_g, opt_d, fixed_latents: torch.Tensor, start: float) -> None:
+    """The figure (samples of `fixed_latents`, the losses), losses.csv and checkpoint.pt into args.out."""
+    with torch.no_grad():
+        samples = generator(fixed_latents)
+    save_figure(samples, history, args.r1_every, title, args.out / figure)
     with open(args.out / "losses.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["step", *history])
@@ -255,7 +268,6 @@ def train(args) -> dict[str, list[float]]:
                 "opt_g": opt_g.state_dict(), "opt_d": opt_d.state_dict(), "steps": args.steps,
                 "args": vars(args)}, args.out / "checkpoint.pt")
     print(f"{args.steps} steps in {time.perf_counter() - start:.1f} s; outputs in {args.out.resolve()}")
-    return history
 
 
 def main(argv=None) -> None:
