@@ -54,7 +54,7 @@ from torch import nn
 
 from ascend_acts.compat.nvlabs import bias_act as ascend_bias_act
 from dcgan import load_digits_tensor, pick_device
-from stylegan2_r1 import record_step, write_outputs
+from stylegan2_r1 import gan_step, record_step, write_outputs
 
 CONV_CLAMP = 256.0  # StyleGAN2-ADA's conv_clamp (it clamps the activations of every conv layer)
 
@@ -300,25 +300,7 @@ def train(args) -> dict[str, list[float]]:
             order = torch.randperm(len(data), generator=order_generator).to(device)
         real = data[order[(step % steps_per_epoch) * args.batch:][: args.batch]]
 
-        fake = generator(torch.randn(len(real), args.z_dim, device=device))
-        d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
-        opt_d.zero_grad(set_to_none=True)
-        d_loss.backward()
-        opt_d.step()
-
-        r1 = math.nan
-        if step % args.r1_every == 0:
-            loss, penalty = r1_loss(discriminator, real)
-            opt_d.zero_grad(set_to_none=True)
-            (args.r1_gamma / 2 * loss * args.r1_every).backward()
-            opt_d.step()
-            r1 = penalty.item()
-
-        g_loss = F.softplus(-discriminator(generator(torch.randn(len(real), args.z_dim, device=device)))).mean()
-        opt_g.zero_grad(set_to_none=True)
-        g_loss.backward()
-        opt_g.step()
-
+        d_loss, g_loss, r1 = gan_step(step, args, real, generator, discriminator, opt_g, opt_d, args.z_dim, r1_loss)
         record_step(history, progress, d_loss, g_loss, r1)
 
     title = (f"StyleGAN2-ADA-style G and D + R1 (gamma {args.r1_gamma:g}), {args.steps} steps, bias_act: {args.impl}"

@@ -217,25 +217,8 @@ def train(args) -> dict[str, list[float]]:
             order = torch.randperm(len(data), generator=order_generator).to(device)
         real = data[order[(step % steps_per_epoch) * args.batch:][: args.batch]]
 
-        fake = generator(torch.randn(len(real), LATENT_SIZE, device=device))
-        d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
-        opt_d.zero_grad(set_to_none=True)
-        d_loss.backward()
-        opt_d.step()
-
-        r1 = math.nan
-        if step % args.r1_every == 0:
-            penalty = r1_penalty(discriminator, real)
-            opt_d.zero_grad(set_to_none=True)
-            (args.r1_gamma / 2 * penalty * args.r1_every).backward()
-            opt_d.step()
-            r1 = penalty.item()
-
-        g_loss = F.softplus(-discriminator(generator(torch.randn(len(real), LATENT_SIZE, device=device)))).mean()
-        opt_g.zero_grad(set_to_none=True)
-        g_loss.backward()
-        opt_g.step()
-
+        d_loss, g_loss, r1 = gan_step(step, args, real, generator, discriminator, opt_g, opt_d, LATENT_SIZE,
+                                      lambda d, x: (r1_penalty(d, x),) * 2)
         record_step(history, progress, d_loss, g_loss, r1)
 
     title = (f"StyleGAN2-style D + R1 (gamma {args.r1_gamma:g}), {args.steps} steps, FusedLeakyReLU: {args.impl}"
@@ -243,6 +226,31 @@ def train(args) -> dict[str, list[float]]:
     write_outputs(args, title, "stylegan2_r1.png", history, generator, discriminator, opt_g, opt_d, fixed_latents,
                   start)
     return history
+
+
+def gan_step(step: int, args, real: torch.Tensor, generator: nn.Module, discriminator: nn.Module, opt_g, opt_d,
+             latent_size: int, r1_terms) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """One step of the non-saturating logistic GAN with lazy R1 (every args.r1_every steps, scaled by it):
+    `r1_terms(discriminator, real)` gives (what to back-propagate, the penalty to record)."""
+    fake = generator(torch.randn(len(real), latent_size, device=real.device))
+    d_loss = F.softplus(discriminator(fake.detach())).mean() + F.softplus(-discriminator(real)).mean()
+    opt_d.zero_grad(set_to_none=True)
+    d_loss.backward()
+    opt_d.step()
+
+    r1 = math.nan
+    if step % args.r1_every == 0:
+        loss, penalty = r1_terms(discriminator, real)
+        opt_d.zero_grad(set_to_none=True)
+        (args.r1_gamma / 2 * loss * args.r1_every).backward()
+        opt_d.step()
+        r1 = penalty.item()
+
+    g_loss = F.softplus(-discriminator(generator(torch.randn(len(real), latent_size, device=real.device)))).mean()
+    opt_g.zero_grad(set_to_none=True)
+    g_loss.backward()
+    opt_g.step()
+    return d_loss, g_loss, r1
 
 
 def record_step(history: dict[str, list[float]], progress, d_loss: torch.Tensor, g_loss: torch.Tensor,
