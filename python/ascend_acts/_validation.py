@@ -11,12 +11,12 @@ import torch
 from .ops._library import FLOATING_DTYPES
 
 
-def check_input(fn: str, input) -> None:
+def check_input(fn: str, input, name: str = "input") -> None:
     if not isinstance(input, torch.Tensor):
-        raise TypeError(f"{fn}(): argument 'input' must be a torch.Tensor, got {type(input).__name__}")
+        raise TypeError(f"{fn}(): argument '{name}' must be a torch.Tensor, got {type(input).__name__}")
     if input.dtype not in FLOATING_DTYPES:  # NotImplementedError, as torch's kernels have no such dtype
         raise NotImplementedError(
-            f"{fn}(): argument 'input' must be a floating-point tensor (float16, bfloat16, float32 or "
+            f"{fn}(): argument '{name}' must be a floating-point tensor (float16, bfloat16, float32 or "
             f"float64), got {input.dtype}"
         )
 

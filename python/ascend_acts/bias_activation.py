@@ -141,11 +141,7 @@ def bias_act(x: torch.Tensor, b: torch.Tensor | None = None, dim: int = 1, act: 
     Errors name the argument: ValueError for `act`, `dim`, `clamp` and `impl` (NVlabs: AssertionError or
     KeyError), RuntimeError for a `b` of the wrong shape, dtype or device, TypeError for a wrong type.
     """
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{_FN}(): argument 'x' must be a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in check.FLOATING_DTYPES:
-        raise NotImplementedError(f"{_FN}(): argument 'x' must be a floating-point tensor (float16, bfloat16, "
-                                  f"float32 or float64), got {x.dtype}")
+    check.check_input(_FN, x, "x")
     if not isinstance(impl, str) or impl not in IMPLS:
         raise ValueError(f"{_FN}(): argument 'impl' must be 'ref' or 'cuda' (ignored: ours picks its own "
                          f"implementation), got {impl!r}")

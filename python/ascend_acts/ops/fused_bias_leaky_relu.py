@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ._library import FLOATING_DTYPES, OpFunction, autograd_function, per_sample_vmap, run_below_autograd
+from ._library import OpFunction, autograd_function, check_floating, per_sample_vmap, run_below_autograd
 from ._semantics import declare, like_argument
 
 ops = torch.ops.ascend_acts
@@ -31,9 +31,7 @@ def channel_view(bias: torch.Tensor, rank: int) -> torch.Tensor:
 
 # --- what the ops accept (checked by the device and fake kernels before anything runs) -------------------
 def check_input_and_bias(op: str, input: torch.Tensor, bias: torch.Tensor | None, input_name: str = "input") -> None:
-    if input.dtype not in FLOATING_DTYPES:  # torch's type for a kernel without the dtype
-        raise NotImplementedError(f"ascend_acts::{op}: '{input_name}' must be float16, bfloat16, float32 or float64, "
-                        f"got {input.dtype}")
+    check_floating(op, input_name, input)
     if input.dim() < 2:
         raise ValueError(f"ascend_acts::{op}: '{input_name}' must have rank >= 2 (N, C, ...), got "
                          f"{tuple(input.shape)}")
