@@ -182,7 +182,7 @@ def kernel_cases(quick: bool):
                 AclnnOp("aclnnReduceSum (grad_bias over N, H, W)", nss + bias.nbytes, vector=(("ReduceSum", nss),))]
 
     def rrelu_forward():
-        sim.rrelu_with_seed(x, seed, 1 / 8, 1 / 3)
+        sim.rrelu(x, seed, 1 / 8, 1 / 3)
         # aclnnRReluWithNoise, training, float32: each launch its own traffic (RRELU_SOURCE)
         return [AclnnOp("OnesLike", ns, vector=(("Duplicate", ns),)),
                 AclnnOp("ZerosLike", ns, vector=(("Duplicate", ns),)),
@@ -198,8 +198,8 @@ def kernel_cases(quick: bool):
         ("leaky_relu_grad", label, ours(lambda: (sim.leaky_relu_backward(dy, x, 0.2, False),
                                                  [AclnnOp("aclnnLeakyReluBackward", 3 * ns,
                                                           vector=leaky_backward)])[1])),
-        ("r_relu", label, ours(rrelu_forward)),
-        ("r_relu_grad", label, ours(lambda: (sim.rrelu_with_seed_backward(dy, x, seed, 1 / 8, 1 / 3, False),
+        ("rrelu", label, ours(rrelu_forward)),
+        ("rrelu_grad", label, ours(lambda: (sim.rrelu_backward(dy, x, seed, 1 / 8, 1 / 3, False),
                                              [AclnnOp("aclnnMul (dy * noise)", 3 * ns,
                                                       vector=(("Mul", ns),))])[1])),
         ("batch_norm_leaky_relu", label, ours(batch_norm_forward)),
@@ -290,7 +290,7 @@ def conv_cases(quick: bool, batch: int):
         macs = batch * cout * ho * ho * cin * 16
 
         def run(x=x, weight=weight, bias=bias, y_bytes=y_bytes, macs=macs):
-            y = sim.conv_bn_leaky_relu_eval(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
+            y = sim.eval_kernel(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
             ours = sim.last_launch()
             # the LeakyReLU after aclnnConvolution: our own leaky_relu kernel's model is a fair stand-in
             sim.leaky_relu(y, 0.2)

@@ -70,7 +70,7 @@ for spec in "${specs[@]}"; do
 done
 
 # msopgen writes one template per op (op_host/<op>.cpp + <op>_tiling.h, op_kernel/<op>.cpp) named after the op
-# type in snake case (utils.py fix_name_lower_with_under: ActsRRelu -> acts_r_relu). Our folders go next to
+# type in snake case (utils.py fix_name_lower_with_under: ActsRrelu -> acts_rrelu). Our folders go next to
 # the templates (op_host/<family>/, op_kernel/<family>/, common/: relative includes resolve as in our tree;
 # the package build compiles only the top-level .cpp of each, and its source package copies all of op_kernel/),
 # and each template becomes one line including our file that defines the same OpDef class / kernel entry, so

@@ -6,7 +6,7 @@ import collections
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-FUSED_OPS = ("conv_bn_leaky_relu_train", "conv_bias_leaky_relu")
+FUSED_OPS = ("conv_bn_leaky_relu_train", "conv_bn_leaky_relu_eval")
 
 
 class OpCounter(TorchDispatchMode):

@@ -81,7 +81,7 @@ def test_autocast_functional_keeps_bn_parameters_float32():
     with pytest.raises(RuntimeError, match="'bn_weight' must be"):
         ops.conv_bn_leaky_relu_train(x, w, None, gamma.double(), beta, None, None, *geometry, 0.1, 1e-5, 0.2, False)
     with pytest.raises(RuntimeError, match="'bias' must have the input's dtype torch.float16"):
-        ops.conv_bias_leaky_relu(x.half(), w.half(), torch.zeros(4), *geometry, 0.2)
+        ops.conv_bn_leaky_relu_eval(x.half(), w.half(), torch.zeros(4), *geometry, 0.2)
 
 
 @pytest.mark.slow
@@ -132,11 +132,11 @@ CL_SAMPLES = {
                                 torch.randn(2, 3, 6, 6).contiguous(memory_format=CL), torch.randn(4, 3, 3, 3),
                                 torch.ones(4), torch.zeros(4), torch.zeros(4), torch.ones(4), [1, 1], [1, 1, 1, 1],
                                 [1, 1], 1, 0.2)),
-    "eval": lambda: (ops.conv_bias_leaky_relu.default,
+    "eval": lambda: (ops.conv_bn_leaky_relu_eval.default,
                      (torch.randn(2, 4, 7, 7, requires_grad=True),
                       torch.randn(6, 2, 3, 3).contiguous(memory_format=CL).requires_grad_(),
                       torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
-    "eval_backward": lambda: (ops.conv_bias_leaky_relu_backward.default,
+    "eval_backward": lambda: (ops.conv_bn_leaky_relu_eval_backward.default,
                               (torch.randn(2, 6, 3, 3), torch.randn(2, 4, 7, 7).contiguous(memory_format=CL),
                                torch.randn(6, 2, 3, 3), torch.randn(6), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
 }

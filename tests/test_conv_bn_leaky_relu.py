@@ -358,10 +358,10 @@ OPS = {
                                (torch.randn(2, 4, 6, 6), torch.randn(2, 4, 6, 6), False, torch.randn(2, 3, 6, 6),
                                 torch.randn(4, 3, 3, 3), torch.ones(4), torch.zeros(4), torch.zeros(4), torch.ones(4),
                                 [1, 1], [1, 1, 1, 1], [1, 1], 1, 0.2)),
-    "eval": lambda: (torch.ops.ascend_acts.conv_bias_leaky_relu.default,
+    "eval": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_eval.default,
                      (torch.randn(2, 4, 7, 7, requires_grad=True), torch.randn(6, 2, 3, 3, requires_grad=True),
                       torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
-    "eval_backward": lambda: (torch.ops.ascend_acts.conv_bias_leaky_relu_backward.default,
+    "eval_backward": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_eval_backward.default,
                               (torch.randn(2, 6, 3, 3), torch.randn(2, 4, 7, 7), torch.randn(6, 2, 3, 3),
                                torch.randn(6), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
 }

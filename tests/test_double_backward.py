@@ -41,7 +41,7 @@ def train_fn(geometry, slope, save_output, with_bias):
 
 def eval_fn(geometry, slope):
     def fn(x, weight, bias):
-        return ops.conv_bias_leaky_relu(x, weight, bias, *geometry[6:], slope)
+        return ops.conv_bn_leaky_relu_eval(x, weight, bias, *geometry[6:], slope)
     return fn
 
 

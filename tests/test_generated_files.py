@@ -53,13 +53,13 @@ def test_stale_missing_and_leftover_files_are_named_and_fixed(copy_of_the_tree):
     root = copy_of_the_tree
     opdef = root / "op_host/elementwise/leaky_relu.cpp"
     opdef.write_text(opdef.read_text().replace("Float(0.01)", "Float(0.2)"))
-    (root / "op_host/elementwise/r_relu.json").unlink()
+    (root / "op_host/elementwise/rrelu.json").unlink()
     leftover = root / "op_host/elementwise/old_op.json"
     leftover.write_text("[]\n")
     result = run("--check", root=root)
     assert result.returncode == 1
     assert "stale: op_host/elementwise/leaky_relu.cpp" in result.stderr
-    assert "stale: op_host/elementwise/r_relu.json" in result.stderr
+    assert "stale: op_host/elementwise/rrelu.json" in result.stderr
     assert "no longer generated: op_host/elementwise/old_op.json" in result.stderr
     assert run(root=root).returncode == 0  # writing fixes all three
     assert run("--check", root=root).returncode == 0 and not leftover.exists()

@@ -38,12 +38,12 @@ def calls(x, dtype):
     return {
         "leaky_relu": (ops.leaky_relu, (x, 0.2)),
         "leaky_relu_backward": (ops.leaky_relu_backward, (like, x, 0.2, False)),
-        "rrelu_with_seed": (ops.rrelu_with_seed, (x, SEED, 0.1, 0.3)),
-        "rrelu_with_seed_backward": (ops.rrelu_with_seed_backward, (like, x, SEED, 0.1, 0.3, False)),
+        "rrelu": (ops.rrelu, (x, SEED, 0.1, 0.3)),
+        "rrelu_backward": (ops.rrelu_backward, (like, x, SEED, 0.1, 0.3, False)),
         "fused_bias_leaky_relu": (ops.fused_bias_leaky_relu, (x, torch.randn(c, dtype=dtype), 0.2, 2**0.5)),
         "fused_bias_leaky_relu_backward": (ops.fused_bias_leaky_relu_backward,
                                            (like, x, torch.randn(c, dtype=dtype), -0.2, 2.0, False)),
-        "conv_bias_leaky_relu": (ops.conv_bias_leaky_relu, (x, weight, bias, *geometry, 0.2)),
+        "conv_bn_leaky_relu_eval": (ops.conv_bn_leaky_relu_eval, (x, weight, bias, *geometry, 0.2)),
         "conv_bn_leaky_relu_train": (ops.conv_bn_leaky_relu_train,
                                      (x, weight, bias, *stats, None, None, *geometry, 0.1, 1e-5, 0.2, False)),
     }

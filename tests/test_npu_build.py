@@ -107,7 +107,7 @@ FAKE_MSOPGEN = '''\
 #!/usr/bin/env python3
 # Stand-in for msopgen 8.1 gen: ONE op per call (-op; without it, a JSON of several ops makes msopgen ask on
 # stdin, which fails without a tty), written as op_host/<op>.cpp (+ <op>_tiling.h) and op_kernel/<op>.cpp named
-# by fix_name_lower_with_under (ActsRRelu -> acts_r_relu), into a new project (-m 0) or an existing one (-m 1).
+# by fix_name_lower_with_under (ActsRrelu -> acts_rrelu), into a new project (-m 0) or an existing one (-m 1).
 # -c takes a SoC version, mapped to the short name by transform.json's SOC_VERSION_TYPE. Records its arguments.
 import json, os, re, sys
 from pathlib import Path

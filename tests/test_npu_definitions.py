@@ -27,7 +27,7 @@ def msopgen_name(op_type: str) -> str:
 
 def test_msopgen_name_follows_the_documented_examples():
     examples = {"Abc": "abc", "AbcDef": "abc_def", "ABCDef": "abc_def", "Abc2DEf": "abc2_d_ef",
-                "Abc2DEF": "abc2_def", "ABC2dEF": "abc2d_ef", "ActsRRelu": "acts_r_relu"}
+                "Abc2DEF": "abc2_def", "ABC2dEF": "abc2d_ef", "ActsRrelu": "acts_rrelu"}
     assert {name: msopgen_name(name) for name in examples} == examples
 
 

@@ -68,10 +68,10 @@ def test_extension_matches_the_op_table():
 
 
 MUTATIONS = {
-    "attributes swapped in a call": ("ACTS_ACLNN(ActsRRelu, x, x_acl.get(), seed_acl.get(), lower, upper,",
-                                     "ACTS_ACLNN(ActsRRelu, x, x_acl.get(), seed_acl.get(), upper, lower,"),
-    "an input missing in a call": ("ACTS_ACLNN(ActsRReluGrad, saved, dy_acl.get(), saved_acl.get(), seed_acl.get(),",
-                                   "ACTS_ACLNN(ActsRReluGrad, saved, dy_acl.get(), saved_acl.get(),"),
+    "attributes swapped in a call": ("ACTS_ACLNN(ActsRrelu, x, x_acl.get(), seed_acl.get(), lower, upper,",
+                                     "ACTS_ACLNN(ActsRrelu, x, x_acl.get(), seed_acl.get(), upper, lower,"),
+    "an input missing in a call": ("ACTS_ACLNN(ActsRreluGrad, saved, dy_acl.get(), saved_acl.get(), seed_acl.get(),",
+                                   "ACTS_ACLNN(ActsRreluGrad, saved, dy_acl.get(), saved_acl.get(),"),
     "the wrong aclnn op": ("ACTS_ACLNN(ActsLeakyRelu, x,", "ACTS_ACLNN(ActsLeakyReluGrad, x,"),
     "a fused kernel calls the wrong aclnn op": ("ACTS_ACLNN(ActsBatchNormLeakyReluGrad, y,",
                                                 "ACTS_ACLNN(ActsBatchNormLeakyRelu, y,"),
@@ -86,8 +86,8 @@ MUTATIONS = {
     "in-place without the overlap check": ("void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"
                                            "    at::assert_no_internal_overlap(self);\n",
                                            "void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"),
-    "a kernel not named by the rule": ("at::Tensor RreluWithSeed(const at::Tensor& self,",
-                                       "at::Tensor RRelu(const at::Tensor& self,"),
+    "a kernel not named by the rule": ("at::Tensor Rrelu(const at::Tensor& self,",
+                                       "at::Tensor RandomizedRelu(const at::Tensor& self,"),
 }
 
 
@@ -103,7 +103,7 @@ def test_the_eval_kernel_runs_only_on_request():
     """Issue: the fused eval kernel is modelled, never measured on an NPU (benchmarks/fused_traffic.py), so the NPU's
     eval is torch_npu's convolution + our LeakyReLU unless ASCEND_ACTS_EVAL_KERNEL=fused, and a misspelt value is
     an error. Static (no NPU here): the default branch returns before the fused call."""
-    body = SOURCE[SOURCE.index("at::Tensor ConvBiasLeakyRelu("):]
+    body = SOURCE[SOURCE.index("at::Tensor ConvBnLeakyReluEval("):]
     body = body[:body.index("\n}\n")]
     default = body.index("if (groups != 1 || !FusedEvalKernelRequested()) {")
     leaky_relu = body.index("ACTS_ACLNN(ActsLeakyRelu,")

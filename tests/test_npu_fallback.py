@@ -41,15 +41,15 @@ def test_kernels_bit_identical_to_reference(dtype, n):
     arguments = {
         "leaky_relu": (x, 0.2),
         "leaky_relu_backward": (grad, x, -0.3, False),
-        "rrelu_with_seed": (x, seed, 0.1, 0.3),
-        "rrelu_with_seed_backward": (grad, x, seed, 0.1, 0.3, False),
+        "rrelu": (x, seed, 0.1, 0.3),
+        "rrelu_backward": (grad, x, seed, 0.1, 0.3, False),
     }
     for name, args in arguments.items():
         ours, expected = getattr(torch_ops, name)(*args), getattr(reference_backend, name)(*args)
         assert torch.equal(bits(ours), bits(expected)), name
     out = torch.empty_like(x)
-    assert torch_ops.rrelu_with_seed(x, seed, 0.1, 0.3, out=out) is out
-    assert torch.equal(bits(out), bits(reference_backend.rrelu_with_seed(x, seed, 0.1, 0.3)))
+    assert torch_ops.rrelu(x, seed, 0.1, 0.3, out=out) is out
+    assert torch.equal(bits(out), bits(reference_backend.rrelu(x, seed, 0.1, 0.3)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -111,7 +111,7 @@ def test_fallback_runs_the_ops_checks_and_in_place_rules(monkeypatch):
     with pytest.raises(RuntimeError, match="please call out-of-place version"):
         fallback_kernel("leaky_relu_backward")(x, x, -0.3, True)
     with pytest.raises(ValueError, match="seed must be a one-element int64 tensor"):
-        fallback_kernel("rrelu_with_seed")(x, torch.tensor([1, 2]), 0.1, 0.3)
+        fallback_kernel("rrelu")(x, torch.tensor([1, 2]), 0.1, 0.3)
 
 
 def test_importing_ascend_acts_did_not_import_torch_npu():
@@ -289,17 +289,17 @@ def test_fused_torch_kernels_match_the_reference(save_output):
     args = (grad, saved, save_output, x, w, gamma, beta, mean, invstd, *geometry, 0.2)
     for a, b in zip(ours.conv_bn_leaky_relu_train_backward(*args), oracle.conv_bn_leaky_relu_train_backward(*args)):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(ours.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2),
-                               oracle.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2), rtol=1e-12, atol=1e-12)
-    for a, b in zip(ours.conv_bias_leaky_relu_backward(grad, x, w, bias, *geometry, 0.2),
-                    oracle.conv_bias_leaky_relu_backward(grad, x, w, bias, *geometry, 0.2)):
+    torch.testing.assert_close(ours.conv_bn_leaky_relu_eval(x, w, bias, *geometry, 0.2),
+                               oracle.conv_bn_leaky_relu_eval(x, w, bias, *geometry, 0.2), rtol=1e-12, atol=1e-12)
+    for a, b in zip(ours.conv_bn_leaky_relu_eval_backward(grad, x, w, bias, *geometry, 0.2),
+                    oracle.conv_bn_leaky_relu_eval_backward(grad, x, w, bias, *geometry, 0.2)):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
 def test_fused_ops_have_npu_kernels_behind_the_warning(monkeypatch):
     assert all(npu.has_npu_kernel(name) for name in ALL_OPS)
     x, w, bias, _, _, geometry = fused_cases()
-    kernel = fallback_kernel("conv_bias_leaky_relu")
+    kernel = fallback_kernel("conv_bn_leaky_relu_eval")
     monkeypatch.setenv(npu.STRICT_ENV, "1")
     with pytest.raises(RuntimeError, match="custom op package is not available"):
         kernel(x, w, bias, *geometry, 0.2)
@@ -307,4 +307,4 @@ def test_fused_ops_have_npu_kernels_behind_the_warning(monkeypatch):
     monkeypatch.setattr(npu, "_warned", False)
     with pytest.warns(RuntimeWarning, match="torch_npu built-ins"):
         out = kernel(x, w, bias, *geometry, 0.2)
-    assert torch.equal(out, torch_ops.conv_bias_leaky_relu(x, w, bias, *geometry, 0.2))
+    assert torch.equal(out, torch_ops.conv_bn_leaky_relu_eval(x, w, bias, *geometry, 0.2))

@@ -23,10 +23,10 @@ OP_SAMPLES = {
     "leaky_relu_negative": lambda: (ops.leaky_relu.default, (_x(True), -0.3)),
     "leaky_relu_": lambda: (ops.leaky_relu_.default, (_x(True) * 1.0, 0.2)),
     "leaky_relu_backward": lambda: (ops.leaky_relu_backward.default, (_x(True), _x(), 0.2, True)),
-    "rrelu_with_seed": lambda: (ops.rrelu_with_seed.default, (_x(True), _seed(), 0.1, 0.3)),
-    "rrelu_with_seed_": lambda: (ops.rrelu_with_seed_.default, (_x(True) * 1.0, _seed(), 0.1, 0.3)),
-    "rrelu_with_seed_backward": lambda: (
-        ops.rrelu_with_seed_backward.default, (_x(True), _x(), _seed(), 0.1, 0.3, False)),
+    "rrelu": lambda: (ops.rrelu.default, (_x(True), _seed(), 0.1, 0.3)),
+    "rrelu_": lambda: (ops.rrelu_.default, (_x(True) * 1.0, _seed(), 0.1, 0.3)),
+    "rrelu_backward": lambda: (
+        ops.rrelu_backward.default, (_x(True), _x(), _seed(), 0.1, 0.3, False)),
     "fused_bias_leaky_relu": lambda: (ops.fused_bias_leaky_relu.default,
                                       (torch.randn(2, 5, 3, requires_grad=True), torch.randn(5, requires_grad=True),
                                        0.2, 2**0.5)),
@@ -48,8 +48,8 @@ OP_SAMPLES = {
          torch.randn(2, 3, 5, 5, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True),
          torch.rand(4).add(0.5).requires_grad_(), torch.randn(4, requires_grad=True), torch.zeros(4), torch.ones(4),
          [1, 1], [1, 1, 1, 1], [1, 1], 1, 0.2)),
-    "conv_bias_leaky_relu_backward_differentiated": lambda: (
-        ops.conv_bias_leaky_relu_backward.default,
+    "conv_bn_leaky_relu_eval_backward_differentiated": lambda: (
+        ops.conv_bn_leaky_relu_eval_backward.default,
         (torch.randn(2, 6, 3, 3, requires_grad=True), torch.randn(2, 4, 7, 7, requires_grad=True),
          torch.randn(6, 2, 3, 3, requires_grad=True), torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0],
          [1, 1], 2, 0.1)),

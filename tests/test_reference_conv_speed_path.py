@@ -108,14 +108,14 @@ def test_eval_op_and_its_backward_match_the_float64_oracle(geometry, dtype, slop
     (x, weight, bias), _ = make(geometry, dtype, seed=2)
     bias = bias if bias is not None else torch.zeros(weight.shape[0], dtype=dtype)
     stride, padding, dilation, groups = geometry_args(geometry)
-    out = backend.conv_bias_leaky_relu(x, weight, bias, stride, padding, dilation, groups, slope)
-    want_out = oracle.conv_bias_leaky_relu(exact(x), exact(weight), exact(bias), stride, padding, dilation, groups,
+    out = backend.conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, groups, slope)
+    want_out = oracle.conv_bn_leaky_relu_eval(exact(x), exact(weight), exact(bias), stride, padding, dilation, groups,
                                            slope)
     assert out.dtype == dtype
     assert_near(out, want_out, dtype, "out")
     grad = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).to(dtype)
-    grads = backend.conv_bias_leaky_relu_backward(grad, x, weight, bias, stride, padding, dilation, groups, slope)
-    want = oracle.conv_bias_leaky_relu_backward(exact(grad), exact(x), exact(weight), exact(bias), stride, padding,
+    grads = backend.conv_bn_leaky_relu_eval_backward(grad, x, weight, bias, stride, padding, dilation, groups, slope)
+    want = oracle.conv_bn_leaky_relu_eval_backward(exact(grad), exact(x), exact(weight), exact(bias), stride, padding,
                                                 dilation, groups, slope)
     for name, got, expected, like in zip(("input", "weight", "bias"), grads, want, (x, weight, bias)):
         assert got.dtype == like.dtype
@@ -147,8 +147,8 @@ def test_the_reference_backend_runs_torchs_convolution():
                                                                 padding, dilation, groups, 0.1, 1e-5, 0.2, True)
         backend.conv_bn_leaky_relu_train_backward(torch.ones_like(out), out, True, x, weight, gamma, beta, mean,
                                                   invstd, stride, padding, dilation, groups, 0.2)
-        backend.conv_bias_leaky_relu(x, weight, bias, stride, padding, dilation, groups, 0.2)
-        backend.conv_bias_leaky_relu_backward(torch.ones_like(out), x, weight, bias, stride, padding, dilation,
+        backend.conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, groups, 0.2)
+        backend.conv_bn_leaky_relu_eval_backward(torch.ones_like(out), x, weight, bias, stride, padding, dilation,
                                               groups, 0.2)
     names = [event.name for event in profile.events()]
     assert names.count("aten::convolution") == 3  # train forward, eval forward, eval backward's recomputation
@@ -219,8 +219,8 @@ def test_slope_factors_are_exactly_one_or_the_slope(slope):
         assert np.array_equal(factors, np.where(positive, dtype(1), dtype(slope)))
 
 
-@pytest.mark.parametrize("saved_is_output", [True, False])
-def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_output, monkeypatch):
+@pytest.mark.parametrize("saved_is_result", [True, False])
+def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_result, monkeypatch):
     """Rows spread over several chunks and threads (a small CHUNK): the per-row sums merge into the same
     per-channel statistics and gradients as the oracle's whole-array ones; large mean, small spread."""
     from ascend_acts.reference import parallel
@@ -243,9 +243,9 @@ def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_output,
         np.testing.assert_allclose(out, want_out, rtol=1e-10, atol=1e-12)
         grad = rng.standard_normal(y.shape)
         grad_y = np.empty_like(y)
-        saved = out if saved_is_output else y
-        grad_gamma, grad_beta = kernels.backward(grad, saved, saved_is_output, gamma, beta, mean, invstd, 0.2, grad_y)
-        want = oracle.batch_norm_leaky_relu_backward(grad, saved, saved_is_output, gamma, beta, mean, invstd, 0.2)
+        saved = out if saved_is_result else y
+        grad_gamma, grad_beta = kernels.backward(grad, saved, saved_is_result, gamma, beta, mean, invstd, 0.2, grad_y)
+        want = oracle.batch_norm_leaky_relu_backward(grad, saved, saved_is_result, gamma, beta, mean, invstd, 0.2)
         for got, expected in zip((grad_y, grad_gamma, grad_beta), want):
             np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-10 * np.abs(expected).max())
     finally:

@@ -40,7 +40,7 @@ def slopes_of(x, y):
 
 @pytest.mark.parametrize("bounds", fast_only(BOUNDS, [(-0.5, 0.25)]), ids=str)
 @pytest.mark.parametrize("case", fast_only(CASES, ["33x17"]))
-@backend_dtypes("rrelu_with_seed")
+@backend_dtypes("rrelu")
 def test_training_properties(backend, case, bounds, dtype):
     lower, upper = bounds
     x = make(case, dtype).requires_grad_()
@@ -102,7 +102,7 @@ def test_gradient_at_zero_is_the_noise(backend):
     assert bool(((x.grad >= 0.1) & (x.grad <= 0.3)).all()) and x.grad.unique().numel() > 32
 
 
-@backend_dtypes("rrelu_with_seed")
+@backend_dtypes("rrelu")
 def test_training_special_values(backend, dtype):
     x = special_values(dtype)
     y = ascend_acts.rrelu(x, 0.1, 0.3, training=True)
@@ -138,7 +138,7 @@ def test_inplace_training_matches_out_of_place(backend, bounds):
     assert torch.equal(x.grad, base.grad)
 
 
-@backend_dtypes("rrelu_with_seed_")
+@backend_dtypes("rrelu_")
 def test_inplace_training_negative_lower_gradients_by_hand(backend, dtype):
     """In-place RReLU training with lower < 0 (torch allows it): the gradient is 1 where x > 0 (x = 0, -0.0
     and NaN take the noise) and the forward's slope elsewhere, checked against a float64 hand computation

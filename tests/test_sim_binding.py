@@ -246,7 +246,7 @@ def test_a_tiling_function_refuses_a_kernel_of_another_family():
     from ascend_acts import _sim
 
     with pytest.raises(ValueError, match=r"elementwise_tiling\(\): kernel must be one of leaky_relu, leaky_relu_grad, "
-                                         r"r_relu, r_relu_grad, got 'batch_norm_leaky_relu'"):
+                                         r"rrelu, rrelu_grad, got 'batch_norm_leaky_relu'"):
         _sim.elementwise_tiling("batch_norm_leaky_relu", 5, 4)
     with pytest.raises(ValueError, match=r"for input \[1, 3, 2, 2\], weight \[8, 4, 1, 1\] on ascend910b1"):
         _sim.conv_bn_leaky_relu_eval_tiling((1, 3, 2, 2), (8, 4, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4)

@@ -71,7 +71,7 @@ def case_inputs(case, dtype):
 
 
 def run(x, weight, bias, geometry, shape):
-    out = sim().conv_bn_leaky_relu_eval(x, weight, bias, *geometry, SLOPE)
+    out = sim().eval_kernel(x, weight, bias, *geometry, SLOPE)
     assert out.shape == shape
     tiling = sim().conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, x.element_size(), SLOPE)
     return out, tiling, sim().last_launch()
@@ -119,7 +119,7 @@ def test_bit_identical_to_the_float32_oracle(case, dtype):
 def test_platforms(platform):
     x, weight, bias, geometry, expected = case_inputs("dcgan_d4", torch.float16)
     with sim().launch_settings(platform=platform):
-        out = sim().conv_bn_leaky_relu_eval(x, weight, bias, *geometry, SLOPE)
+        out = sim().eval_kernel(x, weight, bias, *geometry, SLOPE)
         assert sim().last_launch().block_dim == 3 * {"ascend910b3": 20}.get(platform, 24)  # AIC + 2 AIVs each
     torch.testing.assert_close(out.double(), expected, rtol=2e-3, atol=8e-3)
 
@@ -271,7 +271,7 @@ def test_hazard_checker_catches_a_missing_flag(kernel, rule):
     tiling = sim().conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, 4, SLOPE)
     assert tiling.block_dim == 24 and tiling.work_items >= 5 * 24
     bias = torch.randn(16)
-    control = sim().conv_bn_leaky_relu_eval(x, weight, bias, *geometry, SLOPE)  # the product kernel: no error
+    control = sim().eval_kernel(x, weight, bias, *geometry, SLOPE)  # the product kernel: no error
     torch.testing.assert_close(control, F.leaky_relu(F.conv2d(x, weight, bias), SLOPE), rtol=1e-5, atol=1e-5)
     buffers = {"x": x, "weight": pack_weight(weight, torch.float32), "bias": bias, "y": torch.empty(120, 16, 32, 32)}
     with pytest.raises(sim().EmulatorError) as caught:

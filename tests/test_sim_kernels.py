@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str
 SIZES = [0, 1, 7, 8, 31, 32, 33, 255, 256, 257, 4095, 65537, 10**6 + 3, 3 * 10**7]
 PLATFORMS = {"ascend910b1": (48, 192 * 1024), "ascend910b3": (40, 192 * 1024), "ascend910_93": (48, 192 * 1024)}
 OPS = ["leaky_relu", "leaky_relu_backward", "rrelu", "rrelu_backward"]
-KERNEL = {"leaky_relu": "leaky_relu", "leaky_relu_backward": "leaky_relu_grad", "rrelu": "r_relu",
-          "rrelu_backward": "r_relu_grad"}
+KERNEL = {"leaky_relu": "leaky_relu", "leaky_relu_backward": "leaky_relu_grad", "rrelu": "rrelu",
+          "rrelu_backward": "rrelu_grad"}
 DTYPES = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 # UB buffers per op: (inputs, float work vectors, mask bits) -- an independent copy of the kernels' needs
 BUFFERS = {"leaky_relu": (1, 0, 0), "leaky_relu_backward": (2, 1, 1), "rrelu": (1, 4, 1), "rrelu_backward": (2, 4, 1)}
@@ -103,10 +103,10 @@ def run(op, dtype, n, shape=None, vector_cores=0, seed=7, index_base=0):
             out = sim.leaky_relu_backward(tensor(grad), tensor(x), 0.2, False)
             reference.leaky_relu_backward(grad, x, 0.2, expected)
         elif op == "rrelu":
-            out = sim.rrelu_with_seed(tensor(x), seed_tensor(seed), 0.1, 0.3, index_base=index_base)
+            out = sim.rrelu(tensor(x), seed_tensor(seed), 0.1, 0.3, index_base=index_base)
             reference.rrelu(x, 0.1, 0.3, seed, expected)
         else:
-            out = sim.rrelu_with_seed_backward(tensor(grad), tensor(x), seed_tensor(seed), 0.1, 0.3, False,
+            out = sim.rrelu_backward(tensor(grad), tensor(x), seed_tensor(seed), 0.1, 0.3, False,
                                                index_base=index_base)
             reference.rrelu_backward(grad, x, 0.1, 0.3, seed, expected)
     return x, array(out), expected
@@ -148,9 +148,9 @@ def test_noise_at_large_flat_indices_is_the_reference(op, base, vector_cores):
     x = -np.abs(np.random.default_rng(0).standard_normal(n)).astype(np.float32) - 0.5
     with sim.launch_settings(vector_cores=vector_cores):
         if op == "rrelu":
-            out = sim.rrelu_with_seed(tensor(x), seed_tensor(99), 0.1, 0.3, index_base=base).numpy()
+            out = sim.rrelu(tensor(x), seed_tensor(99), 0.1, 0.3, index_base=base).numpy()
         else:
-            out = sim.rrelu_with_seed_backward(tensor(np.ones_like(x)), tensor(x), seed_tensor(99), 0.1, 0.3, False,
+            out = sim.rrelu_backward(tensor(np.ones_like(x)), tensor(x), seed_tensor(99), 0.1, 0.3, False,
                                                index_base=base).numpy()
     noise = rng.noise(99, np.arange(base, base + n, dtype=np.uint64), 0.1, 0.3)
     assert np.array_equal(out, noise if op == "rrelu_backward" else x * noise)

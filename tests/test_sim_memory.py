@@ -105,8 +105,8 @@ def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
     calls = {
         "leaky_relu": lambda a, out=None: sim.leaky_relu(a, 0.2, out=out),
         "leaky_relu_backward": lambda a, out=None: sim.leaky_relu_backward(tensor(grad), a, 0.2, False),
-        "rrelu": lambda a, out=None: sim.rrelu_with_seed(a, seed, 0.1, 0.3, out=out),
-        "rrelu_backward": lambda a, out=None: sim.rrelu_with_seed_backward(tensor(grad), a, seed, 0.1, 0.3, False),
+        "rrelu": lambda a, out=None: sim.rrelu(a, seed, 0.1, 0.3, out=out),
+        "rrelu_backward": lambda a, out=None: sim.rrelu_backward(tensor(grad), a, seed, 0.1, 0.3, False),
     }
     before = x.copy()
     for name, call in calls.items():
@@ -136,5 +136,5 @@ def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_pie
     buffer = -torch.arange(1, 5002, dtype=torch.float32)
     expected = np.empty(5000, dtype=np.float32)
     oracle.rrelu(buffer[:5000].numpy().copy(), 0.1, 0.3, 9, expected)
-    sim.rrelu_with_seed(buffer[:5000], torch.tensor([9]), 0.1, 0.3, out=buffer[1:])  # the output starts one later
+    sim.rrelu(buffer[:5000], torch.tensor([9]), 0.1, 0.3, out=buffer[1:])  # the output starts one later
     assert np.array_equal(buffer[1:].numpy(), expected)

@@ -141,9 +141,9 @@ def test_every_vector_api_of_the_emulator_has_one_class_with_a_source():
 
 
 def test_vector_floor_is_the_per_class_cycles_the_timeline_charged():
-    """r_relu (Philox: two-tensor and scalar-operand instructions): the vector bound is the class cycles of every
+    """rrelu (Philox: two-tensor and scalar-operand instructions): the vector bound is the class cycles of every
     instruction over the vector cores, the same cycles each core's V pipe was busy for besides the issue costs."""
-    sim.rrelu_with_seed(torch.randn(1 << 16), torch.tensor([3]), 0.1, 0.3)
+    sim.rrelu(torch.randn(1 << 16), torch.tensor([3]), 0.1, 0.3)
     launch = sim.last_launch()
     t = launch.timeline
     busy = sum(core["V"] for core in t.busy_cycles)
@@ -275,11 +275,11 @@ def test_tracing_changes_no_result_or_counter():
     from ascend_acts import _sim
 
     x = torch.randn(3000)
-    tiling = _sim.elementwise_tiling("r_relu", x.numel(), 4, lower=0.1, span=0.2)
+    tiling = _sim.elementwise_tiling("rrelu", x.numel(), 4, lower=0.1, span=0.2)
     outputs, counters = [], []
     for costs in (None, A.to_costs()):
         y = torch.empty_like(x)
-        launch = _sim.launch("r_relu", {"x": x, "seed": torch.tensor([5]), "y": y}, tiling, costs=costs)
+        launch = _sim.launch("rrelu", {"x": x, "seed": torch.tensor([5]), "y": y}, tiling, costs=costs)
         outputs.append(y)
         counters.append((launch.gm_bytes_in, launch.gm_bytes_out, launch.datacopy_calls, launch.vector_instructions,
                          launch.vector_repeats, launch.block_bytes_in, launch.buffer_bytes_in))
@@ -304,7 +304,7 @@ def test_model_time_refuses_other_assumptions_than_the_launch_was_scheduled_with
 def conv_eval():
     x = torch.randn(2, 16, 8, 8).half()
     w = (torch.randn(32, 16, 4, 4) / 16).half()
-    sim.conv_bn_leaky_relu_eval(x, w, torch.randn(32), (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
+    sim.eval_kernel(x, w, torch.randn(32), (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
     macs = 2 * 32 * 4 * 4 * 16 * 16  # N * Cout * Ho * Wo * Cin * k * k
     return x.nbytes + w.nbytes + 32 * 4 + 2 * 32 * 4 * 4 * 2, macs
 
@@ -317,7 +317,7 @@ def leaky(dtype):
 
 def rrelu():
     x = torch.randn(1 << 15)
-    sim.rrelu_with_seed(x, torch.tensor([3]), 0.1, 0.3)
+    sim.rrelu(x, torch.tensor([3]), 0.1, 0.3)
     return 2 * x.nbytes, 0
 
 
@@ -328,7 +328,7 @@ def fused_bias():
 
 
 @pytest.mark.parametrize("run", [lambda: leaky(torch.float32), lambda: leaky(torch.float16), rrelu, fused_bias,
-                                 conv_eval], ids=["leaky_relu_f32", "leaky_relu_f16", "r_relu", "fused_bias",
+                                 conv_eval], ids=["leaky_relu_f32", "leaky_relu_f16", "rrelu", "fused_bias",
                                                   "conv_eval"])
 @pytest.mark.parametrize("platform", ["ascend910b1", "ascend910b3"])
 def test_reported_time_is_never_below_a_floor_computed_from_the_tensors(run, platform):

@@ -77,7 +77,7 @@ def _backward_calls(grad, saved):
     seed = torch.tensor(7)
     return {
         "leaky_relu_backward": lambda: ops.leaky_relu_backward(grad, saved, 0.2, False),
-        "rrelu_with_seed_backward": lambda: ops.rrelu_with_seed_backward(grad, saved, seed, 0.1, 0.3, False),
+        "rrelu_backward": lambda: ops.rrelu_backward(grad, saved, seed, 0.1, 0.3, False),
         "fused_bias_leaky_relu_backward": lambda: ops.fused_bias_leaky_relu_backward(grad, saved, None, 0.2, 2.0,
                                                                                      False),
     }
@@ -309,7 +309,7 @@ def test_special_values_are_silent(backend, dtype):
             ops.leaky_relu_backward(grad, x, slope, False)
         rrelu_train(x, 0.5, 4.0)
         rrelu_train(x.clone(), -4.0, 3.0, inplace=True)
-        ops.rrelu_with_seed_backward(grad, x, seed, -4.0, 3.0, False)
+        ops.rrelu_backward(grad, x, seed, -4.0, 3.0, False)
         ascend_acts.rrelu(x, 2.0, 3.0)
         for slope, scale in ((0.2, 2.0), (3.0, 4.0), (-2.0, 0.5)):
             x2, bias = x.reshape(2, 4), torch.tensor([big, -big, math.nan, 1.0], dtype=dtype)

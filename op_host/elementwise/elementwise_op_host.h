@@ -8,7 +8,7 @@
 
 namespace optiling {
 
-// Attributes: LeakyRelu(Grad) has negative_slope; RRelu(Grad) has lower, upper (in that order).
+// Attributes: LeakyRelu(Grad) has negative_slope; Rrelu(Grad) has lower, upper (in that order).
 template <ascend_acts::ElementwiseOp kOp>
 ge::graphStatus ElementwiseTilingFunc(gert::TilingContext* context) {
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());

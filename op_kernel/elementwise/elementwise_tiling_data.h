@@ -11,7 +11,7 @@
 
 namespace ascend_acts {
 
-enum class ElementwiseOp : uint32_t { LeakyRelu = 0, LeakyReluGrad = 1, RRelu = 2, RReluGrad = 3 };
+enum class ElementwiseOp : uint32_t { LeakyRelu = 0, LeakyReluGrad = 1, Rrelu = 2, RreluGrad = 3 };
 
 struct ElementwiseTiling {
     uint64_t totalLength;      // elements
@@ -22,8 +22,8 @@ struct ElementwiseTiling {
     uint32_t bigCoreCount;
     uint32_t tileLength;  // elements per UB tile, a multiple of kTileQuantum
     float slope;          // LeakyRelu(Grad): negative_slope
-    float lower;          // RRelu(Grad): float32(lower)
-    float span;           // RRelu(Grad): float32(float32(upper) - lower)
+    float lower;          // Rrelu(Grad): float32(lower)
+    float span;           // Rrelu(Grad): float32(float32(upper) - lower)
 };
 
 // The UB buffers each op's kernel allocates, per tile element (op_kernel/elementwise/elementwise_pipeline.h).
@@ -41,8 +41,8 @@ constexpr ElementwiseBuffers BuffersOf(ElementwiseOp op) {
     switch (op) {
         case ElementwiseOp::LeakyRelu: return {1, 0, false};
         case ElementwiseOp::LeakyReluGrad: return {2, 1, true};
-        case ElementwiseOp::RRelu: return {1, 4, true};  // noise, hash, two scratch words
-        case ElementwiseOp::RReluGrad: return {2, 4, true};
+        case ElementwiseOp::Rrelu: return {1, 4, true};  // noise, hash, two scratch words
+        case ElementwiseOp::RreluGrad: return {2, 4, true};
     }
     return {0, 0, false};
 }

@@ -6,14 +6,14 @@
 
 namespace ascend_acts {
 
-struct RReluNoise {
+struct RreluNoise {
     rng::Keys keys;
     float lower, span;
 
-    __aicore__ inline static RReluNoise FromSeed(GM_ADDR seed, const ElementwiseTiling& tiling) {
+    __aicore__ inline static RreluNoise FromSeed(GM_ADDR seed, const ElementwiseTiling& tiling) {
         AscendC::GlobalTensor<int64_t> seedGm;
         seedGm.SetGlobalBuffer(reinterpret_cast<__gm__ int64_t*>(seed), 1);
-        return RReluNoise{rng::RoundKeys(static_cast<uint64_t>(seedGm.GetValue(0))), tiling.lower, tiling.span};
+        return RreluNoise{rng::RoundKeys(static_cast<uint64_t>(seedGm.GetValue(0))), tiling.lower, tiling.span};
     }
 
     // A tile stops at the next multiple of 2^31: the high index word is one scalar per tile, and the

@@ -72,7 +72,7 @@ __aicore__ inline void Fmix32(const HashBuffers& v, uint32_t count) {
     }
 }
 
-// Tiles of the noise never cross a multiple of kIndexSplit (RReluNoise::TileLength).
+// Tiles of the noise never cross a multiple of kIndexSplit (RreluNoise::TileLength).
 constexpr uint64_t kIndexSplit = uint64_t(1) << 31;
 
 // h[i] = low word of flat index first + i, exact for any first. CreateVecIndex<int32_t> is exact only

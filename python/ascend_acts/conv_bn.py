@@ -54,7 +54,7 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
                                                          args.eps)
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
                     torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
-                return ops.conv_bias_leaky_relu(input, folded_weight, folded_bias, *geometry, args.negative_slope)
+                return ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope)
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
     if _is_empty(args.output_shape):
         return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args)

@@ -38,9 +38,9 @@ def draw_seed(device: torch.device, generator: torch.Generator | None = None) ->
 def _rrelu_training(input, lower, upper, inplace, generator) -> torch.Tensor:
     seed = draw_seed(input.device, generator)
     if inplace:  # any truthy value, as torch.nn.functional's `if inplace:`
-        ops.rrelu_with_seed_(input, seed, lower, upper)
+        ops.rrelu_(input, seed, lower, upper)
         return input
-    return ops.rrelu_with_seed(input, seed, lower, upper)
+    return ops.rrelu(input, seed, lower, upper)
 
 
 def _rrelu_training_rng_kept_on_error(input, lower, upper, inplace, generator) -> torch.Tensor:

@@ -230,15 +230,15 @@ ELEMENTWISE = {"half": 1, "float32": 2}
 RULES = {
     "leaky_relu": Rule(("output",), ELEMENTWISE, ("output",)),
     "leaky_relu_backward": Rule(("grad_input",), ELEMENTWISE, ("grad_input",)),
-    "rrelu_with_seed": Rule(("output",), ELEMENTWISE, ("output",)),
-    "rrelu_with_seed_backward": Rule(("grad_input",), ELEMENTWISE, ("grad_input",)),
+    "rrelu": Rule(("output",), ELEMENTWISE, ("output",)),
+    "rrelu_backward": Rule(("grad_input",), ELEMENTWISE, ("grad_input",)),
     "fused_bias_leaky_relu": Rule(("output",), {"half": 1, "float32": 4}, ("output",)),
     "fused_bias_leaky_relu_backward": Rule(("grad_input", "grad_bias"), {"half": 1, "float32": 4}, ("grad_input",)),
     "conv_bn_leaky_relu_train": Rule(("out", "conv_out", "mean", "invstd"), None),
     "conv_bn_leaky_relu_train_backward": Rule(("grad_input", "grad_weight", "grad_bias", "grad_bn_weight",
                                                "grad_bn_bias"), None),
-    "conv_bias_leaky_relu": Rule(("output",), None),
-    "conv_bias_leaky_relu_backward": Rule(("grad_input", "grad_weight", "grad_bias"), None),
+    "conv_bn_leaky_relu_eval": Rule(("output",), None),
+    "conv_bn_leaky_relu_eval_backward": Rule(("grad_input", "grad_weight", "grad_bias"), None),
 }
 
 
@@ -266,7 +266,7 @@ def op_arguments(name: str, dtype: torch.dtype, quick: bool) -> tuple:
             with backends.use_backend("reference"):
                 out, _, mean, invstd = ops.conv_bn_leaky_relu_train(*forward)
             return (grad, out, True, x, w, bn_w, bn_b, mean, invstd, *GEOMETRY, SLOPE)
-        if name == "conv_bias_leaky_relu":
+        if name == "conv_bn_leaky_relu_eval":
             return (x, w, bias, *GEOMETRY, SLOPE)
         return (grad, x, w, bias, *GEOMETRY, SLOPE)
     x, dy, bias = draw(*shape), draw(*shape), draw(shape[1])
@@ -274,9 +274,9 @@ def op_arguments(name: str, dtype: torch.dtype, quick: bool) -> tuple:
         return (x, SLOPE)
     if name == "leaky_relu_backward":
         return (dy, x, SLOPE, False)
-    if name == "rrelu_with_seed":
+    if name == "rrelu":
         return (x, seed, LOWER, UPPER)
-    if name == "rrelu_with_seed_backward":
+    if name == "rrelu_backward":
         return (dy, x, seed, LOWER, UPPER, False)
     if name == "fused_bias_leaky_relu":
         return (x, bias, SLOPE, SCALE)
@@ -346,7 +346,7 @@ def compare(name: str, dtype: torch.dtype, got, same, want) -> list[str]:
 def value_variants(name: str, device: str) -> list[tuple[str, dict]]:
     """(label, environment) of every path of op `name` to check on `device`: on the NPU the eval convolution also
     through the one-launch kernel ActsConvBnLeakyReluEval (ASCEND_ACTS_EVAL_KERNEL=fused)."""
-    if device == "npu" and name == "conv_bias_leaky_relu" and npu.status().source == "extension":
+    if device == "npu" and name == "conv_bn_leaky_relu_eval" and npu.status().source == "extension":
         return [("", {}), (" + ASCEND_ACTS_EVAL_KERNEL=fused", {"ASCEND_ACTS_EVAL_KERNEL": "fused"})]
     return [("", {})]
 
@@ -415,7 +415,7 @@ def noise_on_device(numel: int, device: str) -> torch.Tensor:
     negation, in place, so the peak is two tensors of numel floats."""
     x = torch.full((numel,), -1.0, dtype=torch.float32, device=device)
     seed = torch.tensor(SEED, dtype=torch.int64, device=device)
-    slopes = torch.ops.ascend_acts.rrelu_with_seed(x, seed, LOWER, UPPER)
+    slopes = torch.ops.ascend_acts.rrelu(x, seed, LOWER, UPPER)
     del x
     return slopes.neg_()
 
@@ -582,7 +582,7 @@ class TimingCase:
 
 DCGAN_SHAPE, STYLEGAN_SHAPE = (64, 128, 16, 16), (16, 512, 16, 16)  # perf_model.py kernel_cases
 QUICK_DCGAN_SHAPE, QUICK_STYLEGAN_SHAPE = (2, 16, 8, 8), (2, 32, 8, 8)
-ELEMENTWISE_KERNELS = ("leaky_relu", "leaky_relu_grad", "r_relu", "r_relu_grad", "batch_norm_leaky_relu",
+ELEMENTWISE_KERNELS = ("leaky_relu", "leaky_relu_grad", "rrelu", "rrelu_grad", "batch_norm_leaky_relu",
                        "batch_norm_leaky_relu_grad")
 FUSED_BIAS_KERNELS = ("fused_bias_leaky_relu", "fused_bias_leaky_relu_grad")
 # the DCGAN discriminator's eval layers (k4 s2 p1, float16): perf_model.py LAYERS at batch 64 / QUICK_LAYERS at 2
@@ -646,9 +646,9 @@ def timing_cases(device: str, quick: bool) -> list[TimingCase]:
                    lambda: F.leaky_relu(x, SLOPE)),
         TimingCase("leaky_relu_grad", label, lambda: ops.leaky_relu_backward(dy, x, SLOPE, False),
                    "aten.leaky_relu_backward", lambda: aten.leaky_relu_backward(dy, x, SLOPE, False)),
-        TimingCase("r_relu", label, lambda: ops.rrelu_with_seed(x, seed, LOWER, UPPER),
+        TimingCase("rrelu", label, lambda: ops.rrelu(x, seed, LOWER, UPPER),
                    "aten.rrelu_with_noise (training)", lambda: aten.rrelu_with_noise(x, noise, LOWER, UPPER, True)),
-        TimingCase("r_relu_grad", label, lambda: ops.rrelu_with_seed_backward(dy, x, seed, LOWER, UPPER, False),
+        TimingCase("rrelu_grad", label, lambda: ops.rrelu_backward(dy, x, seed, LOWER, UPPER, False),
                    "dy * noise (torch's RReLU backward)", lambda: torch.mul(dy, noise)),
         TimingCase("batch_norm_leaky_relu", label, lambda: ops.conv_bn_leaky_relu_train(*train),
                    "F.batch_norm (training) + F.leaky_relu", bn_leaky, minus=conv, note=minus_note.format("")),
@@ -674,7 +674,7 @@ def timing_cases(device: str, quick: bool) -> list[TimingCase]:
         kernel = f"conv_bn_leaky_relu_eval {name}"
 
         def ours(xc=xc, w=w, b=b):
-            return ops.conv_bias_leaky_relu(xc, w, b, *geometry, SLOPE)
+            return ops.conv_bn_leaky_relu_eval(xc, w, b, *geometry, SLOPE)
 
         def theirs(xc=xc, w=w, b=b):
             return F.leaky_relu(F.conv2d(xc, w, b, 2, 1), SLOPE)
@@ -737,7 +737,7 @@ def timings(device: str, quick: bool) -> Section:
             model, model_note = [_us(ours_us), _us(cann_us), f"{cann_us / ours_us:.2f}"], ""
         for backend in runs:
             ran_on = f"cpu: {backend}" if cpu else op_backend(op_table.torch_op(
-                "conv_bias_leaky_relu" if case.kernel.startswith("conv") else _op_of_kernel(case.kernel)), device)
+                "conv_bn_leaky_relu_eval" if case.kernel.startswith("conv") else _op_of_kernel(case.kernel)), device)
 
             def measure(case=case, backend=backend, model=model, model_note=model_note):
                 selection = backends.use_backend(backend) if backend else contextlib.nullcontext()

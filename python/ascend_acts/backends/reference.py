@@ -17,8 +17,8 @@ from ..reference import activations
 from ..reference import fused_bias_leaky_relu as fused_bias
 from ..reference.rng import MASK64
 from .reference_conv_bn import (  # noqa: F401
-    conv_bias_leaky_relu,
-    conv_bias_leaky_relu_backward,
+    conv_bn_leaky_relu_eval,
+    conv_bn_leaky_relu_eval_backward,
     conv_bn_leaky_relu_train,
     conv_bn_leaky_relu_train_backward,
 )
@@ -52,15 +52,15 @@ def leaky_relu(self, negative_slope, *, out=None):
     return _elementwise(activations.leaky_relu, out, (self,), negative_slope)
 
 
-def leaky_relu_backward(grad_output, self, negative_slope, self_is_result):
+def leaky_relu_backward(grad_output, self, negative_slope, saved_is_result):
     return _elementwise(activations.leaky_relu_backward, None, (grad_output, self), negative_slope)
 
 
-def rrelu_with_seed(self, seed, lower, upper, *, out=None):
+def rrelu(self, seed, lower, upper, *, out=None):
     return _elementwise(activations.rrelu, out, (self,), lower, upper, seed_value(seed))
 
 
-def rrelu_with_seed_backward(grad_output, self, seed, lower, upper, self_is_result):
+def rrelu_backward(grad_output, self, seed, lower, upper, saved_is_result):
     return _elementwise(activations.rrelu_backward, None, (grad_output, self), lower, upper, seed_value(seed))
 
 

@@ -50,14 +50,14 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         return out.to(input.dtype), kept, mean, invstd
 
 
-def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean,
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         grad = grad_out.detach().to(c)
         grad_y = grad if grad_out.dtype != c else torch.empty_like(grad)  # in place only in our own copy
         grad_gamma, grad_beta = kernels.backward(
-            grad.numpy(), array(saved, c), saved_is_output, array(bn_weight, c), array(bn_bias, c), array(mean, c),
+            grad.numpy(), array(saved, c), saved_is_result, array(bn_weight, c), array(bn_bias, c), array(mean, c),
             array(invstd, c), negative_slope, grad_y.numpy())
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(
             grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups)
@@ -65,7 +65,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, w
                 tensor(grad_gamma, bn_weight), tensor(grad_beta, bn_bias))
 
 
-def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), bias.detach().to(c), stride, padding,
@@ -74,7 +74,7 @@ def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups,
         return y.to(input.dtype)
 
 
-def conv_bias_leaky_relu_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
     """Recomputes the pre-activation for the LeakyReLU mask (works for any slope): nothing else is kept."""
     c = compute_dtype(input.dtype)
     with torch.no_grad():

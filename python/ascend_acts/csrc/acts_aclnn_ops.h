@@ -10,13 +10,13 @@ aclnnStatus aclnnActsLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const ac
                                                    aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor);
 aclnnStatus aclnnActsLeakyReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                    aclrtStream stream);
-aclnnStatus aclnnActsRReluGetWorkspaceSize(const aclTensor* x, const aclTensor* seed, double lower, double upper,
+aclnnStatus aclnnActsRreluGetWorkspaceSize(const aclTensor* x, const aclTensor* seed, double lower, double upper,
                                            aclTensor* out, uint64_t* workspaceSize, aclOpExecutor** executor);
-aclnnStatus aclnnActsRRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
-aclnnStatus aclnnActsRReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* saved, const aclTensor* seed,
+aclnnStatus aclnnActsRrelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
+aclnnStatus aclnnActsRreluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* saved, const aclTensor* seed,
                                                double lower, double upper, aclTensor* out, uint64_t* workspaceSize,
                                                aclOpExecutor** executor);
-aclnnStatus aclnnActsRReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
+aclnnStatus aclnnActsRreluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor, aclrtStream stream);
 aclnnStatus aclnnActsBatchNormLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
                                                         const aclTensor* bias, aclTensor* runningMeanRef,
                                                         aclTensor* runningVarRef, double negativeSlope, double eps,

@@ -128,8 +128,8 @@ void CheckPair(const at::Tensor& grad_output, const at::Tensor& saved) {
 }
 
 // The same error as ascend_acts.ops._library.check_result_based_backward.
-void CheckResultBasedBackward(const char* op, bool slope_may_be_negative, bool self_is_result) {
-    TORCH_CHECK(!(self_is_result && slope_may_be_negative), "In-place ", op,
+void CheckResultBasedBackward(const char* op, bool slope_may_be_negative, bool saved_is_result) {
+    TORCH_CHECK(!(saved_is_result && slope_may_be_negative), "In-place ", op,
                 " backward calculation is triggered with a negative slope which is not supported. This is caused "
                 "by calling in-place forward function with a negative slope, please call out-of-place version "
                 "instead.");
@@ -158,8 +158,8 @@ void LeakyReluInplace(at::Tensor& self, double negative_slope) {
 }
 
 at::Tensor LeakyReluBackward(const at::Tensor& grad_output, const at::Tensor& self, double negative_slope,
-                             bool self_is_result) {
-    CheckResultBasedBackward("leakyReLu", negative_slope < 0, self_is_result);
+                             bool saved_is_result) {
+    CheckResultBasedBackward("leakyReLu", negative_slope < 0, saved_is_result);
     CheckPair(grad_output, self);
     c10::OptionalDeviceGuard guard(at::device_of(self));
     at::Tensor dy = Prepared(grad_output), saved = Prepared(self);
@@ -170,37 +170,37 @@ at::Tensor LeakyReluBackward(const at::Tensor& grad_output, const at::Tensor& se
     return out;
 }
 
-at::Tensor RreluWithSeed(const at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
+at::Tensor Rrelu(const at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
     c10::OptionalDeviceGuard guard(at::device_of(self));
     at::Tensor x = Prepared(self), key = SeedOn(seed, self);
     at::Tensor out = at::empty_like(x, at::MemoryFormat::Contiguous);
     if (x.numel() == 0) return out;
     AclTensor x_acl = AsAcl(x), seed_acl = AsAcl(key), out_acl = AsAcl(out);
-    ACTS_ACLNN(ActsRRelu, x, x_acl.get(), seed_acl.get(), lower, upper, out_acl.get());
+    ACTS_ACLNN(ActsRrelu, x, x_acl.get(), seed_acl.get(), lower, upper, out_acl.get());
     return out;
 }
 
-void RreluWithSeedInplace(at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
+void RreluInplace(at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
     at::assert_no_internal_overlap(self);
-    self.copy_(RreluWithSeed(self, seed, lower, upper));
+    self.copy_(Rrelu(self, seed, lower, upper));
 }
 
-at::Tensor RreluWithSeedBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& seed,
-                                 double lower, double upper, bool self_is_result) {
-    CheckResultBasedBackward("RReLU", lower < 0, self_is_result);
+at::Tensor RreluBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& seed,
+                                 double lower, double upper, bool saved_is_result) {
+    CheckResultBasedBackward("RReLU", lower < 0, saved_is_result);
     CheckPair(grad_output, self);
     c10::OptionalDeviceGuard guard(at::device_of(self));
     at::Tensor dy = Prepared(grad_output), saved = Prepared(self), key = SeedOn(seed, self);
     at::Tensor out = at::empty_like(saved, at::MemoryFormat::Contiguous);
     if (saved.numel() == 0) return out;
     AclTensor dy_acl = AsAcl(dy), saved_acl = AsAcl(saved), seed_acl = AsAcl(key), out_acl = AsAcl(out);
-    ACTS_ACLNN(ActsRReluGrad, saved, dy_acl.get(), saved_acl.get(), seed_acl.get(), lower, upper, out_acl.get());
+    ACTS_ACLNN(ActsRreluGrad, saved, dy_acl.get(), saved_acl.get(), seed_acl.get(), lower, upper, out_acl.get());
     return out;
 }
 
 // --- the fused Conv2d + BatchNorm2d + LeakyReLU (schemas in python/ascend_acts/ops/conv_bn_leaky_relu.py) ------
 // Training: torch_npu's convolution, then our BatchNorm + LeakyReLU kernels; eval: torch_npu's convolution with the
-// BN-folded weights, then our LeakyReLU kernel (our one-launch eval kernel on request: ConvBiasLeakyRelu). The convolution's backward is torch_npu's. Padding is (top, bottom, left,
+// BN-folded weights, then our LeakyReLU kernel (our one-launch eval kernel on request: ConvBnLeakyReluEval). The convolution's backward is torch_npu's. Padding is (top, bottom, left,
 // right); the statistics and the BN parameters the kernels take are float32.
 at::Tensor Padded(const at::Tensor& input, at::IntArrayRef padding) {
     return at::constant_pad_nd(input, {padding[2], padding[3], padding[0], padding[1]});
@@ -263,13 +263,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrain(
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrainBackward(
-    const at::Tensor& grad_out, const at::Tensor& saved, bool saved_is_output, const at::Tensor& input,
+    const at::Tensor& grad_out, const at::Tensor& saved, bool saved_is_result, const at::Tensor& input,
     const at::Tensor& weight, const at::Tensor& bn_weight, const at::Tensor& bn_bias, const at::Tensor& mean,
     const at::Tensor& invstd, at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
     double negative_slope) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
     at::Tensor gamma = Floats(bn_weight), beta = Floats(bn_bias), grad_y, grad_gamma, grad_beta;
-    if (saved_is_output) {  // InPlace-ABN: our kernel inverts LeakyReLU and the affine
+    if (saved_is_result) {  // InPlace-ABN: our kernel inverts LeakyReLU and the affine
         at::Tensor dy = Prepared(grad_out), y = Prepared(saved), scale = Floats(invstd);
         grad_y = at::empty_like(y);
         grad_gamma = at::empty_like(gamma);
@@ -321,7 +321,7 @@ at::Tensor PackEvalWeight(const at::Tensor& weight) {
 // fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) is only modelled
 // against this path (benchmarks/results/fused_traffic.md: faster on some DCGAN layers, slower on others), never
 // measured on an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. It is groups = 1 only.
-at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+at::Tensor ConvBnLeakyReluEval(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                              double negative_slope) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
@@ -349,7 +349,7 @@ at::Tensor ConvBiasLeakyRelu(const at::Tensor& input, const at::Tensor& weight, 
 }
 
 // Only needed to train through an eval-mode block: torch_npu's ops, the pre-activation recomputed.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvBiasLeakyReluBackward(
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluEvalBackward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups, double negative_slope) {
     c10::OptionalDeviceGuard guard(at::device_of(input));

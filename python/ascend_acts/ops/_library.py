@@ -93,9 +93,9 @@ def check_backward_operands(op: str, grad_output: torch.Tensor, saved: torch.Ten
                                f"{expected}; they must match (no broadcasting or type promotion)")
 
 
-def check_result_based_backward(op: str, slope_may_be_negative: bool, self_is_result: bool) -> None:
+def check_result_based_backward(op: str, slope_may_be_negative: bool, saved_is_result: bool) -> None:
     """A backward from the output cannot tell x <= 0 from x > 0 once a negative slope flipped signs."""
-    if self_is_result and slope_may_be_negative:
+    if saved_is_result and slope_may_be_negative:
         raise RuntimeError(
             f"In-place {op} backward calculation is triggered with a negative slope which is not "
             "supported. This is caused by calling in-place forward function with a negative slope, "

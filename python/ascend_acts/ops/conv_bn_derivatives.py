@@ -34,7 +34,7 @@ def in_format(t: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
 # reverse, torch.func): everything is recomputed from input, weight and the BN parameters, so the
 # gradients through the batch statistics and through the kept output (both functions of the input) are
 # included, and torch differentiates it to any order. Computed in float32 (float64 stays float64).
-def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_output, input, weight, bn_weight,
+def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                      bn_bias, mean, invstd, stride, padding, dilation, groups,
                                                      negative_slope):
     c, layout = compute_dtype(input.dtype), memory_format(input, weight)
@@ -58,7 +58,7 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_o
             grad_bias.to(weight.dtype), grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype))
 
 
-def conv_bias_leaky_relu_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
+def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
                                                  negative_slope):
     c, layout = compute_dtype(input.dtype), memory_format(input, weight)
     x, w = input.to(c), weight.to(c)
@@ -109,7 +109,7 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
     return in_format(out_t.to(like.dtype), memory_format(input, weight))
 
 
-def conv_bias_leaky_relu_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like):
+def conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like):
     """Tangent of the eval output along tangents (input, weight, bias)."""
     c = compute_dtype(input.dtype)
     input_t, weight_t, bias_t = (_as(t, c) for t in tangents)

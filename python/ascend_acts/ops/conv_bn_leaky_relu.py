@@ -1,4 +1,4 @@
-"""ascend_acts::conv_bn_leaky_relu_train (+ _backward) and conv_bias_leaky_relu (+ _backward).
+"""ascend_acts::conv_bn_leaky_relu_train (+ _backward) and conv_bn_leaky_relu_eval (+ _backward).
 
 Training keeps the post-activation output (InPlace-ABN) when the activation and the affine can be
 inverted (negative_slope > 0, no zero bn_weight, |bn_bias| / |bn_weight| small enough for the dtype; the caller
@@ -27,7 +27,7 @@ from ._semantics import declare
 
 ops = torch.ops.ascend_acts
 TRAIN, TRAIN_BACKWARD = "conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward"
-EVAL, EVAL_BACKWARD = "conv_bias_leaky_relu", "conv_bias_leaky_relu_backward"
+EVAL, EVAL_BACKWARD = "conv_bn_leaky_relu_eval", "conv_bn_leaky_relu_eval_backward"
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -83,7 +83,7 @@ def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
 
 
-def _check_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd, *_):
+def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, *_):
     check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd})
 
@@ -125,9 +125,9 @@ def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_v
     return out, kept, input.new_empty(shape[1], dtype=c), input.new_empty(shape[1], dtype=c)
 
 
-def _train_backward_fake(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd, stride,
+def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                          padding, dilation, groups, negative_slope):
-    _check_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean, invstd)
+    _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd)
     layout = derivatives.memory_format(input, weight)
     return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout), weight.new_empty(weight.shape[0]),
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
@@ -181,7 +181,7 @@ class _Train(OpFunction):
 class _Eval(OpFunction):
     @staticmethod
     def forward(*args):
-        return run_below_autograd(ops.conv_bias_leaky_relu, *args)
+        return run_below_autograd(ops.conv_bn_leaky_relu_eval, *args)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
@@ -192,13 +192,13 @@ class _Eval(OpFunction):
     @staticmethod
     def backward(ctx, grad_out):
         input, weight, bias = ctx.saved_tensors
-        grads = ops.conv_bias_leaky_relu_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope)
+        grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope)
         return (*grads, None, None, None, None, None)
 
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bias = ctx.saved_tensors
-        return derivatives.conv_bias_leaky_relu_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
+        return derivatives.conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
                                                     ctx.negative_slope, out)
 
 
@@ -245,4 +245,4 @@ declare(EVAL, fake=_eval_fake, check=_check_eval, autograd=autograd_function(_Ev
         autocast=_cast_conv_arguments, vmap=per_sample_vmap(EVAL))
 declare(EVAL_BACKWARD, fake=_eval_backward_fake, check=_check_eval_backward, layout=_conv_layout(1, (0, 1)),
         vmap=per_sample_vmap(EVAL_BACKWARD),
-        autograd=composite_autograd(derivatives.conv_bias_leaky_relu_backward_differentiable))
+        autograd=composite_autograd(derivatives.conv_bn_leaky_relu_eval_backward_differentiable))

@@ -29,9 +29,9 @@ def _check(x, negative_slope):
     check_floating("leaky_relu", "self", x)
 
 
-def _check_backward(grad_output, saved, negative_slope, self_is_result):
+def _check_backward(grad_output, saved, negative_slope, saved_is_result):
     check_backward_operands("leaky_relu_backward", grad_output, saved)
-    check_result_based_backward("leakyReLu", not negative_slope >= 0, self_is_result)  # NaN too, as torch
+    check_result_based_backward("leakyReLu", not negative_slope >= 0, saved_is_result)  # NaN too, as torch
 
 
 # --- fake kernels (torch.compile, meta): the device kernels' checks, so that both accept the same calls -------
@@ -40,8 +40,8 @@ def _leaky_relu_fake(x, negative_slope):
     return torch.empty_like(x)
 
 
-def _leaky_relu_backward_fake(grad_output, saved, negative_slope, self_is_result):
-    _check_backward(grad_output, saved, negative_slope, self_is_result)
+def _leaky_relu_backward_fake(grad_output, saved, negative_slope, saved_is_result):
+    _check_backward(grad_output, saved, negative_slope, saved_is_result)
     return torch.empty_like(saved)
 
 
@@ -56,20 +56,20 @@ class _LeakyRelu(OpFunction):
     @staticmethod
     def setup_context(ctx, inputs, output):
         x, ctx.negative_slope = inputs
-        ctx.self_is_result = saves_result(ctx.negative_slope)
-        saved = output if ctx.self_is_result else x
+        ctx.saved_is_result = saves_result(ctx.negative_slope)
+        saved = output if ctx.saved_is_result else x
         ctx.save_for_backward(saved)
         ctx.save_for_forward(saved)
 
     @staticmethod
     def backward(ctx, grad_output):
         (saved,) = ctx.saved_tensors
-        return ops.leaky_relu_backward(grad_output, saved, ctx.negative_slope, ctx.self_is_result), None
+        return ops.leaky_relu_backward(grad_output, saved, ctx.negative_slope, ctx.saved_is_result), None
 
     @staticmethod
     def jvp(ctx, x_tangent, _):
         (saved,) = ctx.saved_tensors
-        return ops.leaky_relu_backward(x_tangent, saved, ctx.negative_slope, ctx.self_is_result)
+        return ops.leaky_relu_backward(x_tangent, saved, ctx.negative_slope, ctx.saved_is_result)
 
 
 class _LeakyReluInplace(OpFunction):
@@ -98,25 +98,25 @@ class _LeakyReluInplace(OpFunction):
 
 class _LeakyReluBackward(OpFunction):
     @staticmethod
-    def forward(grad_output, saved, negative_slope, self_is_result):
-        return run_below_autograd(ops.leaky_relu_backward, grad_output, saved, negative_slope, self_is_result)
+    def forward(grad_output, saved, negative_slope, saved_is_result):
+        return run_below_autograd(ops.leaky_relu_backward, grad_output, saved, negative_slope, saved_is_result)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        _, saved, ctx.negative_slope, ctx.self_is_result = inputs
+        _, saved, ctx.negative_slope, ctx.saved_is_result = inputs
         ctx.save_for_backward(saved)
         ctx.save_for_forward(saved)
 
     @staticmethod
     def backward(ctx, grad_grad_input):
         (saved,) = ctx.saved_tensors
-        grad = ops.leaky_relu_backward(grad_grad_input, saved, ctx.negative_slope, ctx.self_is_result)
+        grad = ops.leaky_relu_backward(grad_grad_input, saved, ctx.negative_slope, ctx.saved_is_result)
         return grad, None, None, None
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, _saved_tangent, _slope, _flag):
         (saved,) = ctx.saved_tensors
-        return ops.leaky_relu_backward(grad_output_tangent, saved, ctx.negative_slope, ctx.self_is_result)
+        return ops.leaky_relu_backward(grad_output_tangent, saved, ctx.negative_slope, ctx.saved_is_result)
 
 
 declare("leaky_relu", fake=_leaky_relu_fake, check=_check, autograd=autograd_function(_LeakyRelu),

@@ -1,4 +1,4 @@
-"""ascend_acts::rrelu_with_seed, rrelu_with_seed_ and rrelu_with_seed_backward (RReLU training).
+"""ascend_acts::rrelu, rrelu_ and rrelu_backward (RReLU training).
 
 The random slopes are a pure function of (seed, flat index) (docs/rng.md): the forward takes the seed
 as a one-element int64 tensor, and the backward regenerates the slopes from it, so no noise tensor is
@@ -34,13 +34,13 @@ def _check_seed(seed: torch.Tensor) -> None:
 
 
 def _check(x, seed, lower, upper):
-    check_floating("rrelu_with_seed", "self", x)
+    check_floating("rrelu", "self", x)
     _check_seed(seed)
 
 
-def _check_backward(grad_output, saved, seed, lower, upper, self_is_result):
-    check_backward_operands("rrelu_with_seed_backward", grad_output, saved)
-    check_result_based_backward("RReLU", not lower >= 0, self_is_result)
+def _check_backward(grad_output, saved, seed, lower, upper, saved_is_result):
+    check_backward_operands("rrelu_backward", grad_output, saved)
+    check_result_based_backward("RReLU", not lower >= 0, saved_is_result)
     _check_seed(seed)
 
 
@@ -51,40 +51,40 @@ def _rrelu_fake(x, seed, lower, upper):
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
-def _rrelu_backward_fake(grad_output, saved, seed, lower, upper, self_is_result):
-    _check_backward(grad_output, saved, seed, lower, upper, self_is_result)
+def _rrelu_backward_fake(grad_output, saved, seed, lower, upper, saved_is_result):
+    _check_backward(grad_output, saved, seed, lower, upper, saved_is_result)
     return torch.empty_like(saved)
 
 
 # --- autograd (reverse and forward mode) ------------------------------------------------------
-# d rrelu / dx is the slope rrelu_with_seed_backward applies (1 or the seed's noise), so that op is the
+# d rrelu / dx is the slope rrelu_backward applies (1 or the seed's noise), so that op is the
 # jvp too; the backward op is linear in grad_output and piecewise constant in `saved` (derivative 0).
-def _grad_of(grad, saved, seed, lower, upper, self_is_result):
-    return ops.rrelu_with_seed_backward(grad, saved, seed, lower, upper, self_is_result)
+def _grad_of(grad, saved, seed, lower, upper, saved_is_result):
+    return ops.rrelu_backward(grad, saved, seed, lower, upper, saved_is_result)
 
 
-class _RRelu(OpFunction):
+class _Rrelu(OpFunction):
     @staticmethod
     def forward(x, seed, lower, upper):
-        return run_below_autograd(ops.rrelu_with_seed, x, seed, lower, upper)
+        return run_below_autograd(ops.rrelu, x, seed, lower, upper)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         x, seed, ctx.lower, ctx.upper = inputs
-        ctx.self_is_result = saves_result(ctx.lower)
-        saved = (output if ctx.self_is_result else x, seed)
+        ctx.saved_is_result = saves_result(ctx.lower)
+        saved = (output if ctx.saved_is_result else x, seed)
         ctx.save_for_backward(*saved)
         ctx.save_for_forward(*saved)
 
     @staticmethod
     def backward(ctx, grad_output):
         saved, seed = ctx.saved_tensors
-        return _grad_of(grad_output, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result), None, None, None
+        return _grad_of(grad_output, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result), None, None, None
 
     @staticmethod
     def jvp(ctx, x_tangent, *_):
         saved, seed = ctx.saved_tensors
-        return _grad_of(x_tangent, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
+        return _grad_of(x_tangent, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result)
 
 
 def pack_positive(x: torch.Tensor) -> torch.Tensor:
@@ -105,13 +105,13 @@ def unpack_positive(bits: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return flat.reshape(like.shape).to(like.dtype)
 
 
-class _RReluInplace(OpFunction):
+class _RreluInplace(OpFunction):
     """With lower >= 0 the result tells x > 0; with lower < 0 it cannot, so the x > 0 mask is packed
     into bits (numel / 8 bytes) before the input is overwritten. The noise comes back from the seed."""
 
     @staticmethod
     def forward(x, seed, lower, upper, positive_bits):
-        run_below_autograd(ops.rrelu_with_seed_, x, seed, lower, upper)
+        run_below_autograd(ops.rrelu_, x, seed, lower, upper)
         return x
 
     @staticmethod
@@ -132,46 +132,46 @@ class _RReluInplace(OpFunction):
 
     @staticmethod
     def backward(ctx, grad_output):
-        return _RReluInplace._derivative(ctx, grad_output), None, None, None, None
+        return _RreluInplace._derivative(ctx, grad_output), None, None, None, None
 
     @staticmethod
     def jvp(ctx, x_tangent, *_):
-        return x_tangent.copy_(_RReluInplace._derivative(ctx, x_tangent))
+        return x_tangent.copy_(_RreluInplace._derivative(ctx, x_tangent))
 
 
 def _inplace_bits(recording, x, seed, lower, upper):
     return (pack_positive(x) if recording and not saves_result(lower) else None,)
 
 
-class _RReluBackward(OpFunction):
+class _RreluBackward(OpFunction):
     @staticmethod
-    def forward(grad_output, saved, seed, lower, upper, self_is_result):
-        return run_below_autograd(ops.rrelu_with_seed_backward, grad_output, saved, seed, lower, upper,
-                                  self_is_result)
+    def forward(grad_output, saved, seed, lower, upper, saved_is_result):
+        return run_below_autograd(ops.rrelu_backward, grad_output, saved, seed, lower, upper,
+                                  saved_is_result)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        _, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result = inputs
+        _, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result = inputs
         ctx.save_for_backward(saved, seed)
         ctx.save_for_forward(saved, seed)
 
     @staticmethod
     def backward(ctx, grad_grad_input):
         saved, seed = ctx.saved_tensors
-        grad = _grad_of(grad_grad_input, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
+        grad = _grad_of(grad_grad_input, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result)
         return grad, None, None, None, None, None
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, *_):
         saved, seed = ctx.saved_tensors
-        return _grad_of(grad_output_tangent, saved, seed, ctx.lower, ctx.upper, ctx.self_is_result)
+        return _grad_of(grad_output_tangent, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result)
 
 
 # vmap: per sample (the slopes are keyed on the flat index within a sample, so one call over the batch would
 # change them); vmap's randomness applies where the seed is drawn (torch.randint in functional.rrelu)
-declare("rrelu_with_seed", fake=_rrelu_fake, check=_check, autograd=autograd_function(_RRelu),
-        vmap=per_sample_vmap("rrelu_with_seed"))
-declare("rrelu_with_seed_", check=_check, autograd=autograd_function(_RReluInplace, extra_arguments=_inplace_bits))
-declare("rrelu_with_seed_backward", fake=_rrelu_backward_fake, check=_check_backward,
-        autograd=autograd_function(_RReluBackward), layout=like_argument(1),
-        vmap=per_sample_vmap("rrelu_with_seed_backward"))
+declare("rrelu", fake=_rrelu_fake, check=_check, autograd=autograd_function(_Rrelu),
+        vmap=per_sample_vmap("rrelu"))
+declare("rrelu_", check=_check, autograd=autograd_function(_RreluInplace, extra_arguments=_inplace_bits))
+declare("rrelu_backward", fake=_rrelu_backward_fake, check=_check_backward,
+        autograd=autograd_function(_RreluBackward), layout=like_argument(1),
+        vmap=per_sample_vmap("rrelu_backward"))

@@ -97,17 +97,17 @@ def _merge(sums: np.ndarray, squares: np.ndarray, size: int):
         return mean, spread / count
 
 
-def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_output: bool, gamma: np.ndarray,
+def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_result: bool, gamma: np.ndarray,
              beta: np.ndarray, mean: np.ndarray, invstd: np.ndarray, slope: float, grad_y: np.ndarray):
     """Gradient of the BatchNorm + LeakyReLU part, written into grad_y (which may be grad_out). `saved` is
-    the output when saved_is_output (then slope > 0 and gamma has no zero), else the conv output.
+    the output when saved_is_result (then slope > 0 and gamma has no zero), else the conv output.
     Returns (grad_gamma, grad_beta) in the arrays' dtype."""
     n, c = grad_out.shape[:2]
     dtype = grad_out.dtype
     size = _row_size(grad_out)
     rows_grad, rows_saved, rows_result = (a.reshape(n * c, size) for a in (grad_out, saved, grad_y))
     slope = dtype.type(slope)
-    if saved_is_output:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
+    if saved_is_result:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
         offset, u_to_xhat = _per_row(beta, n), 1 / gamma
 
         def recover(start: int, stop: int):

@@ -104,19 +104,19 @@ def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, group
     return _leaky(z, slope), y, mean, invstd, variance
 
 
-def train_backward(grad_out, saved, saved_is_output, x, weight, gamma, beta, mean, invstd, stride, padding, dilation,
+def train_backward(grad_out, saved, saved_is_result, x, weight, gamma, beta, mean, invstd, stride, padding, dilation,
                    groups, slope):
-    """Gradients for (input, weight, bias, gamma, beta). `saved` is the output when saved_is_output,
+    """Gradients for (input, weight, bias, gamma, beta). `saved` is the output when saved_is_result,
     else the conv output."""
-    dy, grad_gamma, grad_beta = batch_norm_leaky_relu_backward(grad_out, saved, saved_is_output, gamma, beta, mean,
+    dy, grad_gamma, grad_beta = batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean,
                                                                invstd, slope)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, weight, stride, padding, dilation, groups)
     return grad_input, grad_weight, grad_bias, grad_gamma, grad_beta
 
 
-def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_output, gamma, beta, mean, invstd, slope):
+def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope):
     """Gradients for (conv output, gamma, beta) of the BN + LeakyReLU part."""
-    if saved_is_output:
+    if saved_is_result:
         z = np.where(saved > 0, saved, saved / saved.dtype.type(slope))
         xhat = (z - _channel(beta)) / _channel(gamma)
     else:
@@ -131,12 +131,12 @@ def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_output, gamma, beta
     return dy, grad_gamma, grad_beta
 
 
-def conv_bias_leaky_relu(x, weight, bias, stride, padding, dilation, groups, slope):
+def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, groups, slope):
     """Eval: conv with the BN-folded weight and bias, then LeakyReLU."""
     return _leaky(conv2d(x, weight, bias, stride, padding, dilation, groups), slope)
 
 
-def conv_bias_leaky_relu_backward(grad_out, x, weight, bias, stride, padding, dilation, groups, slope):
+def conv_bn_leaky_relu_eval_backward(grad_out, x, weight, bias, stride, padding, dilation, groups, slope):
     """Recomputes the pre-activation for the mask (works for any slope); (grad_input, grad_weight, grad_bias)."""
     pre = conv2d(x, weight, bias, stride, padding, dilation, groups)
     dz = np.where(pre > 0, grad_out, grad_out * grad_out.dtype.type(slope))

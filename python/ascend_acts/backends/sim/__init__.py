@@ -17,17 +17,17 @@ from .batch_norm_leaky_relu_kernels import (  # noqa: F401
 )
 from .batch_norm_leaky_relu_kernels import tiling as batch_norm_leaky_relu_tiling  # noqa: F401
 from .conv_bn_leaky_relu_eval_kernels import (  # noqa: F401
-    conv_bias_leaky_relu,
-    conv_bias_leaky_relu_backward,
     conv_bn_leaky_relu_eval,
+    conv_bn_leaky_relu_eval_backward,
+    eval_kernel,
 )
 from .conv_bn_leaky_relu_eval_kernels import has_tiling as conv_bn_leaky_relu_eval_has_tiling  # noqa: F401
 from .conv_bn_leaky_relu_eval_kernels import tiling as conv_bn_leaky_relu_eval_tiling  # noqa: F401
 from .elementwise_kernels import (  # noqa: F401
     leaky_relu,
     leaky_relu_backward,
-    rrelu_with_seed,
-    rrelu_with_seed_backward,
+    rrelu,
+    rrelu_backward,
 )
 from .elementwise_kernels import tiling as elementwise_tiling  # noqa: F401
 from .emulator import (  # noqa: F401

@@ -109,11 +109,11 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
     return out, kept, mean, invstd
 
 
-def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean,
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope):
     emulator.check_dtype(input)
     gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
-    if saved_is_output:
+    if saved_is_result:
         grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
             grad_out.contiguous(), saved, gamma, beta, _channel_floats(invstd), negative_slope)
         grad_y = grad_y.float()

@@ -15,7 +15,7 @@ from ...reference.conv_bn import output_shape
 from .. import reference_conv_bn
 from . import emulator
 
-conv_bias_leaky_relu_backward = reference_conv_bn.conv_bias_leaky_relu_backward
+conv_bn_leaky_relu_eval_backward = reference_conv_bn.conv_bn_leaky_relu_eval_backward
 
 
 def tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int, negative_slope: float = 0.0,
@@ -46,7 +46,7 @@ def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return padded.view(m1, 16, c1, c0, kh, kw).permute(2, 4, 5, 0, 1, 3).contiguous()
 
 
-def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
+def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
     """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
     `bias` is float32; x and weight share one dtype."""
     emulator.check_dtype(x)
@@ -61,14 +61,14 @@ def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, negative
     return y
 
 
-def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
     emulator.check_dtype(input)
     if groups != 1 or not has_tiling(input.shape, weight.shape, stride, padding, dilation, input.element_size()):
-        return reference_conv_bn.conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups,
+        return reference_conv_bn.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups,
                                                       negative_slope)
     shape = output_shape(input.shape, weight.shape, stride, padding, dilation)
     if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
         return torch.empty(shape, dtype=input.dtype)
-    return conv_bn_leaky_relu_eval(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
+    return eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
                                    bias.detach().to(torch.float32).contiguous(), stride, padding, dilation,
                                    negative_slope)

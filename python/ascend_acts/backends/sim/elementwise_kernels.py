@@ -99,16 +99,16 @@ def leaky_relu(self: torch.Tensor, negative_slope: float, *, out: torch.Tensor |
 
 
 def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: float,
-                        self_is_result: bool) -> torch.Tensor:
+                        saved_is_result: bool) -> torch.Tensor:
     return _run("leaky_relu_grad", None, (grad_output, self), negative_slope=negative_slope)
 
 
-def rrelu_with_seed(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float,
+def rrelu(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float,
                     *, out: torch.Tensor | None = None, index_base: int = 0) -> torch.Tensor:
     """`index_base`: the flat index of element 0 (the noise is keyed on (seed, flat index))."""
-    return _run("r_relu", out, (self, _seed(seed)), index_base, **_bounds(lower, upper))
+    return _run("rrelu", out, (self, _seed(seed)), index_base, **_bounds(lower, upper))
 
 
-def rrelu_with_seed_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
-                             upper: float, self_is_result: bool, *, index_base: int = 0) -> torch.Tensor:
-    return _run("r_relu_grad", None, (grad_output, self, _seed(seed)), index_base, **_bounds(lower, upper))
+def rrelu_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
+                             upper: float, saved_is_result: bool, *, index_base: int = 0) -> torch.Tensor:
+    return _run("rrelu_grad", None, (grad_output, self, _seed(seed)), index_base, **_bounds(lower, upper))

@@ -6,10 +6,10 @@ NumPy reference and the emulator. Same results as the reference: bit-identical f
 noise included), the fused ops with torch's convolution.
 """
 
-from .activations import leaky_relu, leaky_relu_backward, rrelu_with_seed, rrelu_with_seed_backward  # noqa: F401
+from .activations import leaky_relu, leaky_relu_backward, rrelu, rrelu_backward  # noqa: F401
 from .conv_bn import (  # noqa: F401
-    conv_bias_leaky_relu,
-    conv_bias_leaky_relu_backward,
+    conv_bn_leaky_relu_eval,
+    conv_bn_leaky_relu_eval_backward,
     conv_bn_leaky_relu_train,
     conv_bn_leaky_relu_train_backward,
 )

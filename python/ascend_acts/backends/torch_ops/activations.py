@@ -65,17 +65,17 @@ def leaky_relu(self: torch.Tensor, negative_slope: float, *, out: torch.Tensor |
 
 
 def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: float,
-                        self_is_result: bool) -> torch.Tensor:
+                        saved_is_result: bool) -> torch.Tensor:
     return _select(grad_output, self, negative_slope, None)
 
 
-def rrelu_with_seed(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float, *,
+def rrelu(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float, *,
                     out: torch.Tensor | None = None) -> torch.Tensor:
     slopes = noise(seed, self.numel(), lower, upper, self.dtype).reshape(self.shape)
     return _select(self.contiguous(), self.contiguous(), slopes, out)
 
 
-def rrelu_with_seed_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
-                             upper: float, self_is_result: bool) -> torch.Tensor:
+def rrelu_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
+                             upper: float, saved_is_result: bool) -> torch.Tensor:
     slopes = noise(seed, grad_output.numel(), lower, upper, grad_output.dtype).reshape(grad_output.shape)
     return _select(grad_output.contiguous(), self.contiguous(), slopes, None)

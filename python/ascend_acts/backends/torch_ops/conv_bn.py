@@ -79,12 +79,12 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
     return out, kept, mean, invstd
 
 
-def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, weight, bn_weight, bn_bias, mean,
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope):
     c = compute_dtype(input.dtype)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     saved, grad = saved.to(c), grad_out.to(c)
-    if saved_is_output:  # InPlace-ABN: invert LeakyReLU and the affine
+    if saved_is_result:  # InPlace-ABN: invert LeakyReLU and the affine
         z = torch.where(saved > 0, saved, saved / negative_slope)
         xhat = (z - beta) / gamma
     else:
@@ -100,11 +100,11 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_output, input, w
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
-def conv_bias_leaky_relu(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
     return F.leaky_relu(conv2d(input, weight, bias, stride, padding, dilation, groups), negative_slope)
 
 
-def conv_bias_leaky_relu_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
     pre = conv2d(input, weight, bias, stride, padding, dilation, groups)
     dz = torch.where(pre > 0, grad_out, grad_out * negative_slope)
     return conv2d_backward(dz, input, weight, stride, padding, dilation, groups)
