@@ -13,7 +13,7 @@ struct RreluForward : RreluNoise {
 }  // namespace ascend_acts
 
 extern "C" __global__ __aicore__ void acts_rrelu(GM_ADDR x, GM_ADDR seed, GM_ADDR y, GM_ADDR workspace,
-                                                  GM_ADDR tiling) {
+                                                 GM_ADDR tiling) {
     ascend_acts::ElementwiseTiling t;
     ascend_acts::ReadTiling(t, tiling);
     GM_ADDR inputs[] = {x};

@@ -13,7 +13,7 @@ struct RreluBackward : RreluNoise {
 }  // namespace ascend_acts
 
 extern "C" __global__ __aicore__ void acts_rrelu_grad(GM_ADDR dy, GM_ADDR saved, GM_ADDR seed, GM_ADDR dx,
-                                                       GM_ADDR workspace, GM_ADDR tiling) {
+                                                      GM_ADDR workspace, GM_ADDR tiling) {
     ascend_acts::ElementwiseTiling t;
     ascend_acts::ReadTiling(t, tiling);
     GM_ADDR inputs[] = {dy, saved};

@@ -185,8 +185,8 @@ void RreluInplace(at::Tensor& self, const at::Tensor& seed, double lower, double
     self.copy_(Rrelu(self, seed, lower, upper));
 }
 
-at::Tensor RreluBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& seed,
-                                 double lower, double upper, bool saved_is_result) {
+at::Tensor RreluBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& seed, double lower,
+                         double upper, bool saved_is_result) {
     CheckResultBasedBackward("RReLU", lower < 0, saved_is_result);
     CheckPair(grad_output, self);
     c10::OptionalDeviceGuard guard(at::device_of(self));
@@ -322,8 +322,8 @@ at::Tensor PackEvalWeight(const at::Tensor& weight) {
 // against this path (benchmarks/results/fused_traffic.md: faster on some DCGAN layers, slower on others), never
 // measured on an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. It is groups = 1 only.
 at::Tensor ConvBnLeakyReluEval(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                             double negative_slope) {
+                               at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                               int64_t groups, double negative_slope) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
     if (groups != 1 || !FusedEvalKernelRequested()) {
         at::Tensor y = Prepared(PlatformConv(input, weight, bias, stride, padding, dilation, groups));
