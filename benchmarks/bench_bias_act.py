@@ -25,9 +25,7 @@ ideal + a launch each, the assumptions perf_model.py uses for every CANN-way row
 
 from __future__ import annotations
 
-import argparse
 import math
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,33 +33,24 @@ import torch
 import torch.nn.functional as F
 
 import ascend_acts
+import bias_common
 from ascend_acts import backends
-from bench_fused_bias_leaky_relu import (
-    HBM_BYTES_PER_S,
-    describe,
-    kernel_names,
-    max_rel_error,
-    output_and_gradients,
-    recorded_launches,
-    steps_bytes,
-)
 from common import (
-    MEASURED_BACKENDS,
-    RESULTS_DIR,
-    backend_context,
+    add_backends_option,
+    chosen_backends,
+    comparison_parser,
     cpu_usage,
-    interleaved_ms,
+    kernel_names,
     markdown_table,
-    median_ratio,
     other_processes_note,
+    output_dir,
+    parse,
     plot_bars,
+    recorded_launches,
     report,
-    saved_bytes,
 )
 
 CONV_CLAMP = 256.0
-PHASES = ("forward", "backward", "forward+backward")
-ELEMENT = 4  # float32
 # (layer, shape after the batch dimension, act, clamp)
 SHAPES = [("mapping FC", (512,), "lrelu", None), ("synthesis conv 8x8", (512, 8, 8), "lrelu", CONV_CLAMP),
           ("synthesis conv 32x32", (256, 32, 32), "lrelu", CONV_CLAMP),
@@ -122,41 +111,13 @@ def make_inputs(shape: tuple[int, ...]) -> dict[str, torch.Tensor]:
 # --- CPU part ---------------------------------------------------------------------------------------------
 def measure_cpu(tag: str, shape, act: str, clamp, impls: list[str], repeats: int) -> list[BenchRow]:
     inputs = make_inputs(shape)
-    x, bias, grad = inputs["x"], inputs["bias"], inputs["grad"]
-    exact = output_and_gradients(lambda a, b: composite(a, b, act, clamp),
-                                 {k: v.double() for k, v in inputs.items()})
-    calls, saved, errors = {}, {}, {}
+    exact = bias_common.output_and_gradients(lambda a, b: composite(a, b, act, clamp),
+                                             {k: v.double() for k, v in inputs.items()})
+    prepared = {}
     for impl in impls:
         base = composite if impl == COMPOSITE else ours
-
-        def function(a, b, base=base):
-            return base(a, b, act, clamp)
-        leaves = [x.clone().requires_grad_(), bias.clone().requires_grad_()]
-        with backend_context(impl):
-            errors[impl] = max_rel_error(output_and_gradients(function, inputs), exact)
-            saved[impl] = saved_bytes(lambda f=function, le=leaves: f(*le))
-            output = function(*leaves)
-
-        def in_backend(fn, impl=impl):
-            def call():
-                with backend_context(impl):
-                    return fn()
-            return call
-
-        calls[impl] = {
-            "forward": in_backend(lambda f=function: f(x, bias)),
-            "backward": in_backend(lambda o=output, le=leaves: torch.autograd.grad(o, le, grad, retain_graph=True)),
-            "forward+backward": in_backend(lambda f=function, le=leaves: torch.autograd.grad(f(*le), le, grad)),
-        }
-    rows = []
-    for phase in PHASES:
-        times = interleaved_ms({impl: calls[impl][phase] for impl in impls}, repeats)
-        for impl in impls:
-            rows.append(BenchRow("cpu", tag, math.prod(shape), shape[1], impl, phase,
-                                 median_ms=statistics.median(times[impl]),
-                                 ratio=median_ratio(times[impl], times[COMPOSITE]), saved_bytes=saved[impl],
-                                 max_rel_error=errors[impl]))
-    return rows
+        prepared[impl] = bias_common.prepare_cpu(impl, lambda a, b, base=base: base(a, b, act, clamp), inputs, exact)
+    return bias_common.cpu_rows(BenchRow, tag, math.prod(shape), shape[1], prepared, COMPOSITE, repeats)
 
 
 # --- traffic part -----------------------------------------------------------------------------------------
@@ -201,23 +162,12 @@ def measure_traffic(tag: str, shape, act: str, clamp, run_ours: bool) -> list[Be
         extra = clamp_steps(clamp)
         measured[OURS_TRAFFIC] = {}
         for phase, launches in (("forward", forward_launches), ("backward", backward_launches)):
-            kernel_bytes = sum(launch.gm_bytes_in + launch.gm_bytes_out for launch in launches)
-            detail = kernel_names(launches) + (f"; {describe(extra[phase])}" if extra[phase] else "")
-            measured[OURS_TRAFFIC][phase] = (kernel_bytes + steps_bytes(extra[phase], elements, channels),
+            kernel_bytes = bias_common.launches_bytes(launches)
+            detail = kernel_names(launches) + (f"; {bias_common.describe(extra[phase])}" if extra[phase] else "")
+            measured[OURS_TRAFFIC][phase] = (kernel_bytes + bias_common.steps_bytes(extra[phase], elements, channels),
                                              len(launches) + len(extra[phase]), detail)
-    measured[COMPOSITE] = {phase: (steps_bytes(steps, elements, channels), len(steps), describe(steps))
-                           for phase, steps in composite_steps(act, clamp).items()}
-    for phases in measured.values():
-        (fb, fl, _), (bb, bl, _) = phases["forward"], phases["backward"]
-        phases["forward+backward"] = (fb + bb, fl + bl, "forward + backward")
-    rows = []
-    for impl, phases in measured.items():
-        for phase, (count, launches, detail) in phases.items():
-            ours_bytes = measured.get(OURS_TRAFFIC, {}).get(phase, (None,))[0]
-            rows.append(BenchRow("traffic", tag, elements, channels, impl, phase,
-                                 ratio=None if ours_bytes is None else count / ours_bytes, gm_bytes=count,
-                                 launches=launches, modelled_910b_us=1e6 * count / HBM_BYTES_PER_S, detail=detail))
-    return rows
+    measured[COMPOSITE] = bias_common.steps_traffic(composite_steps(act, clamp), elements, channels)
+    return bias_common.traffic_rows(BenchRow, tag, elements, channels, measured, OURS_TRAFFIC)
 
 
 # --- modelled 910B time (perf_model.py's bias_act cases) ---------------------------------------------------
@@ -244,46 +194,10 @@ def measure_model(tag: str, shape, act: str, clamp) -> list[BenchRow]:
 
 
 # --- output -----------------------------------------------------------------------------------------------
-def cpu_tables(rows: list[BenchRow], impls: list[str]) -> str:
-    by_key = {(r.shape, r.impl, r.phase): r for r in rows}
-    ours_impls = [i for i in impls if i != COMPOSITE]
-    time_lines, memory_lines = [], []
-    for shape in dict.fromkeys(r.shape for r in rows):
-        for phase in PHASES:
-            cells = [shape, phase, f"{by_key[(shape, COMPOSITE, phase)].median_ms:.3g}"]
-            cells += [f"{by_key[(shape, i, phase)].median_ms:.3g} ({by_key[(shape, i, phase)].ratio:.2f}x)"
-                      for i in ours_impls]
-            time_lines.append(cells)
-        base = by_key[(shape, COMPOSITE, "forward")].saved_bytes
-        cells = [shape, f"{base / 2**20:.3g}"]
-        cells += [f"{by_key[(shape, i, 'forward')].saved_bytes / 2**20:.3g} "
-                  f"({by_key[(shape, i, 'forward')].saved_bytes / base:.2f}x)" for i in ours_impls]
-        cells += [f"{by_key[(shape, i, 'forward')].max_rel_error:.1e}" for i in impls]
-        memory_lines.append(cells)
-    return (markdown_table(["layer, shape (N x C x ...)", "phase", "composite ms",
-                            *[f"ours, {i} backend, ms (x composite)" for i in ours_impls]], time_lines) + "\n\n"
-            + markdown_table(["layer, shape", "composite saved MiB",
-                              *[f"ours, {i}, saved MiB (x composite)" for i in ours_impls],
-                              *[f"{i} max rel. error" for i in impls]], memory_lines))
-
-
-def traffic_table(rows: list[BenchRow]) -> str:
-    by_key = {(r.shape, r.impl, r.phase): r for r in rows}
-    lines = []
-    for shape in dict.fromkeys(r.shape for r in rows):
-        for phase in PHASES:
-            cells = [shape, phase]
-            for impl in (OURS_TRAFFIC, COMPOSITE):
-                row = by_key.get((shape, impl, phase))
-                if row is None:
-                    cells.append("not run")
-                    continue
-                ratio = "" if impl == OURS_TRAFFIC or row.ratio is None else f" ({row.ratio:.2f}x ours)"
-                cells.append(f"{row.gm_bytes / 1e6:.3g} MB, {row.launches} launch{'es' * (row.launches != 1)}, "
-                             f"{row.modelled_910b_us:.3g} us{ratio}")
-            lines.append(cells)
-    return markdown_table(["layer, shape", "phase", "ours: GM bytes, launches, bytes / 1.6 TB/s",
-                           "composite, ideal: the same (x ours)"], lines)
+CPU_HEADERS = {"shape": "layer, shape", "baseline": "composite", "time": "ours, {} backend, ms (x composite)",
+               "saved": "ours, {}, saved MiB (x composite)"}
+TRAFFIC_COLUMNS = {OURS_TRAFFIC: "ours: GM bytes, launches, bytes / 1.6 TB/s",
+                   COMPOSITE: "composite, ideal: the same (x ours)"}
 
 
 def model_table(rows: list[BenchRow]) -> str:
@@ -315,33 +229,21 @@ def plot(cpu: list[BenchRow], traffic: list[BenchRow], model: list[BenchRow], im
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny shapes, two repeats")
+    parser = comparison_parser(__doc__, "smoke run: tiny shapes, two repeats", out_default=None)
     parser.add_argument("--batch", type=int, default=8, help="N of every shape")
-    parser.add_argument("--repeats", type=int, default=9, help="timed rounds per phase")
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
-    parser.add_argument("--backends", nargs="+", metavar="NAME", default=["reference"],
-                        help="ascend_acts CPU backends timed (default: reference)")
+    add_backends_option(parser, default=["reference"])
     parser.add_argument("--traffic-max-size", type=int, default=1 << 21,
                         help="largest shape (elements) run on the emulator (GM traffic, modelled 910B time)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"results directory (default {RESULTS_DIR}; --quick: outputs/benchmarks, untracked)")
-    args = parser.parse_args(argv)
-    if args.batch < 1 or args.repeats < 1:
-        parser.error("--batch and --repeats must be at least 1")
-    unknown = [n for n in args.backends if n not in MEASURED_BACKENDS or backends.unavailable_reason(n)]
-    if unknown:
-        parser.error(f"backends not available here: {unknown}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = parse(parser, argv)
+    chosen = chosen_backends(parser, args.backends)
     shapes, batch = SHAPES, args.batch
     if args.quick:
         shapes, batch, args.repeats = QUICK_SHAPES, QUICK_BATCH, 2
-    out = args.out or (Path("outputs/benchmarks") if args.quick else RESULTS_DIR)
+    out = output_dir(args)
     sim_reason = backends.unavailable_reason("sim")
 
     usage_before = cpu_usage()
-    impls, not_measured = [COMPOSITE, *args.backends], []
+    impls, not_measured = [COMPOSITE, *chosen], []
     cpu, traffic, model = [], [], []
     for name, rest, act, clamp in shapes:
         shape = (batch, *rest)
@@ -374,8 +276,8 @@ def main(argv=None) -> None:
         "traffic, ours: GM bytes in and out of every emulator launch made by ascend_acts.bias_act and its backward "
         "on the sim backend, plus the clamp (torch.clamp, not an emulator launch: charged its ideal)"
         + ("; " + " | ".join(ours_details) if ours_details else ""),
-        f"bytes / {HBM_BYTES_PER_S / 1e12:.1f} TB/s: the commonly quoted 910B HBM bandwidth (+-30%), memory-bound "
-        "work assumed, launches and compute not modelled: a floor",
+        f"bytes / {bias_common.HBM_BYTES_PER_S / 1e12:.1f} TB/s: the commonly quoted 910B HBM bandwidth (+-30%), "
+        "memory-bound work assumed, launches and compute not modelled: a floor",
         "modelled 910B: benchmarks/perf_model.py's bias_act cases at these shapes and inputs (ours: the fused "
         "kernel's emulator pipe timeline and floors + one launch, + the clamp as one aclnn elementwise op; the "
         "composite: its aclnn ops each at its ideal + one launch each; the same assumptions as every CANN-way row "
@@ -384,8 +286,10 @@ def main(argv=None) -> None:
     ]
     notes += [f"not measured: {what}" for what in not_measured]
     title = "NVlabs bias_act, float32: ascend_acts.bias_act vs NVlabs' reference composite"
-    table = (cpu_tables(cpu, impls) + "\n\nGM traffic per call (NPU side; ours counted by the emulator, the "
-             "composite counted op by op):\n\n" + traffic_table(traffic)
+    traffic_table = bias_common.traffic_table(traffic, TRAFFIC_COLUMNS, OURS_TRAFFIC,
+                                              dict.fromkeys(TRAFFIC_COLUMNS, "not run"), "layer, shape")
+    table = (bias_common.cpu_tables(cpu, impls, COMPOSITE, CPU_HEADERS) + "\n\nGM traffic per call (NPU side; ours "
+             "counted by the emulator, the composite counted op by op):\n\n" + traffic_table
              + ("\n\nModelled 910B time (benchmarks/perf_model.py's bias_act cases; above 1.0 ours is faster):\n\n"
                 + model_table(model) if model else ""))
     report("bias_act", title, cpu + traffic + model, table, notes, out,

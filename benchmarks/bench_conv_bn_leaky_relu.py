@@ -13,8 +13,6 @@ keeps for the backward in both modes; and the largest error against the composit
 
 from __future__ import annotations
 
-import argparse
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -26,17 +24,25 @@ import ascend_acts
 from ascend_acts import backends
 from common import (
     CEILINGS,
-    MEASURED_BACKENDS,
-    RESULTS_DIR,
+    add_backends_option,
     backend_context,
+    chosen_backends,
+    comparison_parser,
     copy_ceiling_gb_per_s,
     cpu_usage,
-    interleaved_ms,
+    in_backend,
     markdown_table,
-    median_ratio,
+    max_rel_error,
     other_processes_note,
+    parse,
+    pyplot,
+    ratio_cell,
     report,
+    save_figure,
     saved_bytes,
+    saved_mib_cell,
+    side_by_side,
+    unavailable_notes,
 )
 
 SLOPE, MOMENTUM, EPS = 0.2, 0.1, 1e-5
@@ -136,10 +142,6 @@ class Case:
         return [out.detach(), *torch.autograd.grad(out, self.leaves, self.inputs["grad"])]
 
 
-def max_rel_error(results: list[torch.Tensor], exact: list[torch.Tensor]) -> float:
-    return max(((a.double() - b).abs().max() / b.abs().max().clamp_min(1e-300)).item() for a, b in zip(results, exact))
-
-
 def exact_results(shape) -> dict[str, list[torch.Tensor]]:
     """torch's composite in float64 on the same (float32-valued) inputs: what both float32 results approximate."""
     case = Case(torch_composite, {name: t.double() for name, t in make_inputs(shape).items()})
@@ -190,14 +192,7 @@ def prepare(shape, impl: str, exact: dict) -> Prepared:
         "train forward+backward": lambda: torch.autograd.grad(case.train(case.leaves), case.leaves, grad),
         "eval forward": lambda: case.eval(case.plain),
     }
-
-    def in_backend(fn):
-        def call():
-            with backend_context(impl):
-                return fn()
-        return call
-
-    return Prepared({phase: in_backend(fn) for phase, fn in phases.items()}, saved,
+    return Prepared(in_backend(impl, phases), saved,
                     {mode: max_rel_error(results[mode], exact[mode]) for mode in results}, ran)
 
 
@@ -206,14 +201,11 @@ def measure(shape, impls: list[str], repeats: int) -> list[ConvRow]:
     prepared = {impl: prepare(shape, impl, exact) for impl in impls}
     bytes_moved = traffic(shape)
     rows = []
-    for phase in PHASES:  # per phase the implementations take turns (common.interleaved_ms)
-        mode = "eval" if phase.startswith("eval") else "train"
-        times = interleaved_ms({impl: p.calls[phase] for impl, p in prepared.items()}, repeats)
-        for impl, p in prepared.items():
-            milliseconds = statistics.median(times[impl])
-            rows.append(ConvRow(label(shape), *shape, out_size(shape[3]), impl, phase, milliseconds,
-                                bytes_moved[phase] / milliseconds / 1e6, median_ratio(times[impl], times["torch"]),
-                                p.saved[mode], p.errors[mode], p.ran))
+    for phase, impl, milliseconds, ratio in side_by_side({i: p.calls for i, p in prepared.items()}, PHASES, repeats,
+                                                         "torch"):
+        mode, p = "eval" if phase.startswith("eval") else "train", prepared[impl]
+        rows.append(ConvRow(label(shape), *shape, out_size(shape[3]), impl, phase, milliseconds,
+                            bytes_moved[phase] / milliseconds / 1e6, ratio, p.saved[mode], p.errors[mode], p.ran))
     return rows
 
 
@@ -238,8 +230,7 @@ def tables(rows: list[ConvRow], impls: list[str]) -> str:
         for phase in PHASES:
             base = by_key[(shape, "torch", phase)].median_ms
             cells = [shape, phase, f"{base:.3g}"]
-            cells += [f"{by_key[(shape, i, phase)].median_ms:.3g} ({by_key[(shape, i, phase)].ratio:.2f}x)"
-                      for i in ours]
+            cells += [ratio_cell(by_key[(shape, i, phase)].median_ms, by_key[(shape, i, phase)].ratio) for i in ours]
             cells += [f"{by_key[(shape, c, phase)].median_ms:.3g} ({by_key[(shape, c, phase)].gb_per_s:.1f} GB/s)"
                       for c in CEILINGS]
             time_lines.append(cells)
@@ -250,8 +241,7 @@ def tables(rows: list[ConvRow], impls: list[str]) -> str:
         for mode, phase in (("train", "train forward"), ("eval", "eval forward")):
             base = by_key[(shape, "torch", phase)].saved_bytes
             cells = [shape, mode, f"{base / 2**20:.3g}"]
-            cells += [f"{by_key[(shape, i, phase)].saved_bytes / 2**20:.3g} "
-                      f"({by_key[(shape, i, phase)].saved_bytes / base:.2f}x)" for i in ours]
+            cells += [saved_mib_cell(by_key[(shape, i, phase)].saved_bytes, base) for i in ours]
             cells += [f"{by_key[(shape, i, phase)].max_rel_error:.1e}" for i in impls]
             memory_lines.append(cells)
     memory_table = markdown_table(["shape", "mode", "torch saved MiB", *[f"{i} saved MiB (x torch)" for i in ours],
@@ -261,15 +251,10 @@ def tables(rows: list[ConvRow], impls: list[str]) -> str:
 
 def plot(rows: list[ConvRow], impls: list[str], path: Path) -> None:
     """One row of panels per shape: a bar per implementation for each phase (log time) and saved MiB."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     shapes = list(dict.fromkeys(r.shape for r in rows))
     names = impls + list(CEILINGS)
     panels = list(PHASES) + ["saved MiB (train / eval)"]
-    fig, axes = plt.subplots(len(shapes), len(panels), figsize=(3.3 * len(panels), 0.9 + 2.0 * len(shapes)),
+    fig, axes = pyplot().subplots(len(shapes), len(panels), figsize=(3.3 * len(panels), 0.9 + 2.0 * len(shapes)),
                              squeeze=False)
     by_key = {(r.shape, r.impl, r.phase): r for r in rows}
     for axes_row, shape in zip(axes, shapes):
@@ -293,33 +278,17 @@ def plot(rows: list[ConvRow], impls: list[str], path: Path) -> None:
             ax.tick_params(labelsize=7)
         for ax in axes_row[1:len(PHASES)]:
             ax.set_yticklabels([])
-    fig.suptitle("Conv2d + BatchNorm2d + LeakyReLU(0.2), float32, CPU: ascend_acts vs torch")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, "Conv2d + BatchNorm2d + LeakyReLU(0.2), float32, CPU: ascend_acts vs torch", path)
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smoke run: one tiny shape, two repeats")
-    parser.add_argument("--repeats", type=int, default=9, help="timed rounds per phase (every implementation once "
-                        "per round)")
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
-    parser.add_argument("--backends", nargs="+", metavar="NAME",
-                        help="ascend_acts CPU backends to measure (default: every available one)")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where CSV/Markdown/PNG go")
-    args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    parser = comparison_parser(__doc__, "smoke run: one tiny shape, two repeats")
+    add_backends_option(parser)
+    args = parse(parser, argv)
     shapes = SHAPES
     if args.quick:
         shapes, args.repeats = QUICK_SHAPES, 2
-    available = [name for name in MEASURED_BACKENDS if backends.unavailable_reason(name) is None]
-    chosen = args.backends or available
-    unknown = [name for name in chosen if name not in available]
-    if unknown:
-        parser.error(f"backends not available here: {unknown} (available: {available})")
-    impls = ["torch", *chosen]
+    impls = ["torch", *chosen_backends(parser, args.backends)]
 
     usage_before = cpu_usage()
     rows = []
@@ -349,8 +318,7 @@ def main(argv=None) -> None:
              "rounds to the other side of 0 in float32 takes the other slope in the backward, which shows as an "
              "error of about 1e-2 in dx/dw/dgamma/dbeta (for whichever implementation it happens to)"]
     notes.append(other_processes_note(usage_before, cpu_usage()))
-    notes += [f"not measured: {name}: {backends.unavailable_reason(name)}"
-              for name in MEASURED_BACKENDS if name not in available]
+    notes += unavailable_notes()
     title = "Conv2d + BatchNorm2d + LeakyReLU(0.2), float32: fused vs torch composite"
     report("conv_bn_leaky_relu", title, rows, tables(rows, impls), notes, args.out,
            lambda path: plot(rows, impls, path))

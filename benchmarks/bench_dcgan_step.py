@@ -13,25 +13,22 @@ as in tests/test_memory.py).
 
 from __future__ import annotations
 
-import argparse
-import statistics
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import nn
 
 import ascend_acts
 from common import (
-    RESULTS_DIR,
+    comparison_parser,
     cpu_usage,
-    interleaved_ms,
     markdown_table,
-    median_ratio,
     other_processes_note,
+    parse,
     plot_bars,
     report,
     saved_bytes,
+    side_by_side,
 )
 
 SLOPE = 0.2
@@ -94,25 +91,18 @@ def prepare(name: str, batch: int, ndf: int, image_size: int):
 def measure(batch: int, ndf: int, image_size: int, repeats: int) -> list[StepRow]:
     prepared = {name: prepare(name, batch, ndf, image_size) for name in MODELS}
     kept = {name: saved_bytes(forward) for name, (forward, _) in prepared.items()}
-    times = interleaved_ms({name: step for name, (_, step) in prepared.items()}, repeats)
-    baseline = times["torch"]
-    return [StepRow(name, batch, ndf, image_size, statistics.median(times[name]), median_ratio(times[name], baseline),
-                    kept[name]) for name in MODELS]
+    timed = side_by_side({name: {"step": step} for name, (_, step) in prepared.items()}, ["step"], repeats, "torch")
+    return [StepRow(name, batch, ndf, image_size, milliseconds, ratio, kept[name])
+            for _, name, milliseconds, ratio in timed]
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = comparison_parser(__doc__, "smoke run: batch 4, ndf 8, 2 repeats", repeats=15)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--ndf", type=int, default=64, help="discriminator width (DCGAN: 64)")
-    parser.add_argument("--repeats", type=int, default=15, help="timed rounds (each model once per round)")
-    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: batch 4, ndf 8, 2 repeats")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
-    args = parser.parse_args(argv)
+    args = parse(parser, argv)
     if args.quick:
         args.batch, args.ndf, args.repeats = 4, 8, 2
-    if args.threads:
-        torch.set_num_threads(args.threads)
     image_size = 64
 
     usage_before = cpu_usage()

@@ -1,18 +1,19 @@
-"""Shared benchmark machinery: timing, saved-for-backward bytes, memory-copy ceiling, tables, plots.
+"""Shared benchmark machinery: command line, timing, saved-for-backward bytes, errors, emulator launches,
+memory-copy ceiling, tables, plots.
 
-Every per-op script builds a list of `Row`s and hands it to `report()`, which prints the environment,
+Every script builds a list of rows (dataclasses) and hands it to `report()`, which prints the environment,
 writes `<name>.csv`, `<name>.md` and `<name>.png` into the output directory and prints the Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import platform
 import statistics
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable
@@ -24,6 +25,7 @@ import ascend_acts
 from ascend_acts import backends
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+QUICK_OUT = Path("outputs/benchmarks")  # where a smoke run writes when it must not overwrite RESULTS_DIR (untracked)
 DEFAULT_SIZES = (1 << 16, 1 << 20, 1 << 24)  # 64 Ki, 1 Mi, 16 Mi elements; the headline is 16 Mi
 QUICK_SIZES = (1 << 12, 1 << 14)
 SIM_MAX_SIZE = 1 << 20  # the emulator interprets every vector instruction: too slow beyond ~1 Mi
@@ -51,6 +53,56 @@ def base_parser(description: str) -> argparse.ArgumentParser:
                         help="largest size run on the (slow) emulator backend")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where CSV/Markdown/PNG go")
     return parser
+
+
+def comparison_parser(description: str, quick_help: str, repeats: int = 9,
+                      out_default: Path | None = RESULTS_DIR) -> argparse.ArgumentParser:
+    """The options of every side-by-side script: --quick, --repeats (rounds, every implementation once per
+    round), --threads, --out. `out_default` None: `output_dir()` picks RESULTS_DIR, or QUICK_OUT for --quick."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--repeats", type=int, default=repeats,
+                        help="timed rounds per phase (every implementation once per round)")
+    parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
+    out_help = ("where CSV/Markdown/PNG go" if out_default is not None
+                else f"results directory (default {RESULTS_DIR}; --quick: {QUICK_OUT}, untracked)")
+    parser.add_argument("--out", type=Path, default=out_default, help=out_help)
+    return parser
+
+
+def add_backends_option(parser: argparse.ArgumentParser, default: list[str] | None = None) -> None:
+    shown = " ".join(default) if default else "every available one"
+    parser.add_argument("--backends", nargs="+", metavar="NAME", default=default,
+                        help=f"ascend_acts CPU backends to measure (default: {shown})")
+
+
+def parse(parser: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """Parsed arguments, --threads applied."""
+    args = parser.parse_args(argv)
+    if args.repeats < 1 or getattr(args, "batch", 1) < 1:
+        parser.error(f"{'--batch and ' if hasattr(args, 'batch') else ''}--repeats must be at least 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
+
+
+def output_dir(args) -> Path:
+    return args.out or (QUICK_OUT if args.quick else RESULTS_DIR)
+
+
+def chosen_backends(parser: argparse.ArgumentParser, requested: list[str] | None) -> list[str]:
+    """The requested ascend_acts backends (default: every available one); a parser error names any unavailable."""
+    available = [name for name in MEASURED_BACKENDS if backends.unavailable_reason(name) is None]
+    chosen = requested or available
+    unknown = [name for name in chosen if name not in available]
+    if unknown:
+        parser.error(f"backends not available here: {unknown} (available: {available})")
+    return chosen
+
+
+def unavailable_notes() -> list[str]:
+    return [f"not measured: {name}: {backends.unavailable_reason(name)}"
+            for name in MEASURED_BACKENDS if backends.unavailable_reason(name) is not None]
 
 
 def resolve_sizes(args) -> list[int]:
@@ -129,6 +181,18 @@ def median_ratio(times: list[float], baseline: list[float]) -> float:
     return statistics.median(t / b for t, b in zip(times, baseline))
 
 
+def side_by_side(calls: dict[str, dict[str, Callable[[], object]]], phases: Iterable[str], repeats: int,
+                 baseline: str) -> list[tuple[str, str, float, float]]:
+    """(phase, impl, median ms, median per-round ratio to `baseline`) of calls[impl][phase], the implementations
+    taking turns per phase (interleaved_ms)."""
+    results = []
+    for phase in phases:
+        times = interleaved_ms({impl: by_phase[phase] for impl, by_phase in calls.items()}, repeats)
+        results += [(phase, impl, statistics.median(times[impl]), median_ratio(times[impl], times[baseline]))
+                    for impl in calls]
+    return results
+
+
 def saved_bytes(forward: Callable[[], torch.Tensor]) -> int:
     """Bytes autograd keeps for the backward of forward(): unique storages of the saved tensors
     (a tensor saved twice, or the output that is also saved, counts once)."""
@@ -162,7 +226,55 @@ MEASURED_BACKENDS = [name for name in backends.known_backends() if name != "torc
 
 def backend_context(impl: str):
     """A `with` context selecting the ascend_acts backend for impl (torch needs none)."""
-    return ascend_acts.use_backend(impl) if impl in MEASURED_BACKENDS else nullcontext()
+    return ascend_acts.use_backend(impl) if impl in MEASURED_BACKENDS else contextlib.nullcontext()
+
+
+def in_backend(impl: str, calls: dict[str, Callable[[], object]]) -> dict[str, Callable[[], object]]:
+    """The calls, each run under impl's backend (backend_context)."""
+    def wrapped(fn):
+        def call():
+            with backend_context(impl):
+                return fn()
+        return call
+
+    return {name: wrapped(fn) for name, fn in calls.items()}
+
+
+def max_rel_error(results: list[torch.Tensor], exact: list[torch.Tensor]) -> float:
+    """Max over the tensors of max|result - exact| / max|exact| (exact in float64)."""
+    return max(((a.double() - b).abs().max() / b.abs().max().clamp_min(1e-300)).item() for a, b in zip(results, exact))
+
+
+@contextlib.contextmanager
+def recorded_launches():
+    """The counters of every emulator launch made inside the block: an op may launch several kernels, or one
+    kernel in pieces, and `last_launch()` keeps only the latest. The sim backend launches through
+    `emulator.launch`; a launch made another way still shows as a changed `last_launch()` (then only that one
+    is known, and the list holds it alone)."""
+    from ascend_acts.backends.sim import emulator
+
+    launches, original, before = [], emulator.launch, emulator.last_launch()
+
+    def recording_launch(*args, **kwargs):
+        counters = original(*args, **kwargs)
+        launches.append(counters)
+        return counters
+
+    emulator.launch = recording_launch
+    try:
+        yield launches
+    finally:
+        emulator.launch = original
+        latest = emulator.last_launch()
+        if not launches and latest is not before:
+            launches.append(latest)
+
+
+def kernel_names(launches) -> str:
+    counts = {}
+    for launch in launches:
+        counts[launch.kernel] = counts.get(launch.kernel, 0) + 1
+    return ", ".join(f"{name} x{count}" for name, count in counts.items()) or "no emulator launch"
 
 
 def available_impls(size: int, sim_max_size: int) -> tuple[list[str], dict[str, str]]:
@@ -222,6 +334,35 @@ def copy_rows(op_name: str, size: int, bytes_per_element: int, repeats: int) -> 
     return rows
 
 
+def ratio_cell(milliseconds: float, ratio: float) -> str:
+    return f"{milliseconds:.3g} ({ratio:.2f}x)"
+
+
+def saved_mib_cell(saved: int, baseline: int) -> str:
+    return f"{saved / 2**20:.3g} ({saved / baseline:.2f}x)"
+
+
+CEILINGS_NOTE = ("ceilings: the time each phase would take at the bandwidth of Tensor.clone() (allocates, as the ops "
+                 "do) or Tensor.copy_ into a preallocated buffer, measured on the same bytes")
+
+
+def run_elementwise(argv, description: str, op_name: str, ops: dict[str, Callable[[torch.Tensor], torch.Tensor]],
+                    titles: tuple[str, str], notes: list[str]) -> None:
+    """The whole script of an elementwise float32 op of one input: every size, every available impl of `ops`
+    (impl -> the op on x) and the copy ceilings; titles: (the report's, the plot's)."""
+    args = base_parser(description).parse_args(argv)
+    rows, left_out = [], {}
+    for size in resolve_sizes(args):
+        impls, skipped = available_impls(size, args.sim_max_size)
+        left_out.update({f"{impl} at {size:,}": why for impl, why in skipped.items()})
+        for impl in impls:
+            rows += measure_elementwise(op_name, impl, size, ops[impl], 4, args.repeats)
+        rows += copy_rows(op_name, size, 4, args.repeats)
+    notes = notes + [f"not measured: {what}: {why}" for what, why in left_out.items()]
+    report(op_name, titles[0], rows, comparison_table(rows), notes, args.out,
+           lambda path: plot_phases(rows, titles[1], path))
+
+
 def markdown_table(headers: list[str], rows: Iterable[list]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
@@ -249,14 +390,26 @@ def comparison_table(rows: list[Row]) -> str:
     return markdown_table(headers, lines)
 
 
-def plot_phases(rows: list[Row], title: str, path: Path) -> None:
-    """Time vs size, one panel per phase, one line per impl (log-log)."""
+def pyplot():
+    """matplotlib.pyplot without a display (imported late: only the plots need it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(PHASES), figsize=(4.2 * len(PHASES), 3.6), sharey=True)
+    return plt
+
+
+def save_figure(fig, title: str, path: Path) -> None:
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    pyplot().close(fig)
+
+
+def plot_phases(rows: list[Row], title: str, path: Path) -> None:
+    """Time vs size, one panel per phase, one line per impl (log-log)."""
+    fig, axes = pyplot().subplots(1, len(PHASES), figsize=(4.2 * len(PHASES), 3.6), sharey=True)
     for ax, phase in zip(axes, PHASES):
         for impl in dict.fromkeys(r.impl for r in rows):
             points = sorted((r.size, r.median_ms) for r in rows if r.impl == impl and r.phase == phase)
@@ -265,30 +418,19 @@ def plot_phases(rows: list[Row], title: str, path: Path) -> None:
         ax.set(xscale="log", yscale="log", title=phase, xlabel="elements")
     axes[0].set_ylabel("median ms")
     axes[0].legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, title, path)
 
 
 def plot_bars(labels: list[str], panels: dict[str, list[float]], title: str, path: Path) -> None:
     """One bar panel per quantity (e.g. time, saved bytes), one bar per label."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.2 + 0.25 * len(labels)))
+    fig, axes = pyplot().subplots(1, len(panels), figsize=(4.5 * len(panels), 3.2 + 0.25 * len(labels)))
     for ax, (quantity, values) in zip(axes, panels.items()):
         ax.barh(labels, values, color=[f"C{i}" for i in range(len(labels))])
         ax.invert_yaxis()
         ax.set(xlabel=quantity)
     for ax in axes[1:]:
         ax.set_yticklabels([])
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, title, path)
 
 
 def write_csv(rows: list, path: Path) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from common import RESULTS_DIR, markdown_table, plot_bars, report
+from common import QUICK_OUT, RESULTS_DIR, markdown_table, output_dir, plot_bars, report
 
 PLATFORM = "ascend910b1"
 
@@ -447,12 +447,12 @@ def main(argv=None) -> None:
     parser.add_argument("--section", choices=("all", "kernels", "conv"), default="all")
     parser.add_argument("--batch", type=int, default=None, help="conv layers' batch (default 64, --quick 2)")
     parser.add_argument("--out", type=Path, default=None,
-                        help=f"results directory (default {RESULTS_DIR}; --quick: outputs/benchmarks, untracked)")
+                        help=f"results directory (default {RESULTS_DIR}; --quick: {QUICK_OUT}, untracked)")
     parser.add_argument("--name", default=None,
                         help="file name of the results without suffix (default perf_model[_<section>])")
     args = parser.parse_args(argv)
     # a smoke run or a part must not overwrite the committed full results
-    out = args.out or (Path("outputs/benchmarks") if args.quick else RESULTS_DIR)
+    out = output_dir(args)
     name = args.name or ("perf_model" if args.section == "all" else f"perf_model_{args.section}")
     batch = args.batch or (2 if args.quick else 64)
     from ascend_acts.backends.sim import emulator, timeline
