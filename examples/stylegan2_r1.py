@@ -295,7 +295,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch.set_num_threads; 1 by default: these small layers gain little from more, and "
-                             "on a busy machine a second OpenMP thread slowed this run more than 5x")
+                             "on a busy machine a second OpenMP thread slowed this run several times over")
     parser.add_argument("--out", type=Path, default=Path("outputs/stylegan2_r1"))
     parser.add_argument("--quick", action="store_true", help="smoke run: 5 steps")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
