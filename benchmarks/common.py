@@ -44,25 +44,14 @@ class Row:
     saved_bytes: int | None = None  # saved-for-backward, unique storages
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help="smoke run: tiny sizes, two repeats")
-    parser.add_argument("--sizes", type=int, nargs="+", help=f"elements (default {DEFAULT_SIZES})")
-    parser.add_argument("--repeats", type=int, default=9, help="timed runs per measurement (median)")
-    parser.add_argument("--sim-max-size", type=int, default=SIM_MAX_SIZE,
-                        help="largest size run on the (slow) emulator backend")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="where CSV/Markdown/PNG go")
-    return parser
-
-
 def comparison_parser(description: str, quick_help: str, repeats: int = 9,
                       out_default: Path | None = RESULTS_DIR) -> argparse.ArgumentParser:
-    """The options of every side-by-side script: --quick, --repeats (rounds, every implementation once per
-    round), --threads, --out. `out_default` None: `output_dir()` picks RESULTS_DIR, or QUICK_OUT for --quick."""
+    """The options of every script: --quick, --repeats, --threads, --out. `out_default` None: `output_dir()` picks
+    RESULTS_DIR, or QUICK_OUT for --quick."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--repeats", type=int, default=repeats,
-                        help="timed rounds per phase (every implementation once per round)")
+                        help="timed runs per phase, median (side by side: rounds, every implementation once each)")
     parser.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's default)")
     out_help = ("where CSV/Markdown/PNG go" if out_default is not None
                 else f"results directory (default {RESULTS_DIR}; --quick: {QUICK_OUT}, untracked)")
@@ -103,6 +92,15 @@ def chosen_backends(parser: argparse.ArgumentParser, requested: list[str] | None
 def unavailable_notes() -> list[str]:
     return [f"not measured: {name}: {backends.unavailable_reason(name)}"
             for name in MEASURED_BACKENDS if backends.unavailable_reason(name) is not None]
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    """An elementwise script's options: comparison_parser's, --sizes and --sim-max-size."""
+    parser = comparison_parser(description, "smoke run: tiny sizes, two repeats")
+    parser.add_argument("--sizes", type=int, nargs="+", help=f"elements (default {DEFAULT_SIZES})")
+    parser.add_argument("--sim-max-size", type=int, default=SIM_MAX_SIZE,
+                        help="largest size run on the (slow) emulator backend")
+    return parser
 
 
 def resolve_sizes(args) -> list[int]:
@@ -350,7 +348,7 @@ def run_elementwise(argv, description: str, op_name: str, ops: dict[str, Callabl
                     titles: tuple[str, str], notes: list[str]) -> None:
     """The whole script of an elementwise float32 op of one input: every size, every available impl of `ops`
     (impl -> the op on x) and the copy ceilings; titles: (the report's, the plot's)."""
-    args = base_parser(description).parse_args(argv)
+    args = parse(base_parser(description), argv)
     rows, left_out = [], {}
     for size in resolve_sizes(args):
         impls, skipped = available_impls(size, args.sim_max_size)
