@@ -32,7 +32,7 @@ from typing import Mapping
 
 import torch
 
-from ..op_table import NPU_NAMESPACE, TORCH_OPS
+from ..op_table import NPU_NAMESPACE, TORCH_OPS, torch_op
 
 STRICT_ENV = "ASCEND_ACTS_NPU_STRICT"
 EXTENSION = "ascend_acts._npu_ops"
@@ -94,7 +94,7 @@ def extension_has_kernel(name: str) -> bool:
         schema = str(torch._C._get_schema(qualified, ""))
     except RuntimeError:  # not defined
         return False
-    return (schema == qualified + next(op.schema for op in TORCH_OPS if op.name == name)
+    return (schema == qualified + torch_op(name).schema
             and torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"))
 
 
