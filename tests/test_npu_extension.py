@@ -1,12 +1,13 @@
 """The torch_npu extension (python/ascend_acts/csrc/): compiled (syntax only) against the headers of the torch-npu
 wheel released for the installed torch, our aclnn declarations compiled together with CANN 8.1's (when an extracted
-toolkit is here), and what of it is hand-written checked against the op table. The registrations, each kernel
-function's declaration from its schema and the aclnn declarations are generated from the table
-(scripts/generate_op_files.py; tests/test_generated_files.py checks they are current), so the compile rejects a
-kernel whose signature differs from its schema. Checked here: each kernel calls the aclnn op of the table kernel
-its torch op runs on the NPU, with the inputs, the attributes and the outputs in the declared order (for the
-elementwise ops: the attributes are the schema's float arguments and the one output is `out`). Linking and running
-it needs CANN and an NPU (docs/npu.md)."""
+toolkit is here), and what of it is hand-written checked against the op table. The private ops' schemas and
+registrations, each kernel function's declaration from its schema and the aclnn declarations are generated from the
+table (scripts/generate_op_files.py; tests/test_generated_files.py checks they are current), so the compile rejects
+a kernel whose signature differs from its schema. Checked here: the private ops are the functional ops with the
+public schemas; each kernel calls the aclnn op of the table kernel its torch op runs on the NPU, with the inputs,
+the attributes and the outputs in the declared order (for the elementwise ops: the attributes are the schema's float
+arguments and the one output is `out`); and the kernels raise only the device's own errors, the op layer having
+validated the call. Linking and running it needs CANN and an NPU (docs/npu.md)."""
 
 import re
 import subprocess
@@ -23,6 +24,8 @@ from real_toolchain import cann_toolkit, torch_npu_headers
 ROOT = Path(__file__).resolve().parents[1]
 CSRC = ROOT / "python/ascend_acts/csrc"
 SOURCE = (CSRC / "npu_ops.cpp").read_text()  # the hand-written kernels
+REGISTRATIONS = (CSRC / "npu_registrations.inc").read_text()
+FUNCTIONAL_OPS = [op for op in op_table.TORCH_OPS if not op.inplace]  # the op layer runs `X_` as X(..., out=self)
 
 
 def schema(op) -> torch.FunctionSchema:
@@ -33,14 +36,9 @@ def check(source: str) -> None:
     """Raises AssertionError where the extension's kernels disagree with the op table."""
     bodies = {name: body for name, body in re.findall(
         r"^(?:at::Tensor|void|std::tuple<[^>]*>) (\w+)\([^)]*\) \{\n(.*?)^\}", source, re.S | re.M)}
-    for op in op_table.TORCH_OPS:
+    for op in FUNCTIONAL_OPS:
         assert op.npu_function in bodies, f"{op.name}: no kernel {op.npu_function} in npu_ops.cpp"
         body = bodies[op.npu_function]
-        if op.inplace:  # torch's overlap check, then the out-of-place kernel's result
-            out_of_place = op_table.torch_op(op.name[:-1]).npu_function
-            assert "at::assert_no_internal_overlap(self);" in body, op.name
-            assert f"self.copy_({out_of_place}(self" in body, op.name
-            continue
         calls = re.findall(r"ACTS_ACLNN\((\w+), (\w+), ([^;]*)\);", body)
         kernels = [op_table.kernel(base) for base in op.npu_kernels]
         assert [op_type for op_type, _, _ in calls] == [k.op_type for k in kernels], op.name
@@ -83,9 +81,6 @@ MUTATIONS = {
                                       "bias_acl.get(), scale, negative_slope, out_acl.get());"),
     "the optional bias left out of the fused gradient call": ("saved_acl.get(), bias_acl.get(), negative_slope",
                                                               "saved_acl.get(), negative_slope"),
-    "in-place without the overlap check": ("void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"
-                                           "    at::assert_no_internal_overlap(self);\n",
-                                           "void LeakyReluInplace(at::Tensor& self, double negative_slope) {\n"),
     "a kernel not named by the rule": ("at::Tensor Rrelu(const at::Tensor& self,",
                                        "at::Tensor RandomizedRelu(const at::Tensor& self,"),
 }
@@ -97,6 +92,39 @@ def test_a_disagreement_is_detected(mutation):
     assert SOURCE.count(old) == 1
     with pytest.raises(AssertionError):
         check(SOURCE.replace(old, new))
+
+
+def test_the_private_ops_are_the_functional_ops_with_their_public_schemas():
+    """npu_registrations.inc (generated) defines ascend_acts_npu::<op> for each functional op with the public op's
+    schema and registers its kernel there, and registers nothing on the public namespace (the op layer does)."""
+    definitions = [re.sub(r'"\s*"', "", text) for text in re.findall(r'm\.def\(("[^;]*")\);', REGISTRATIONS)]
+    assert [d.strip('"') for d in definitions] == [op.name + op.schema for op in FUNCTIONAL_OPS]
+    assert re.findall(r'm\.impl\("(\w+)", TORCH_FN\((\w+)\)\);', REGISTRATIONS) == \
+        [(op.name, op.npu_function) for op in FUNCTIONAL_OPS]
+    assert re.findall(r"TORCH_LIBRARY\w*\(([^)]*)\)", REGISTRATIONS) == [f"{op_table.NPU_NAMESPACE}, m",
+                                                                       f"{op_table.NPU_NAMESPACE}, PrivateUse1, m"]
+
+
+# The only errors the kernels raise: what the device cannot do or failed to do. Every argument check is the op
+# layer's, made before the private op runs, the same for every device.
+DEVICE_ERRORS = ("failed with status", "the NPU kernels take float32, float16 or bfloat16 tensors",
+                 "aclCreateTensor failed", "aclCreateIntArray failed", "training needs at least one value per channel",
+                 "ASCEND_ACTS_EVAL_KERNEL must be")
+
+
+def check_device_errors_only(source: str) -> None:
+    for check_call in re.findall(r"TORCH_CHECK\w*\((.*?)\);", source, re.S):
+        assert sum(error in check_call for error in DEVICE_ERRORS) == 1, check_call
+
+
+def test_the_kernels_raise_only_the_devices_errors():
+    check_device_errors_only(SOURCE)
+    repeated = SOURCE.replace("at::Tensor SeedOn(const at::Tensor& seed, const at::Tensor& like) {\n",
+                              "at::Tensor SeedOn(const at::Tensor& seed, const at::Tensor& like) {\n"
+                              '    TORCH_CHECK_VALUE(seed.numel() == 1, "rrelu: seed must be a one-element tensor");\n')
+    assert repeated != SOURCE
+    with pytest.raises(AssertionError):
+        check_device_errors_only(repeated)
 
 
 def test_the_eval_kernel_runs_only_on_request():

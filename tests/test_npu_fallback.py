@@ -1,6 +1,6 @@
 """The NPU fallback (the "torch" backend: torch ops only) agrees bit for bit with the NumPy reference, on the CPU;
-the fallback warns once (saying why), or refuses in strict mode; the extension's kernels or the fallback's are
-registered as backends/npu.py finds them. Tests that need an NPU are marked `npu`."""
+the fallback warns once (saying why), or refuses in strict mode; the op layer's NPU kernels run the extension's
+private ops or the fallback as backends/npu.py finds them. Tests that need an NPU are marked `npu`."""
 
 import json
 import os
@@ -18,7 +18,7 @@ from ascend_acts.backends import npu, torch_ops
 from ascend_acts.backends import reference as reference_backend
 from ascend_acts.backends.torch_ops import activations as torch_activations
 from ascend_acts.op_table import TORCH_OPS, torch_op
-from ascend_acts.ops._kernels import device_kernel, npu_fallback
+from ascend_acts.ops._kernels import device_kernel, npu_kernels
 from ascend_acts.ops._semantics import SEMANTICS
 from ascend_acts.reference import rng
 
@@ -80,8 +80,9 @@ def test_noise_across_the_2_to_32_boundary():
 
 
 def fallback_kernel(name):
-    """The PrivateUse1 kernel the op layer registers for op `name` without the extension, to run on CPU tensors."""
-    return device_kernel(torch_op(name), SEMANTICS[name], npu_fallback)
+    """The PrivateUse1 kernel the op layer registers for op `name`, to run on CPU tensors (here, without the
+    extension: the fallback)."""
+    return device_kernel(torch_op(name), SEMANTICS[name], npu_kernels)
 
 
 def test_fallback_warns_once_and_strict_mode_refuses(monkeypatch):
@@ -139,9 +140,9 @@ def test_on_npu_matches_cpu(dtype):
         assert torch.equal(gn.cpu(), g)
 
 
-# --- which kernels npu.py registers: the extension's, or the fallback ------------------------------------
+# --- what the NPU kernels run: the extension's private ops, or the fallback -----------------------------------
 # Runs in a fresh interpreter: an import hook serves ascend_acts._npu_ops in place of the compiled extension,
-# which cannot be built here; MODE says what importing it does.
+# which cannot be built here; MODE says what importing it does (which private ops it defines).
 SELECTION = textwrap.dedent('''
     import importlib.abc, importlib.machinery, json, os, sys
     import torch
@@ -160,25 +161,32 @@ SELECTION = textwrap.dedent('''
             os.environ["STAND_IN_IMPORTED"] = "1"
             if MODE == "broken":
                 raise OSError("libhccl.so: cannot open shared object file")
-            module.lib = torch.library.Library("ascend_acts", "IMPL")
-            ops = ["leaky_relu"] if MODE == "partial" else list(json.loads(os.environ["OPS"]))
-            for op in ops:
-                module.lib.impl(op, lambda *args: "stand-in", "PrivateUse1")
+            module.lib = torch.library.Library("ascend_acts_npu", "DEF")
+            for name, schema in json.loads(os.environ["SCHEMAS"]).items():
+                if MODE == "partial" and name != "leaky_relu":
+                    continue
+                if MODE == "stale" and name == "leaky_relu":
+                    schema = "(Tensor self, float negative_slope, bool inplace) -> Tensor"
+                module.lib.define(name + schema)
+                module.lib.impl(name, lambda *args: "stand-in", "PrivateUse1")
 
     sys.meta_path.insert(0, StandIn())
     import ascend_acts
     from ascend_acts.backends import npu
+    from ascend_acts.ops._kernels import npu_kernels
     status = npu.status()
     print(json.dumps({"source": status.source, "detail": status.detail, "fallback": list(status.fallback_ops),
                       "imported": os.environ.get("STAND_IN_IMPORTED") == "1", "torch_npu": "torch_npu" in sys.modules,
-                      "kernels": all(npu.has_npu_kernel(op) for op in json.loads(os.environ["OPS"]))}))
+                      "kernels": all(npu.has_npu_kernel(op) for op in json.loads(os.environ["OPS"])),
+                      "runs": getattr(npu_kernels(), "__name__")}))
 ''')
 
 
 def select(mode, tmp_path, package=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
     opp = tmp_path / "opp"
-    env.update(MODE=mode, OPS=json.dumps(ALL_OPS), ASCEND_OPP_PATH=str(opp))
+    schemas = {op.name: op.schema for op in TORCH_OPS if not op.inplace}
+    env.update(MODE=mode, OPS=json.dumps(ALL_OPS), SCHEMAS=json.dumps(schemas), ASCEND_OPP_PATH=str(opp))
     if package:
         (opp / "vendors/ascend_acts/op_api/lib").mkdir(parents=True, exist_ok=True)
         (opp / "vendors/ascend_acts/op_api/lib/libcust_opapi.so").write_bytes(b"")
@@ -192,6 +200,7 @@ def test_fallback_when_the_extension_is_not_built(tmp_path):
     chosen = select("absent", tmp_path, package=True)
     assert chosen["source"] == "fallback" and chosen["detail"] == "the torch_npu extension is not built"
     assert chosen["fallback"] == ALL_OPS and chosen["kernels"] and not chosen["torch_npu"]
+    assert chosen["runs"] == torch_ops.__name__
 
 
 @pytest.mark.slow
@@ -207,7 +216,7 @@ def test_the_extension_replaces_the_fallback(tmp_path):
     chosen = select("complete", tmp_path, package=True)
     assert chosen["source"] == "extension" and chosen["imported"] and chosen["fallback"] == []
     assert chosen["detail"] == f"/stand-in/_npu_ops.so, op package {tmp_path / 'opp/vendors/ascend_acts'}"
-    assert chosen["kernels"]
+    assert chosen["kernels"] and chosen["runs"] == npu.EXTENSION
 
 
 @pytest.mark.slow
@@ -220,11 +229,16 @@ def test_an_extension_that_fails_to_load_falls_back(tmp_path):
 
 
 @pytest.mark.slow
-def test_ops_a_stale_extension_misses_fall_back(tmp_path):
-    chosen = select("partial", tmp_path, package=True)
-    missing = [op for op in ALL_OPS if op != "leaky_relu"]
-    assert chosen["source"] == "fallback" and chosen["fallback"] == missing and chosen["kernels"]
-    assert f"registers no NPU kernel for {', '.join(missing)}" in chosen["detail"]
+@pytest.mark.parametrize("mode", ["partial", "stale"])
+def test_a_stale_extension_falls_back_for_every_op(tmp_path, mode):
+    """An extension without every private op, or with another schema than the table's, runs nothing: the op layer
+    passes the current schema's arguments."""
+    chosen = select(mode, tmp_path, package=True)
+    functional = [op.name for op in TORCH_OPS if not op.inplace]
+    missing = [op for op in functional if op != "leaky_relu"] if mode == "partial" else ["leaky_relu"]
+    assert chosen["source"] == "fallback" and chosen["fallback"] == ALL_OPS and chosen["kernels"]
+    assert f"has no NPU kernel with the current schema for {', '.join(missing)} (stale build" in chosen["detail"]
+    assert chosen["runs"] == torch_ops.__name__
 
 
 def test_fallback_warning_says_why(monkeypatch):
@@ -258,6 +272,7 @@ def test_op_package_lookup(tmp_path):
 @pytest.mark.skipif(not _npu_available(), reason="needs an Ascend NPU with torch_npu and CANN")
 def test_on_npu_the_extension_runs_the_kernels():
     assert npu.status().source == "extension", npu.status().detail
+    assert npu_kernels() is npu.extension_kernels
 
 
 # --- the fused Conv+BN+LeakyReLU ops: torch-op kernels for NPU tensors, checked on the CPU ---------

@@ -72,6 +72,26 @@ def test_conv_bn_leaky_relu_on_npu_matches_cpu(training, dtype):
                                    atol=tolerance)
 
 
+def test_results_keep_the_inputs_memory_format_on_npu():
+    """The op layer gives the extension's contiguous results the layout the fake kernels promise."""
+    x = torch.randn(2, 4, 5, 6).to(memory_format=torch.channels_last)
+    bias = torch.randn(4)
+    for device in ("cpu", "npu"):
+        t, b = x.to(device), bias.to(device)
+        for y in (ascend_acts.leaky_relu(t, 0.2), torch.ops.ascend_acts.fused_bias_leaky_relu(t, b, 0.2, 2.0)):
+            assert y.is_contiguous(memory_format=torch.channels_last), device
+
+
+def test_a_bad_call_fails_on_npu_as_on_the_cpu():
+    errors = []
+    for device in ("cpu", "npu"):
+        x, bias = torch.randn(2, 3, 4, device=device), torch.randn(4, device=device)
+        with pytest.raises(RuntimeError) as error:
+            torch.ops.ascend_acts.fused_bias_leaky_relu(x, bias, 0.2, 2.0)
+        errors.append(str(error.value))
+    assert errors[0] == errors[1]
+
+
 def test_converted_discriminator_trains_on_npu():
     torch.manual_seed(1)
     model = nn.Sequential(nn.Conv2d(1, 16, 4, 2, 1), nn.LeakyReLU(0.2), nn.Conv2d(16, 32, 4, 2, 1, bias=False),

@@ -6,9 +6,10 @@
 - op_host/<family>/<base>.json: its msopgen input (what scripts/build_npu.sh gives msopgen);
 - python/ascend_acts/csrc/acts_aclnn_ops.h: the two-phase aclnn API the op package build generates for each
   OpDef, declared by CANN's documented generation rule (included by the hand-written acts_aclnn.h);
-- python/ascend_acts/csrc/npu_registrations.inc: the torch_npu extension's PrivateUse1 registration of every
-  torch op, with each kernel function's declaration from its schema (included at the end of npu_ops.cpp, where
-  the hand-written definitions are: a definition whose signature differs from the schema does not compile).
+- python/ascend_acts/csrc/npu_registrations.inc: the torch_npu extension's private ops (op_table.NPU_NAMESPACE,
+  one per functional torch op, same schema) and their PrivateUse1 kernels, with each kernel function's declaration
+  from its schema (included at the end of npu_ops.cpp, where the hand-written definitions are: a definition whose
+  signature differs from the schema does not compile).
 """
 
 from __future__ import annotations
@@ -191,15 +192,36 @@ def cpp_return_type(schema: str) -> str:
     return "at::Tensor" if count == 1 else f"std::tuple<{', '.join(['at::Tensor'] * count)}>"
 
 
+def _string_call(head: str, text: str, tail: str) -> list[str]:
+    """`head"text"tail`, the string split after commas into adjacent literals aligned under the first one, each line
+    at most WIDTH."""
+    indent, lines, line = " " * len(head), [], head + '"'
+    pieces = re.split(r"(?<=, )", text)
+    for i, piece in enumerate(pieces):
+        closing = '"' + (tail if i + 1 == len(pieces) else "")
+        if i and len(line) + len(piece) + len(closing) > WIDTH:
+            lines.append(line + '"')
+            line = indent + '"'
+        line += piece
+    return lines + [line + '"' + tail]
+
+
 def registrations(table) -> str:
+    namespace = table.NPU_NAMESPACE
+    functional = [op for op in table.TORCH_OPS if not op.inplace]
     lines = [f"// {table.GENERATED_MARK}",
              "// Included at the end of npu_ops.cpp: the declaration of each kernel function from its op's schema",
              "// (a hand-written definition with another signature leaves this one undefined and TORCH_FN ambiguous),",
-             "// then the PrivateUse1 registration of every ascend_acts op.", "namespace {"]
-    for op in table.TORCH_OPS:
+             f"// then the private op {namespace}::<name> of every functional ascend_acts op (same schema) with its",
+             "// PrivateUse1 kernel. The op layer's PrivateUse1 kernel of ascend_acts::<name> calls it once it has",
+             "// validated and prepared the arguments (backends/npu.py).", "namespace {"]
+    for op in functional:
         params = [f"{cpp_argument_type(kind)} {name}" for kind, name in _schema_arguments(op.schema)]
         lines += _declaration(f"{cpp_return_type(op.schema)} {op.npu_function}", params)
-    lines += ["}  // namespace", "", "TORCH_LIBRARY_IMPL(ascend_acts, PrivateUse1, m) {"]
-    lines += [f'    m.impl("{op.name}", TORCH_FN({op.npu_function}));' for op in table.TORCH_OPS]
+    lines += ["}  // namespace", "", f"TORCH_LIBRARY({namespace}, m) {{"]
+    for op in functional:
+        lines += _string_call("    m.def(", f"{op.name}{op.schema}", ");")
+    lines += ["}", "", f"TORCH_LIBRARY_IMPL({namespace}, PrivateUse1, m) {{"]
+    lines += [f'    m.impl("{op.name}", TORCH_FN({op.npu_function}));' for op in functional]
     lines += ["}", ""]
     return "\n".join(lines)

@@ -1,14 +1,20 @@
-"""Which NPU (PrivateUse1) kernels this process can run, found once: the AscendC kernels through our torch_npu
+"""What the op layer's NPU (PrivateUse1) kernels run, found once: the AscendC kernels through our torch_npu
 extension, or the "torch" backend's torch-op fallback.
 
-- The torch_npu extension `ascend_acts._npu_ops` (python/ascend_acts/csrc/npu_ops.cpp), when it was built
-  and the AscendC custom op package is installed: its TORCH_LIBRARY_IMPL(ascend_acts, PrivateUse1) kernels run
-  our AscendC kernels through the package's generated aclnn API.
-- Otherwise the op layer registers the "torch" backend (`ascend_acts.backends.torch_ops`: torch built-ins on the
-  device, the reference's results) for the ops the extension left without a kernel, behind a one-time warning
-  that says why (`check_fallback_allowed`); ASCEND_ACTS_NPU_STRICT=1 turns that into an error.
+The op layer registers the PrivateUse1 kernel of every ascend_acts op itself, the same generic kernel as the CPU's
+(`ascend_acts.ops._kernels.device_kernel`: the op's one validation, in-place targets, contiguous inputs, the
+results' layout), so every device accepts the same calls with the same errors and gives results the layout the
+fake kernels promise. What that kernel runs:
 
-`status()` loads the extension (on its first call, by `ascend_acts.ops` once the ops are defined) and says which
+- The torch_npu extension `ascend_acts._npu_ops` (python/ascend_acts/csrc/npu_ops.cpp), when it was built and
+  the AscendC custom op package is installed: `ExtensionKernels`, the extension's private ops
+  `ascend_acts_npu::<op>` (op_table.NPU_NAMESPACE: one per functional op, the public op's schema), whose
+  PrivateUse1 kernels only prepare the tensors for the device and call the package's generated aclnn API.
+- Otherwise the "torch" backend (`ascend_acts.backends.torch_ops`: torch built-ins on the device, the reference's
+  results), behind a one-time warning that says why (`check_fallback_allowed`); ASCEND_ACTS_NPU_STRICT=1 turns
+  that into an error.
+
+`status()` loads the extension (on its first call, by `ascend_acts.ops` as it registers the ops) and says which
 one this process uses and why. This module registers nothing, imports no op layer and never imports torch_npu
 (without CANN that import fails): the extension is only loaded when it and the op package are both there, and a
 failure to load it falls back instead of failing `import ascend_acts`.
@@ -26,7 +32,7 @@ from typing import Mapping
 
 import torch
 
-from ..op_table import TORCH_OPS
+from ..op_table import NPU_NAMESPACE, TORCH_OPS, torch_op
 
 STRICT_ENV = "ASCEND_ACTS_NPU_STRICT"
 EXTENSION = "ascend_acts._npu_ops"
@@ -39,7 +45,7 @@ CANN_VARIABLES = ("ASCEND_CANN_PACKAGE_PATH", "ASCEND_HOME_PATH")  # as cmake/np
 class Status:
     source: str  # "extension" (AscendC kernels) or "fallback" (torch built-ins)
     detail: str  # where the extension came from, or why the fallback is used
-    fallback_ops: tuple[str, ...]  # the ops without an extension kernel: the op layer gives them the fallback
+    fallback_ops: tuple[str, ...]  # the ops that run on the fallback: none, or all of them
 
 
 def cann_home(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
@@ -76,12 +82,26 @@ def extension_path() -> str | None:
 
 
 def has_npu_kernel(name: str) -> bool:
+    """Whether ascend_acts::<name> runs on NPU tensors (the op layer registers that kernel for every op)."""
     return torch._C._dispatch_has_kernel_for_dispatch_key(f"ascend_acts::{name}", "PrivateUse1")
 
 
+def extension_has_kernel(name: str) -> bool:
+    """Whether the loaded extension defines the private op of functional op `name` with the table's schema and an
+    NPU kernel (a stale build may define another schema)."""
+    qualified = f"{NPU_NAMESPACE}::{name}"
+    try:
+        schema = str(torch._C._get_schema(qualified, ""))
+    except RuntimeError:  # not defined
+        return False
+    return (schema == qualified + torch_op(name).schema
+            and torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"))
+
+
 def _load_extension() -> Status:
-    """Loads the extension if it and the op package are there; the ops it left without a PrivateUse1 kernel
-    (all of them unless it loaded) are the status' fallback_ops."""
+    """Loads the extension if it and the op package are there. All ops run on it, or (it is missing, failed to
+    load or misses an op) all run on the fallback: a stale extension's other private ops may not match the
+    arguments the op layer passes either."""
     everything = tuple(op.name for op in TORCH_OPS)
     path = extension_path()
     if path is None:
@@ -94,10 +114,10 @@ def _load_extension() -> Status:
         importlib.import_module(EXTENSION)
     except Exception as error:  # ImportError/OSError for a missing library; never fail `import ascend_acts`
         return Status("fallback", f"the extension {path} failed to load: {error}", everything)
-    missing = tuple(name for name in everything if not has_npu_kernel(name))
+    missing = [op.name for op in TORCH_OPS if not op.inplace and not extension_has_kernel(op.name)]
     if missing:
-        return Status("fallback", f"the extension {path} registers no NPU kernel for {', '.join(missing)} "
-                                  "(stale build? rebuild it)", missing)
+        return Status("fallback", f"the extension {path} has no NPU kernel with the current schema for "
+                                  f"{', '.join(missing)} (stale build? rebuild it)", everything)
     return Status("extension", f"{path}, op package {package}", ())
 
 
@@ -105,8 +125,8 @@ _status: Status | None = None
 
 
 def status() -> Status:
-    """Which NPU kernels this process runs; the first call loads the extension (the ops must be defined by
-    then: `ascend_acts.ops` makes that call)."""
+    """Which NPU kernels this process runs; the first call loads the extension (`ascend_acts.ops` makes it when it
+    registers the ops)."""
     global _status
     if _status is None:
         _status = _load_extension()
@@ -127,3 +147,37 @@ def check_fallback_allowed() -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
         _warned = True
 
+
+
+def _private_op(name: str, takes_out: bool):
+    """The backend-protocol function of functional op `name` over the private op ascend_acts_npu::<name>."""
+
+    def run(*args):
+        return getattr(getattr(torch.ops, NPU_NAMESPACE), name)(*args)
+
+    def run_into(*args, out: torch.Tensor | None = None):
+        result = run(*args)
+        return result if out is None else out.copy_(result)  # `out` may be the input: written after the kernel
+
+    function = run_into if takes_out else run
+    function.__name__ = name
+    return function
+
+
+class ExtensionKernels:
+    """The extension's kernels under the backend protocol (`ascend_acts.backends`), run by the op layer's
+    PrivateUse1 kernels: an attribute per functional op of the table, calling the private op on the arguments the
+    op layer validated and prepared (detached, contiguous); the ops with an in-place variant also take `out=` (the
+    op layer runs `X_` as `X(self, ..., out=self)`). The private ops return contiguous tensors: the op layer's
+    layout step gives the results the fake kernels' layout."""
+
+    __name__ = EXTENSION
+
+    def __init__(self) -> None:
+        in_place = {op.functional for op in TORCH_OPS if op.inplace}
+        for op in TORCH_OPS:
+            if not op.inplace:
+                setattr(self, op.name, _private_op(op.name, takes_out=op.name in in_place))
+
+
+extension_kernels = ExtensionKernels()

@@ -1,13 +1,21 @@
-// torch_npu extension ascend_acts._npu_ops: PrivateUse1 (NPU) kernels for the ascend_acts ops that run our
-// AscendC kernels from the installed custom op package through its generated aclnn two-phase API.
+// torch_npu extension ascend_acts._npu_ops: the private ops ascend_acts_npu::<op> (one per functional ascend_acts
+// op, same schema) whose PrivateUse1 (NPU) kernels run our AscendC kernels from the installed custom op package
+// through its generated aclnn two-phase API.
+//
+// The op layer calls them (python/ascend_acts/backends/npu.py) from the PrivateUse1 kernel it registers for every
+// ascend_acts op, as it runs the CPU backends: after the one validation every device shares (ops/: argument checks,
+// in-place targets), with detached contiguous tensors, running `X_` as `X(..., out=self)`, and giving the results
+// the memory format the fake kernels promise. So these kernels check nothing the op layer checks: they only do what
+// the device needs (32-byte aligned addresses, dtype -> aclDataType, the device guard, the seed moved to the device,
+// float32 staging of the running statistics) and return contiguous tensors.
 //
 // COMPILED, NEVER LINKED OR RUN: this project's machines and CI have no CANN toolkit and no NPU. CI compiles it
 // (syntax only) against the headers of the torch-npu wheel released for the installed torch, with
 // acts_aclnn.h supplying the aclnn declarations the wheel lacks (tests/test_npu_extension.py); it has never
 // been linked against CANN's libraries nor run. setup.py builds it only when CANN, torch_npu and the installed
 // op package are all found (docs/npu.md). Generated from the op table (scripts/generate_op_files.py): the aclnn
-// declarations (acts_aclnn_ops.h) and the registration of every op with its kernel's declaration from the
-// schema (npu_registrations.inc; each kernel here is CamelCase(op name), in-place `_` as Inplace).
+// declarations (acts_aclnn_ops.h) and the private ops' schemas and registrations with each kernel's declaration
+// from the schema (npu_registrations.inc; each kernel here is CamelCase(op name)).
 // tests/test_npu_extension.py checks that each kernel calls the aclnn op of its table kernel with the inputs,
 // attributes and outputs in the declared order.
 // Written from Huawei's public documentation (aclCreateTensor, the generation rules of the aclnn API of custom
@@ -20,7 +28,6 @@
 #include <tuple>
 #include <vector>
 
-#include <ATen/MemoryOverlap.h>
 #include <torch/extension.h>
 
 #include "acts_aclnn.h"
@@ -115,33 +122,20 @@ AclIntArray AsAclList(at::IntArrayRef values) {
     return AclIntArray(acl);
 }
 
-// Contiguous and 32-byte aligned, as aclCreateTensor documents for the device address.
+// Contiguous and 32-byte aligned, as aclCreateTensor documents for the device address. The op layer's tensors are
+// contiguous already; the ones made here (convolution outputs, float32 copies) may not be.
 at::Tensor Prepared(const at::Tensor& t) {
     at::Tensor c = t.contiguous();
     return reinterpret_cast<uintptr_t>(c.data_ptr()) % 32 == 0 ? c : c.clone();
 }
 
-void CheckPair(const at::Tensor& grad_output, const at::Tensor& saved) {
-    TORCH_CHECK(grad_output.sizes() == saved.sizes() && grad_output.scalar_type() == saved.scalar_type(),
-                "ascend_acts: grad_output and self must have the same shape and dtype, got ", grad_output.sizes(), " ",
-                grad_output.scalar_type(), " and ", saved.sizes(), " ", saved.scalar_type());
-}
-
-// The same error as ascend_acts.ops._library.check_result_based_backward.
-void CheckResultBasedBackward(const char* op, bool slope_may_be_negative, bool saved_is_result) {
-    TORCH_CHECK(!(saved_is_result && slope_may_be_negative), "In-place ", op,
-                " backward calculation is triggered with a negative slope which is not supported. This is caused "
-                "by calling in-place forward function with a negative slope, please call out-of-place version "
-                "instead.");
-}
-
+// The RReLU seed (a one-element int64 tensor, checked by the op layer) may be on the CPU: the kernel reads it on
+// the device.
 at::Tensor SeedOn(const at::Tensor& seed, const at::Tensor& like) {
-    TORCH_CHECK_VALUE(seed.numel() == 1 && seed.scalar_type() == at::kLong,
-                      "rrelu: seed must be a one-element int64 tensor, got ", seed.scalar_type(), " ", seed.sizes());
     return Prepared(seed.reshape({1}).to(like.device()));
 }
 
-// --- the kernels (schemas in python/ascend_acts/ops/leaky_relu.py and rrelu.py) ---------------------------
+// --- the kernels (schemas in python/ascend_acts/op_table.py) -----------------------------------------------
 at::Tensor LeakyRelu(const at::Tensor& self, double negative_slope) {
     c10::OptionalDeviceGuard guard(at::device_of(self));
     at::Tensor x = Prepared(self);
@@ -152,15 +146,8 @@ at::Tensor LeakyRelu(const at::Tensor& self, double negative_slope) {
     return out;
 }
 
-void LeakyReluInplace(at::Tensor& self, double negative_slope) {
-    at::assert_no_internal_overlap(self);
-    self.copy_(LeakyRelu(self, negative_slope));
-}
-
 at::Tensor LeakyReluBackward(const at::Tensor& grad_output, const at::Tensor& self, double negative_slope,
-                             bool saved_is_result) {
-    CheckResultBasedBackward("leakyReLu", negative_slope < 0, saved_is_result);
-    CheckPair(grad_output, self);
+                             bool /*saved_is_result: the op layer checked it*/) {
     c10::OptionalDeviceGuard guard(at::device_of(self));
     at::Tensor dy = Prepared(grad_output), saved = Prepared(self);
     at::Tensor out = at::empty_like(saved, at::MemoryFormat::Contiguous);
@@ -180,15 +167,8 @@ at::Tensor Rrelu(const at::Tensor& self, const at::Tensor& seed, double lower, d
     return out;
 }
 
-void RreluInplace(at::Tensor& self, const at::Tensor& seed, double lower, double upper) {
-    at::assert_no_internal_overlap(self);
-    self.copy_(Rrelu(self, seed, lower, upper));
-}
-
 at::Tensor RreluBackward(const at::Tensor& grad_output, const at::Tensor& self, const at::Tensor& seed, double lower,
-                         double upper, bool saved_is_result) {
-    CheckResultBasedBackward("RReLU", lower < 0, saved_is_result);
-    CheckPair(grad_output, self);
+                         double upper, bool /*saved_is_result: the op layer checked it*/) {
     c10::OptionalDeviceGuard guard(at::device_of(self));
     at::Tensor dy = Prepared(grad_output), saved = Prepared(self), key = SeedOn(seed, self);
     at::Tensor out = at::empty_like(saved, at::MemoryFormat::Contiguous);
@@ -198,10 +178,11 @@ at::Tensor RreluBackward(const at::Tensor& grad_output, const at::Tensor& self, 
     return out;
 }
 
-// --- the fused Conv2d + BatchNorm2d + LeakyReLU (schemas in python/ascend_acts/ops/conv_bn_leaky_relu.py) ------
+// --- the fused Conv2d + BatchNorm2d + LeakyReLU -----------------------------------------------------------------
 // Training: torch_npu's convolution, then our BatchNorm + LeakyReLU kernels; eval: torch_npu's convolution with the
-// BN-folded weights, then our LeakyReLU kernel (our one-launch eval kernel on request: ConvBnLeakyReluEval). The convolution's backward is torch_npu's. Padding is (top, bottom, left,
-// right); the statistics and the BN parameters the kernels take are float32.
+// BN-folded weights, then our LeakyReLU kernel (our one-launch eval kernel on request: ConvBnLeakyReluEval). The
+// convolution's backward is torch_npu's. Padding is (top, bottom, left, right); the statistics and the BN
+// parameters the kernels take are float32.
 at::Tensor Padded(const at::Tensor& input, at::IntArrayRef padding) {
     return at::constant_pad_nd(input, {padding[2], padding[3], padding[0], padding[1]});
 }
@@ -239,9 +220,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluTrain(
     const std::optional<at::Tensor>& running_var, at::IntArrayRef stride, at::IntArrayRef padding,
     at::IntArrayRef dilation, int64_t groups, double momentum, double eps, double negative_slope, bool save_output) {
     c10::OptionalDeviceGuard guard(at::device_of(input));
-    const bool update = running_mean.has_value() && running_var.has_value();
-    TORCH_CHECK_VALUE(update || (!running_mean.has_value() && !running_var.has_value()),
-                      "conv_bn_leaky_relu_train: 'running_mean' and 'running_var' must both be given or both be None");
+    const bool update = running_mean.has_value();  // the op layer checked that both or neither are given
     at::Tensor y = Prepared(PlatformConv(input, weight, bias, stride, padding, dilation, groups));
     TORCH_CHECK(y.numel() > 0, "conv_bn_leaky_relu: training needs at least one value per channel, got output ",
                 y.sizes());
@@ -318,9 +297,9 @@ at::Tensor PackEvalWeight(const at::Tensor& weight) {
 }
 
 // Eval: torch_npu's convolution (aclnnConvolution) on the folded W', b', then our LeakyReLU kernel, unless the
-// fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) is only modelled
-// against this path (benchmarks/results/fused_traffic.md: faster on some DCGAN layers, slower on others), never
-// measured on an NPU, so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has. It is groups = 1 only.
+// fused kernel is asked for. The fused kernel (cube-side img2col, weight-stationary, one launch) has never been
+// measured on an NPU (its modelled figures: benchmarks/results/), so it stays opt-in until
+// `scripts/npu_selftest.py eval-kernel` has measured it. It is groups = 1 only.
 at::Tensor ConvBnLeakyReluEval(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                                at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                int64_t groups, double negative_slope) {
@@ -358,18 +337,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvBnLeakyReluEvalBackward(
     return PlatformConvBackward(dz, input, weight, stride, padding, dilation, groups);
 }
 
-// --- StyleGAN2's fused bias + LeakyReLU (schemas in python/ascend_acts/ops/fused_bias_leaky_relu.py) ---------
+// --- StyleGAN2's fused bias + LeakyReLU ------------------------------------------------------------------------
 // The kernels read the input's shape (N, C, then the rest as one spatial extent); the bias is (C,) in the input's
-// dtype, or absent (a null optional aclTensor). The same checks as the op layer's, for callers of torch.ops.
-void CheckFusedBias(const char* op, const at::Tensor& input, const std::optional<at::Tensor>& bias) {
-    TORCH_CHECK_VALUE(input.dim() >= 2, "ascend_acts::", op, ": 'input' must have rank >= 2 (N, C, ...), got ",
-                      input.sizes());
-    if (!bias.has_value()) return;
-    TORCH_CHECK(bias->dim() == 1 && bias->size(0) == input.size(1), "ascend_acts::", op, ": 'bias' must have shape (",
-                input.size(1), ",) (dimension 1 of the input), got ", bias->sizes());
-    TORCH_CHECK_TYPE(bias->scalar_type() == input.scalar_type(), "ascend_acts::", op,
-                     ": 'bias' must have the input's dtype ", input.scalar_type(), ", got ", bias->scalar_type());
-}
+// dtype, or absent (a null optional aclTensor), as the op layer checked.
 
 std::optional<at::Tensor> PreparedBias(const std::optional<at::Tensor>& bias) {
     return bias.has_value() ? std::optional<at::Tensor>(Prepared(*bias)) : std::nullopt;
@@ -379,7 +349,6 @@ AclTensor AsAclOptional(const std::optional<at::Tensor>& t) { return t.has_value
 
 at::Tensor FusedBiasLeakyRelu(const at::Tensor& input, const std::optional<at::Tensor>& bias, double negative_slope,
                               double scale) {
-    CheckFusedBias("fused_bias_leaky_relu", input, bias);
     c10::OptionalDeviceGuard guard(at::device_of(input));
     at::Tensor x = Prepared(input);
     std::optional<at::Tensor> b = PreparedBias(bias);
@@ -394,12 +363,6 @@ std::tuple<at::Tensor, at::Tensor> FusedBiasLeakyReluBackward(const at::Tensor& 
                                                               const std::optional<at::Tensor>& bias,
                                                               double negative_slope, double scale,
                                                               bool saved_is_result) {
-    TORCH_CHECK(!(saved_is_result && !(negative_slope >= 0 && scale >= 1)),
-                "ascend_acts::fused_bias_leaky_relu_backward: saved_is_result=True needs negative_slope >= 0 and "
-                "scale >= 1 (only then does the output always have the pre-activation's sign), got negative_slope=",
-                negative_slope, ", scale=", scale, "; save the input instead");
-    CheckFusedBias("fused_bias_leaky_relu_backward", saved, bias);
-    CheckPair(grad_output, saved);
     c10::OptionalDeviceGuard guard(at::device_of(saved));
     at::Tensor dy = Prepared(grad_output), kept = Prepared(saved);
     std::optional<at::Tensor> b = PreparedBias(bias);
@@ -415,10 +378,10 @@ std::tuple<at::Tensor, at::Tensor> FusedBiasLeakyReluBackward(const at::Tensor& 
 
 }  // namespace
 
-// The declarations of the kernels above from their schemas, and their PrivateUse1 registrations.
+// The declarations of the kernels above from their schemas, the private ops and their PrivateUse1 kernels.
 #include "npu_registrations.inc"
 
-// An importable module: ascend_acts.npu imports it, which runs the registrations above.
+// An importable module: ascend_acts.backends.npu imports it, which runs the registrations above.
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-    m.doc() = "PrivateUse1 (NPU) kernels of the ascend_acts ops over the AscendC op package's aclnn API";
+    m.doc() = "ascend_acts_npu: the ascend_acts ops' NPU kernels over the AscendC op package's aclnn API";
 }

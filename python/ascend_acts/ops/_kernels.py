@@ -1,7 +1,8 @@
 """The device kernels of every op, one generic function: validate, then run the backend's function of the op's
 name under the backend protocol (`ascend_acts.backends`).
 
-The CPU kernel runs the selected CPU backend; the NPU fallback runs the "torch" backend on the device, behind the
+The CPU kernel runs the selected CPU backend; the NPU (PrivateUse1) kernel runs the torch_npu extension's private
+ops (`backends.npu.ExtensionKernels`) or, without the extension, the "torch" backend on the device behind the
 warning (or strict-mode error) of `backends.npu.check_fallback_allowed`. In-place ops `X_` run `X(..., out=self)`.
 """
 
@@ -32,7 +33,7 @@ def _prepared(argument):
     return argument.detach().contiguous() if isinstance(argument, torch.Tensor) else argument
 
 
-def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], ModuleType]) -> Callable:
+def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], object]) -> Callable:
     """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name."""
     mutated = mutable_arguments(op)
 
@@ -95,8 +96,11 @@ def resolved_in_place_kernel(op: TorchOp) -> Callable:
     return kernel
 
 
-def npu_fallback() -> ModuleType:
-    """The "torch" backend for NPU tensors, once the fallback is allowed (warns once; strict mode raises)."""
+def npu_kernels() -> ModuleType | npu.ExtensionKernels:
+    """What NPU tensors run, chosen per call: the extension's private ops when it loaded with every op, otherwise
+    the "torch" backend once the fallback is allowed (warns once; strict mode raises)."""
+    if npu.status().source == "extension":
+        return npu.extension_kernels
     npu.check_fallback_allowed()
     return torch_ops
 

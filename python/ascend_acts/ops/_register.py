@@ -1,5 +1,5 @@
-"""Registers every op of `op_table.TORCH_OPS` with torch.library, one loop: the CPU kernel, the NPU fallback
-(for the ops the torch_npu extension left without a kernel), the fake kernel, autograd, vmap and autocast."""
+"""Registers every op of `op_table.TORCH_OPS` with torch.library, one loop: the CPU and NPU kernels (one generic
+kernel: the NPU's runs the torch_npu extension or its fallback), the fake kernel, autograd, vmap and autocast."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 
 from ..backends import npu
 from ..op_table import TORCH_OPS, TorchOp
-from ._kernels import cpu_backend, device_kernel, npu_fallback, resolved_in_place_kernel
+from ._kernels import cpu_backend, device_kernel, npu_kernels, resolved_in_place_kernel
 from ._library import lib
 from ._semantics import SEMANTICS
 
@@ -36,12 +36,11 @@ def register_all() -> None:
     if set(SEMANTICS) != names:
         raise RuntimeError(f"ops without declared semantics: {sorted(names - set(SEMANTICS))}; "
                            f"declared but not in the op table: {sorted(set(SEMANTICS) - names)}")
-    fallback = set(npu.status().fallback_ops)  # loads the extension: its kernels are registered from here on
+    npu.status()  # loads the extension now rather than in the first NPU call
     for op in TORCH_OPS:
         semantics = SEMANTICS[op.name]
         lib.impl(op.name, device_kernel(op, semantics, cpu_backend), "CPU")
-        if op.name in fallback:
-            lib.impl(op.name, device_kernel(op, semantics, npu_fallback), "PrivateUse1")
+        lib.impl(op.name, device_kernel(op, semantics, npu_kernels), "PrivateUse1")
         fake = semantics.fake if semantics.fake is not None else _returns_nothing
         torch.library.register_fake(op.qualified_name, lib=lib)(fake)
         lib.impl(op.name, semantics.autograd(op), "Autograd", with_keyset=True)
