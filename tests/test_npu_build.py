@@ -274,7 +274,8 @@ def test_build_script_finds_the_toolkits_msopgen_without_set_env(toolkit):
 def test_build_script_stops_when_msopgen_names_an_op_differently(toolkit):
     result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, FAKE_NAMING="joined")
     assert result.returncode == 5
-    assert "no file in op_kernel/ defines actsbatchnormleakyrelu (msopgen generated actsbatchnormleakyrelu.cpp for it)" in result.stderr
+    assert ("no file in op_kernel/ defines actsbatchnormleakyrelu (msopgen generated actsbatchnormleakyrelu.cpp "
+            "for it)") in result.stderr
     assert not list(toolkit.out.glob("custom_opp_*.run"))
 
 
