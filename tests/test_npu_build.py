@@ -5,9 +5,10 @@ extension. The real msopgen runs in test_npu_real_toolkit.py when an extracted C
 
 import json
 import os
-import shutil
 import subprocess
 import sys
+import sysconfig
+import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +17,7 @@ import pytest
 import ascend_acts
 from ascend_acts import info, op_table
 from ascend_acts.backends import npu
+from wheel_build import checkout_copy, reuse_emulator_env
 
 pytestmark = pytest.mark.slow  # cmake, the build scripts and setup.py in subprocesses
 ROOT = Path(__file__).resolve().parents[1]
@@ -467,47 +469,76 @@ def test_setup_builds_the_extension_against_an_installed_package(toolkit):
            "wheel) or installed" in result.stderr
 
 
-def test_setup_builds_the_op_package_into_the_wheel(toolkit):
-    """With CANN's msopgen and torch_npu here, the wheel build makes the op package (build_npu.sh, then
-    install_npu.sh --install-path) inside its build directory, laid out as the package's installer lays it out
-    (the wheel carries everything there); importing that build puts it first on ASCEND_CUSTOM_OPP_PATH, finds it
-    first, and info names it."""
-    site = fake_torch_npu(toolkit.tmp)
-    env = dict(toolkit.env, ASCEND_HOME_PATH=toolkit.cann, PYTHONPATH=site, ASCEND_COMPUTE_UNIT="ascend910_93")
-    result = setup_py(**env)
-    assert result.returncode == 0, result.stderr
-    assert setup_lines(result) == [
-        f"ascend_acts: building the torch_npu extension ascend_acts._npu_ops (CANN {toolkit.cann}, torch_npu "
-        f"{site / 'torch_npu'}, op package built into ascend_acts/packages/vendors/ascend_acts by scripts/build_npu.sh "
-        "for ascend910_93)"]
+FAKE_CXX = """\
+#!/usr/bin/env python3
+# Stand-in for g++ building the torch_npu extension here (no torch_npu or CANN headers and libraries to compile and
+# link it against): records each call, writes the files the build expects (-o, and -MF for ninja).
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+if "-dumpfullversion" in args:  # torch's compiler check
+    sys.exit(print("11.4.0"))
+with open(os.environ["FAKE_CXX_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+output = args[args.index("-o") + 1]
+Path(output).write_bytes(b"")
+if "-MF" in args:
+    Path(args[args.index("-MF") + 1]).write_text(f"{output}:\\n")
+"""
 
-    lib = toolkit.tmp / "lib"  # what the wheel carries: build_lib
-    result = setup_py("build_op_package", "--build-lib", str(lib), "--build-temp", str(toolkit.tmp / "temp"), **env)
-    assert result.returncode == 0, result.stderr
-    vendor = lib / "ascend_acts/packages/vendors/ascend_acts"
-    assert setup_lines(result)[-1] == f"ascend_acts: op package in {vendor}"
+
+def test_the_wheel_carries_the_op_package_and_the_extension_finds_it(toolkit):
+    """With CANN's msopgen and torch_npu here, `pip wheel .` builds the op package (build_npu.sh, then
+    install_npu.sh --install-path) inside the build, laid out as the package's installer lays it out, links the
+    extension to its aclnn library by a path relative to the extension, and carries both; importing the installed
+    wheel puts the package first on ASCEND_CUSTOM_OPP_PATH, finds it first, and info names it. The stand-ins: the
+    toolkit's msopgen, project build and installer, torch_npu, and the compiler of the extension."""
+    (toolkit.tmp / "bin/g++").write_text(FAKE_CXX)
+    (toolkit.tmp / "bin/g++").chmod(0o755)
+    fake_cxx = str(toolkit.tmp / "bin/g++")
+    site = fake_torch_npu(toolkit.tmp)
+    source = checkout_copy(toolkit.tmp / "src")
+    env = dict(toolkit.env, **reuse_emulator_env(), ASCEND_HOME_PATH=toolkit.cann, PYTHONPATH=site,
+               ASCEND_COMPUTE_UNIT="ascend910_93", CC=fake_cxx, CXX=fake_cxx, LDSHARED=f"{fake_cxx} -shared",
+               FAKE_CXX_LOG=toolkit.tmp / "cxx.json")
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", ".", "--no-deps", "--no-build-isolation",
+                             "-w", str(toolkit.tmp / "dist")], cwd=source, capture_output=True, text=True,
+                            env=clean_env(**env), timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert (f"ascend_acts: building the torch_npu extension ascend_acts._npu_ops (CANN {toolkit.cann}, torch_npu "
+            f"{site / 'torch_npu'}, op package built into ascend_acts/packages/vendors/ascend_acts by "
+            "scripts/build_npu.sh for ascend910_93)") in output
     assert [(args[args.index("-op") + 1], args[args.index("-c") + 1]) for args in msopgen_calls(toolkit)] == \
         [(op, "ai_core-Ascend910_9391") for _, op in all_ops()]
-    assert list((toolkit.tmp / "temp/npu_op_package").glob("custom_opp_*.run"))  # the project and .run stay out
-    # the installer's layout, less the set_env.bash naming this build directory
-    assert sorted(p.relative_to(vendor).as_posix() for p in vendor.rglob("*") if p.is_file()) == [
+
+    (wheel,) = (toolkit.tmp / "dist").glob("ascend_acts-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    carried = "ascend_acts/packages/vendors/ascend_acts/"
+    # the installer's layout, less the set_env.bash naming the build directory; no msopgen project, no .run
+    assert sorted(name.removeprefix(carried) for name in names if name.startswith("ascend_acts/packages/")) == [
         "op_api/lib/libcust_opapi.so", "op_impl/ai_core/tbe/kernel/ascend910_93/binary_info_config.json",
         "op_impl/ai_core/tbe/op_tiling/lib/linux/x86_64/libcust_opmaster_rt2.0.so",
         "op_proto/lib/linux/x86_64/libcust_opsproto_rt2.0.so", "version.info"]
-    assert sorted(p.name for p in (lib / "ascend_acts/packages").iterdir()) == ["vendors"]
+    assert f"ascend_acts/_npu_ops{sysconfig.get_config_var('EXT_SUFFIX')}" in names
+    (link,) = [args for args in (json.loads(line) for line in (toolkit.tmp / "cxx.json").read_text().splitlines())
+               if "-shared" in args]
+    built = next(Path(arg[2:]) for arg in link if arg.startswith("-L") and arg.endswith(carried + "op_api/lib"))
+    assert built.is_relative_to(source / "build") and "-lcust_opapi" in link
+    assert "-Wl,-rpath,$ORIGIN/packages/vendors/ascend_acts/op_api/lib" in link  # wherever the wheel goes
 
-    shutil.copytree(ROOT / "python/ascend_acts", lib / "ascend_acts", dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "packages"))
+    installed = toolkit.tmp / "site-packages"
+    zipfile.ZipFile(wheel).extractall(installed)  # what pip installs
     other = toolkit.tmp / "opp/vendors/other"  # another vendor's package stays, after ours
     code = ("import json, os, ascend_acts\n"
             "from ascend_acts import info\n"
             "from ascend_acts.backends import npu\n"
             "print(json.dumps([os.environ['ASCEND_CUSTOM_OPP_PATH'], str(npu.find_op_package()), info.report()]))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                            env=clean_env(PYTHONPATH=lib, ASCEND_CUSTOM_OPP_PATH=other))
+                            env=clean_env(PYTHONPATH=installed, ASCEND_CUSTOM_OPP_PATH=other))
     assert result.returncode == 0, result.stderr
     variable, found, report = json.loads(result.stdout)
-    vendor = vendor.resolve()
+    vendor = (installed / carried).resolve()
     assert (variable, found) == (f"{vendor}:{other}", str(vendor))
     assert f"  op package  carried by this install (built into the wheel) at {vendor}, on $ASCEND_CUSTOM_OPP_PATH" \
         in report.splitlines()

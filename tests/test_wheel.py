@@ -3,18 +3,15 @@ README's demo (few steps) and a few fast test files against the installed packag
 
 Two shortcuts keep it near 30 s on 2 cores instead of ~2.5 min, and say what they skip:
 - the emulator modules are the ones the editable install of this tree already built with CMake (CI's
-  `pip install -e .` just did; setup.py's ASCEND_ACTS_REUSE_EMULATOR packages them as they are), so the wheel's CMake
-  step, the same CMakeBuild code as the editable install's, does not run a second time; without built modules
-  here it does run;
+  `pip install -e .` just did: wheel_build.reuse_emulator_env), so the wheel's CMake step, the same CMakeBuild code
+  as the editable install's, does not run a second time; without built modules here it does run;
 - the fresh venv gets the wheel's requirements (and pytest) as links to this environment's installed
   distributions, the closure of the wheel's own Requires-Dist, instead of ~1 GB of torch unpacked again; the wheel
   itself is installed by pip. A requirement the wheel does not declare is not there."""
 
 import email.parser
 import importlib.metadata
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,11 +23,9 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from wheel_build import ROOT, checkout_copy, reuse_emulator_env
+
 pytestmark = pytest.mark.slow  # pip, a venv and subprocesses
-ROOT = Path(__file__).resolve().parents[1]
-# built or local to a checkout, never part of a clean one
-NOT_IN_A_CHECKOUT = shutil.ignore_patterns(".git", ".venv", "build", "build_out", "outputs", "__pycache__", "*.so",
-                                           "*.egg-info", ".ruff_cache", ".pytest_cache", "packages")
 FAST_TESTS = ["tests/test_api.py", "tests/test_leaky_relu.py", "tests/test_sim_kernels.py"]
 
 
@@ -59,13 +54,6 @@ def link_requirements(requirements, target: Path) -> list[str]:
     return linked
 
 
-def built_emulator_modules() -> Path | None:
-    """The directory of this tree's built emulator modules (both of them), or None."""
-    specs = [importlib.util.find_spec(name) for name in ("ascend_acts._sim", "ascend_acts._sim_tests")]
-    folders = {Path(spec.origin).parent for spec in specs if spec is not None}
-    return folders.pop() if len(folders) == 1 and None not in specs else None
-
-
 def run(command, timeout, **kwargs):
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)
     assert result.returncode == 0, f"{command}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
@@ -74,12 +62,9 @@ def run(command, timeout, **kwargs):
 
 def test_the_cpu_wheel_installs_into_a_fresh_venv_and_runs_the_demo_and_tests(tmp_path):
     started = time.monotonic()
-    source = tmp_path / "src"
-    shutil.copytree(ROOT, source, ignore=NOT_IN_A_CHECKOUT)
-    modules = built_emulator_modules()
-    env = clean_env(**({"ASCEND_ACTS_REUSE_EMULATOR": modules} if modules else {}))
+    source = checkout_copy(tmp_path / "src")
     built = run([sys.executable, "-m", "pip", "wheel", "-v", ".", "--no-deps", "--no-build-isolation", "-w",
-                 str(tmp_path / "dist")], timeout=600, cwd=source, env=env)
+                 str(tmp_path / "dist")], timeout=600, cwd=source, env=clean_env(**reuse_emulator_env()))
     # a CPU-only build says why there is no NPU extension, and carries no op package
     assert "not building the torch_npu extension ascend_acts._npu_ops: CANN not found" in built.stdout + built.stderr
     (wheel,) = (tmp_path / "dist").glob("ascend_acts-*.whl")
