@@ -540,7 +540,7 @@ def test_the_wheel_carries_the_op_package_and_the_extension_finds_it(toolkit):
     variable, found, report = json.loads(result.stdout)
     vendor = (installed / carried).resolve()
     assert (variable, found) == (f"{vendor}:{other}", str(vendor))
-    assert f"  op package  carried by this install (built into the wheel) at {vendor}, on $ASCEND_CUSTOM_OPP_PATH" \
+    assert f"  op package  carried by this install (built with the extension) at {vendor}, on $ASCEND_CUSTOM_OPP_PATH" \
         in report.splitlines()
 
 
@@ -591,7 +591,7 @@ def test_the_carried_package_goes_first_on_the_custom_opp_path(vendored, tmp_pat
     (installed / "op_api/lib/libcust_opapi.so").write_bytes(b"")
     env["ASCEND_HOME_PATH"] = str(cann)  # CANN takes ASCEND_CUSTOM_OPP_PATH's vendors before $ASCEND_OPP_PATH's
     assert npu.op_package_candidates(env) == [vendored, installed] and npu.find_op_package(env) == vendored
-    assert info.npu_report(env)[2] == (f"op package  carried by this install (built into the wheel) at {vendored}, "
+    assert info.npu_report(env)[2] == (f"op package  carried by this install (built with the extension) at {vendored}, "
                                        "on $ASCEND_CUSTOM_OPP_PATH")
     # a stale entry of ours without the aclnn library is no choice of the user's
     env = {"ASCEND_CUSTOM_OPP_PATH": str(user_package(tmp_path, with_library=False))}

@@ -56,7 +56,7 @@ def npu_report(env: Mapping[str, str] | None = None) -> list[str]:
 
     package = npu.find_op_package(env)
     if package == npu.VENDORED_PACKAGE:
-        package_line = f"carried by this install (built into the wheel) at {package}, on ${npu.CUSTOM_OPP_PATH}"
+        package_line = f"carried by this install (built with the extension) at {package}, on ${npu.CUSTOM_OPP_PATH}"
     elif package is not None:
         package_line = f"installed at {package}"
         if (npu.VENDORED_PACKAGE / npu.OP_API_LIBRARY).is_file():
