@@ -5,7 +5,8 @@
 #   <CANN>/set_env.sh). A directory counts as a toolkit when it has include/acl/acl.h.
 # With a toolkit: target npu_op_package runs scripts/build_npu.sh for ASCEND_ACTS_SOC (msopgen project ->
 #   build_out/custom_opp_*.run with the generated aclnn API). It is part of `all` only with -DASCEND_ACTS_NPU=ON,
-#   so `pip install` on an Ascend machine does not start the op package build by itself.
+#   so the emulator build setup.py runs does not start it: setup.py builds the package for the wheel itself
+#   (build_op_package, the same script).
 # Without one: the emulator build only, and one STATUS line saying which variables were checked.
 # Errors (FATAL_ERROR): -DASCEND_ACTS_NPU=ON without a toolkit; an explicit -DASCEND_CANN_PACKAGE_PATH that is
 #   not a toolkit (a typo should not silently drop the NPU build); an unsupported ASCEND_ACTS_SOC.

@@ -59,7 +59,7 @@ run "1 build" "" bash scripts/build_npu.sh
 mkdir -p "$work/opp"
 run "2 install" "1 build" bash scripts/install_npu.sh --install-path "$work/opp"
 export ASCEND_CUSTOM_OPP_PATH="$work/opp/vendors/ascend_acts${ASCEND_CUSTOM_OPP_PATH:+:$ASCEND_CUSTOM_OPP_PATH}"
-run "3 extension" "2 install" bash -c "'$py' -m pip install --quiet --no-build-isolation --no-deps -e . &&
+run "3 extension" "2 install" bash -c "ASCEND_ACTS_OP_PACKAGE=installed '$py' -m pip install --quiet --no-build-isolation --no-deps -e . &&
   '$py' -c 'import ascend_acts; from ascend_acts.backends import npu; s = npu.status(); assert s.source == \"extension\", s.detail'"
 run "4 wraparound" "3 extension" "$py" scripts/npu_selftest.py wraparound
 run "5 index 2**24" "3 extension" "$py" scripts/npu_selftest.py "noise-past-2**24"

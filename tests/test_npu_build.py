@@ -7,13 +7,17 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
+import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from ascend_acts import op_table
+import ascend_acts
+from ascend_acts import info, op_table
 from ascend_acts.backends import npu
+from wheel_build import checkout_copy, reuse_emulator_env
 
 pytestmark = pytest.mark.slow  # cmake, the build scripts and setup.py in subprocesses
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,8 +127,9 @@ if op is None and len(ops) > 1:
 if op is not None and op not in ops:
     sys.exit(f"Failed to find '{op}' in json.")
 op = op or ops[0]
-split = r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"
-name = op.lower() if os.environ.get("FAKE_NAMING") == "joined" else re.sub(split, "_", op).lower()
+name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", op).lower()
+if os.environ.get("FAKE_NAMING") == "joined":  # a naming rule other than msopgen's: ActsRrelu -> actsrrelu
+    name = op.lower()
 if value("-m", "0") == "1":
     assert (out / "CMakePresets.json").exists(), "-m 1 needs an existing project"
 else:
@@ -148,8 +153,9 @@ FAKE_BUILD = '''\
 # includes they name resolved relative to them, as the compiler does), refuses an op defined twice or a file that
 # does not compile (an include that is not there), makes a .run whose installer picks
 # its directory as the template's scripts/install.sh does (--install-path, else $ASCEND_CUSTOM_OPP_PATH, else
-# $ASCEND_OPP_PATH) and installs <dir>/vendors/<vendor_name>, with op_api/lib/libcust_opapi.so only if the
-# binary package is on.
+# $ASCEND_OPP_PATH) and installs <dir>/vendors/<vendor_name> laid out as the template's CMake installs it (op_proto/,
+# op_impl/, version.info; op_api/lib/libcust_opapi.so and the kernel binaries only if the binary package is on),
+# plus, for --install-path, the bin/set_env.bash naming that directory (install.sh lines 270-282).
 import collections, json, re
 from pathlib import Path
 CANN_HEADERS = {"kernel_operator.h", "lib/matmul_intf.h", "register/op_def_registry.h",
@@ -171,12 +177,22 @@ if twice:
     raise SystemExit(f"defined more than once: {twice}")
 variables = json.loads(Path("CMakePresets.json").read_text())["configurePresets"][0]["cacheVariables"]
 vendor = variables["vendor_name"]["value"]
-api = "op_api/lib" if variables["ENABLE_BINARY_PACKAGE"]["value"] == "True" else "op_impl"
+soc = variables["ASCEND_COMPUTE_UNIT"]["value"]
+files = ["version.info", "op_proto/lib/linux/x86_64/libcust_opsproto_rt2.0.so",
+         "op_impl/ai_core/tbe/op_tiling/lib/linux/x86_64/libcust_opmaster_rt2.0.so"]
+if variables["ENABLE_BINARY_PACKAGE"]["value"] == "True":
+    files += ["op_api/lib/libcust_opapi.so", f"op_impl/ai_core/tbe/kernel/{soc}/binary_info_config.json"]
 run = f"""#!/bin/bash
 if [ -n "$ASCEND_CUSTOM_OPP_PATH" ]; then dest="$ASCEND_CUSTOM_OPP_PATH"; else dest="$ASCEND_OPP_PATH"; fi
-for a in "$@"; do case "$a" in --install-path=*) dest="${{a#--install-path=}}";; esac; done
+custom=""
+for a in "$@"; do case "$a" in --install-path=*) dest="${{a#--install-path=}}"; custom=1;; esac; done
 [ -n "$dest" ] || {{ echo "env ASCEND_OPP_PATH no exist"; exit 1; }}
-mkdir -p "$dest/vendors/{vendor}/{api}" && touch "$dest/vendors/{vendor}/{api}/libcust_opapi.so"
+target="$dest/vendors/{vendor}"
+for f in {" ".join(files)}; do mkdir -p "$(dirname "$target/$f")" && touch "$target/$f"; done
+if [ -n "$custom" ]; then
+  mkdir -p "$target/bin"
+  echo "export ASCEND_CUSTOM_OPP_PATH=$target:\\${{ASCEND_CUSTOM_OPP_PATH}}" >"$target/bin/set_env.bash"
+fi
 """
 Path("build_out").mkdir(exist_ok=True)
 Path("build_out/custom_opp_ubuntu_x86_64.run").write_text(run)
@@ -274,8 +290,8 @@ def test_build_script_finds_the_toolkits_msopgen_without_set_env(toolkit):
 def test_build_script_stops_when_msopgen_names_an_op_differently(toolkit):
     result = run_script("build_npu.sh", **toolkit.env, ASCEND_HOME_PATH=toolkit.cann, FAKE_NAMING="joined")
     assert result.returncode == 5
-    assert ("no file in op_kernel/ defines actsbatchnormleakyrelu (msopgen generated actsbatchnormleakyrelu.cpp "
-            "for it)") in result.stderr
+    assert "no file in op_kernel/ defines actsbatchnormleakyrelu (msopgen generated actsbatchnormleakyrelu.cpp for " \
+           "it)" in result.stderr
     assert not list(toolkit.out.glob("custom_opp_*.run"))
 
 
@@ -399,43 +415,214 @@ def fake_torch_npu(tmp_path):
     return site
 
 
-def setup_py(**env):
-    return subprocess.run([sys.executable, "setup.py", "--name"], cwd=ROOT, capture_output=True, text=True,
-                          env=clean_env(**env), timeout=120)
+def setup_py(*args, **env):
+    return subprocess.run([sys.executable, "setup.py", *(args or ["--name"])], cwd=ROOT, capture_output=True,
+                          text=True, env=clean_env(**env), timeout=120)
+
+
+def setup_lines(result):
+    return [line for line in result.stderr.splitlines() if line.startswith("ascend_acts:")]
 
 
 def test_setup_skips_the_extension_with_one_line_saying_why(tmp_path):
     cann = fake_cann(tmp_path)
     site = fake_torch_npu(tmp_path)
-    cases = [({}, "CANN not found (ASCEND_CANN_PACKAGE_PATH and ASCEND_HOME_PATH unset"),
-             ({"ASCEND_HOME_PATH": tmp_path}, f"ASCEND_HOME_PATH={tmp_path} is not a CANN toolkit"),
-             ({"ASCEND_HOME_PATH": cann}, "torch_npu is not importable here"),
+    not_installed = "the custom op package is not installed (scripts/build_npu.sh, then scripts/install_npu.sh)"
+    cases = [({}, "CANN not found (ASCEND_CANN_PACKAGE_PATH and ASCEND_HOME_PATH unset; source <CANN>/set_env.sh)"),
+             ({"ASCEND_HOME_PATH": tmp_path},
+              f"ASCEND_HOME_PATH={tmp_path} is not a CANN toolkit (no include/acl/acl.h)"),
+             ({"ASCEND_HOME_PATH": cann}, "torch_npu is not importable here (install it; with pip use "
+                                          "--no-build-isolation so the build sees it)"),
+             # nothing to build the op package with, and none installed to link
              ({"ASCEND_HOME_PATH": cann, "PYTHONPATH": site},
-              "the custom op package is not installed (scripts/build_npu.sh, then scripts/install_npu.sh)")]
+              f"no msopgen on PATH nor in {cann}/python/site-packages/bin to build the op package into the wheel "
+              f"(source <CANN>/set_env.sh), and {not_installed}"),
+             ({"ASCEND_HOME_PATH": cann, "PYTHONPATH": site, "ASCEND_ACTS_OP_PACKAGE": "installed"}, not_installed)]
     for env, reason in cases:
         result = setup_py(**env)
         assert result.returncode == 0 and result.stdout.strip() == "ascend-acts", result.stderr
-        (line,) = [line for line in result.stderr.splitlines() if line.startswith("ascend_acts:")]
+        (line,) = setup_lines(result)
         assert line.startswith("ascend_acts: not building the torch_npu extension ascend_acts._npu_ops: ")
-        assert reason in line, (env, line)
+        assert line.endswith(reason), (env, line)
 
 
-def test_setup_builds_the_extension_when_everything_is_there(tmp_path):
-    cann = fake_cann(tmp_path)
-    site = fake_torch_npu(tmp_path)
-    vendor = cann / "opp/vendors/ascend_acts"
+def test_setup_builds_the_extension_against_an_installed_package(toolkit):
+    """The manual path: an installed op package is linked when the toolkit has no msopgen to build one, or with
+    ASCEND_ACTS_OP_PACKAGE=installed."""
+    site = fake_torch_npu(toolkit.tmp)
+    vendor = toolkit.cann / "opp/vendors/ascend_acts"
     (vendor / "op_api/lib").mkdir(parents=True)
     (vendor / "op_api/lib/libcust_opapi.so").write_bytes(b"")
-    result = setup_py(ASCEND_HOME_PATH=cann, PYTHONPATH=site)
-    assert result.returncode == 0, result.stderr  # and the stand-in torch_npu was not imported
-    lines = [line for line in result.stderr.splitlines() if line.startswith("ascend_acts:")]
-    assert lines == [f"ascend_acts: building the torch_npu extension ascend_acts._npu_ops (CANN {cann}, torch_npu "
-                     f"{site / 'torch_npu'}, op package {vendor})"]
-    assert npu.find_op_package({"ASCEND_HOME_PATH": str(cann)}) == vendor  # the same package ascend_acts loads
+    expected = [f"ascend_acts: building the torch_npu extension ascend_acts._npu_ops (CANN {toolkit.cann}, torch_npu "
+                f"{site / 'torch_npu'}, op package {vendor})"]
+    without_msopgen = dict(PATH="/usr/bin:/bin", ASCEND_HOME_PATH=toolkit.cann, PYTHONPATH=site)
+    with_msopgen = dict(toolkit.env, ASCEND_HOME_PATH=toolkit.cann, PYTHONPATH=site, ASCEND_ACTS_OP_PACKAGE="installed")
+    for env in (without_msopgen, with_msopgen):
+        result = setup_py(**env)
+        assert result.returncode == 0, result.stderr  # and the stand-in torch_npu was not imported
+        assert setup_lines(result) == expected
+    assert npu.find_op_package({"ASCEND_HOME_PATH": str(toolkit.cann)}) == vendor  # the same package ascend_acts loads
+    result = setup_py("build_op_package", **without_msopgen)
+    assert result.returncode != 0 and f"the extension links the installed op package {vendor}" in result.stderr
+
+    result = setup_py(**without_msopgen, ASCEND_ACTS_OP_PACKAGE="vendored")
+    assert result.returncode != 0
+    assert "ASCEND_ACTS_OP_PACKAGE='vendored' is not a choice: build (the default: build the op package into the " \
+           "wheel) or installed" in result.stderr
+
+
+FAKE_CXX = """\
+#!/usr/bin/env python3
+# Stand-in for g++ building the torch_npu extension here (no torch_npu or CANN headers and libraries to compile and
+# link it against): records each call, writes the files the build expects (-o, and -MF for ninja).
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+if "-dumpfullversion" in args:  # torch's compiler check
+    sys.exit(print("11.4.0"))
+with open(os.environ["FAKE_CXX_LOG"], "a") as log:
+    log.write(json.dumps(args) + "\\n")
+output = args[args.index("-o") + 1]
+Path(output).write_bytes(b"")
+if "-MF" in args:
+    Path(args[args.index("-MF") + 1]).write_text(f"{output}:\\n")
+"""
+
+
+def test_the_wheel_carries_the_op_package_and_the_extension_finds_it(toolkit):
+    """With CANN's msopgen and torch_npu here, `pip wheel .` builds the op package (build_npu.sh, then
+    install_npu.sh --install-path) inside the build, laid out as the package's installer lays it out, links the
+    extension to its aclnn library by a path relative to the extension, and carries both; importing the installed
+    wheel puts the package first on ASCEND_CUSTOM_OPP_PATH, finds it first, and info names it. The stand-ins: the
+    toolkit's msopgen, project build and installer, torch_npu, and the compiler of the extension."""
+    (toolkit.tmp / "bin/g++").write_text(FAKE_CXX)
+    (toolkit.tmp / "bin/g++").chmod(0o755)
+    fake_cxx = str(toolkit.tmp / "bin/g++")
+    site = fake_torch_npu(toolkit.tmp)
+    source = checkout_copy(toolkit.tmp / "src")
+    env = dict(toolkit.env, **reuse_emulator_env(), ASCEND_HOME_PATH=toolkit.cann, PYTHONPATH=site,
+               ASCEND_COMPUTE_UNIT="ascend910_93", CC=fake_cxx, CXX=fake_cxx, LDSHARED=f"{fake_cxx} -shared",
+               FAKE_CXX_LOG=toolkit.tmp / "cxx.json")
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", ".", "--no-deps", "--no-build-isolation",
+                             "-w", str(toolkit.tmp / "dist")], cwd=source, capture_output=True, text=True,
+                            env=clean_env(**env), timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert (f"ascend_acts: building the torch_npu extension ascend_acts._npu_ops (CANN {toolkit.cann}, torch_npu "
+            f"{site / 'torch_npu'}, op package built into ascend_acts/packages/vendors/ascend_acts by "
+            "scripts/build_npu.sh for ascend910_93)") in output
+    assert [(args[args.index("-op") + 1], args[args.index("-c") + 1]) for args in msopgen_calls(toolkit)] == \
+        [(op, "ai_core-Ascend910_9391") for _, op in all_ops()]
+
+    (wheel,) = (toolkit.tmp / "dist").glob("ascend_acts-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    carried = "ascend_acts/packages/vendors/ascend_acts/"
+    # the installer's layout, less the set_env.bash naming the build directory; no msopgen project, no .run
+    assert sorted(name.removeprefix(carried) for name in names if name.startswith("ascend_acts/packages/")) == [
+        "op_api/lib/libcust_opapi.so", "op_impl/ai_core/tbe/kernel/ascend910_93/binary_info_config.json",
+        "op_impl/ai_core/tbe/op_tiling/lib/linux/x86_64/libcust_opmaster_rt2.0.so",
+        "op_proto/lib/linux/x86_64/libcust_opsproto_rt2.0.so", "version.info"]
+    assert f"ascend_acts/_npu_ops{sysconfig.get_config_var('EXT_SUFFIX')}" in names
+    (link,) = [args for args in (json.loads(line) for line in (toolkit.tmp / "cxx.json").read_text().splitlines())
+               if "-shared" in args]
+    built = next(Path(arg[2:]) for arg in link if arg.startswith("-L") and arg.endswith(carried + "op_api/lib"))
+    assert built.is_relative_to(source / "build") and "-lcust_opapi" in link
+    assert "-Wl,-rpath,$ORIGIN/packages/vendors/ascend_acts/op_api/lib" in link  # wherever the wheel goes
+
+    installed = toolkit.tmp / "site-packages"
+    zipfile.ZipFile(wheel).extractall(installed)  # what pip installs
+    other = toolkit.tmp / "opp/vendors/other"  # another vendor's package stays, after ours
+    code = ("import json, os, ascend_acts\n"
+            "from ascend_acts import info\n"
+            "from ascend_acts.backends import npu\n"
+            "print(json.dumps([os.environ['ASCEND_CUSTOM_OPP_PATH'], str(npu.find_op_package()), info.report()]))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                            env=clean_env(PYTHONPATH=installed, ASCEND_CUSTOM_OPP_PATH=other))
+    assert result.returncode == 0, result.stderr
+    variable, found, report = json.loads(result.stdout)
+    vendor = (installed / carried).resolve()
+    assert (variable, found) == (f"{vendor}:{other}", str(vendor))
+    assert f"  op package  carried by this install (built with the extension) at {vendor}, on $ASCEND_CUSTOM_OPP_PATH" \
+        in report.splitlines()
+
+
+def test_setup_fails_when_the_op_package_build_fails(toolkit):
+    """CANN and torch_npu are here, so the kernels were asked for: a failed package build fails the build, saying
+    how to link an installed package instead."""
+    (toolkit.cann / "compiler/ccec_compiler/bin/bisheng").unlink()
+    env = dict(toolkit.env, ASCEND_HOME_PATH=toolkit.cann, PYTHONPATH=fake_torch_npu(toolkit.tmp))
+    result = setup_py("build_op_package", "--build-lib", str(toolkit.tmp / "lib"), "--build-temp",
+                      str(toolkit.tmp / "temp"), **env)
+    assert result.returncode != 0
+    assert "the first CANN file it needs is missing" in result.stderr
+    assert "ascend_acts: scripts/build_npu.sh failed (exit 6, its message is above): fix that, or set " \
+           "ASCEND_ACTS_OP_PACKAGE=installed to link an installed op package instead" in one_line(result.stderr)
+    assert not (toolkit.tmp / "lib/ascend_acts/packages").exists()
+
+
+# --- at import: the carried package first on ASCEND_CUSTOM_OPP_PATH, unless the user named another ---------
+@pytest.fixture
+def vendored(tmp_path, monkeypatch):
+    """This install's own op package (as a wheel built with CANN carries it)."""
+    package = tmp_path / "site/ascend_acts/packages/vendors/ascend_acts"
+    (package / "op_api/lib").mkdir(parents=True)
+    (package / "op_api/lib/libcust_opapi.so").write_bytes(b"")
+    monkeypatch.setattr(npu, "VENDORED_PACKAGE", package)
+    return package
+
+
+def user_package(tmp_path, with_library=True):
+    package = tmp_path / "custom/vendors/ascend_acts"
+    (package / "op_api/lib").mkdir(parents=True)
+    if with_library:
+        (package / "op_api/lib/libcust_opapi.so").write_bytes(b"")
+    return package
+
+
+def test_the_carried_package_goes_first_on_the_custom_opp_path(vendored, tmp_path):
+    env = {}
+    assert npu.use_vendored_op_package(env) == vendored and env == {"ASCEND_CUSTOM_OPP_PATH": str(vendored)}
+    env = {"ASCEND_CUSTOM_OPP_PATH": "/a/vendors/x::/b/vendors/y"}  # other vendors, kept as they are, after ours
+    npu.use_vendored_op_package(env)
+    assert env["ASCEND_CUSTOM_OPP_PATH"] == f"{vendored}:/a/vendors/x::/b/vendors/y"
+    npu.use_vendored_op_package(env)  # once only (a child process inherits the variable)
+    assert env["ASCEND_CUSTOM_OPP_PATH"] == f"{vendored}:/a/vendors/x::/b/vendors/y"
+    cann = fake_cann(tmp_path)
+    installed = cann / "opp/vendors/ascend_acts"
+    (installed / "op_api/lib").mkdir(parents=True)
+    (installed / "op_api/lib/libcust_opapi.so").write_bytes(b"")
+    env["ASCEND_HOME_PATH"] = str(cann)  # CANN takes ASCEND_CUSTOM_OPP_PATH's vendors before $ASCEND_OPP_PATH's
+    assert npu.op_package_candidates(env) == [vendored, installed] and npu.find_op_package(env) == vendored
+    assert info.npu_report(env)[2] == (f"op package  carried by this install (built with the extension) at {vendored}, "
+                                       "on $ASCEND_CUSTOM_OPP_PATH")
+    # a stale entry of ours without the aclnn library is no choice of the user's
+    env = {"ASCEND_CUSTOM_OPP_PATH": str(user_package(tmp_path, with_library=False))}
+    npu.use_vendored_op_package(env)
+    assert env["ASCEND_CUSTOM_OPP_PATH"] == f"{vendored}:{tmp_path / 'custom/vendors/ascend_acts'}"
+
+
+def test_a_users_own_package_on_the_custom_opp_path_keeps_precedence(vendored, tmp_path):
+    """E.g. a build installed with install_npu.sh --install-path and its set_env.bash sourced."""
+    mine = user_package(tmp_path)
+    env = {"ASCEND_CUSTOM_OPP_PATH": f"/a/vendors/x:{mine}"}
+    assert npu.use_vendored_op_package(env) is None and env == {"ASCEND_CUSTOM_OPP_PATH": f"/a/vendors/x:{mine}"}
+    assert npu.op_package_candidates(env) == [mine, vendored] and npu.find_op_package(env) == mine
+    assert info.npu_report(env)[2] == (f"op package  installed at {mine} ($ASCEND_CUSTOM_OPP_PATH names it, so this "
+                                       f"install's own package {vendored} is not used)")
+
+
+def test_without_a_carried_package_nothing_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(npu, "VENDORED_PACKAGE", tmp_path / "ascend_acts/packages/vendors/ascend_acts")  # CPU wheel
+    env = {"ASCEND_CUSTOM_OPP_PATH": "/a/vendors/x"}
+    assert npu.use_vendored_op_package(env) is None and env == {"ASCEND_CUSTOM_OPP_PATH": "/a/vendors/x"}
+    assert npu.op_package_candidates(env) == []
 
 
 def test_the_vendor_name_is_the_same_everywhere():
     assert f"vendor={npu.VENDOR}\n" in (ROOT / "scripts/build_npu.sh").read_text()
     assert f"vendor={npu.VENDOR}\n" in (ROOT / "scripts/install_npu.sh").read_text()
     assert f'VENDOR = "{npu.VENDOR}"' in (ROOT / "setup.py").read_text()
+    # where setup.py puts the carried package is where ascend_acts looks for it
+    assert 'VENDORED = Path("packages", "vendors", VENDOR)' in (ROOT / "setup.py").read_text()
+    assert npu.VENDORED_PACKAGE.relative_to(Path(ascend_acts.__file__).parent) == Path("packages/vendors", npu.VENDOR)
     assert f'NPU_EXTENSION = "{npu.EXTENSION}"' in (ROOT / "setup.py").read_text()

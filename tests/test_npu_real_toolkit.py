@@ -7,6 +7,7 @@ it. Runs when an extracted toolkit is here (tests/real_toolchain.py says where i
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,28 @@ def test_build_script_runs_the_real_msopgen_for_every_op(tmp_path, soc):
                 (ROOT / folder / kernel.family / f"{kernel.base}.cpp").read_text()
     # the real msopgen mapped our SoC version to the short name the project builds for
     assert f"set(ASCEND_COMPUTE_UNIT {soc} " in (work / "cmake/config.cmake").read_text()
+
+
+def test_the_wheel_build_runs_the_real_msopgen_and_stops_where_the_package_build_would(tmp_path):
+    """setup.py's build_op_package (what `pip wheel .` runs with CANN and torch_npu) drives the same script against
+    the real toolkit: msopgen generates every op, then the wheel build fails with the script's exit code 6 and how
+    to link an installed package instead, leaving nothing half-built in the package directory."""
+    view = installed_view(tmp_path)
+    site = tmp_path / "site"  # torch_npu found, never imported
+    (site / "torch_npu").mkdir(parents=True)
+    (site / "torch_npu/__init__.py").write_text("raise ImportError('stand-in torch_npu must not be imported')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND") and k != "PYTHONPATH"}
+    env.update(PATH="/usr/bin:/bin", ASCEND_HOME_PATH=str(view), PYTHONPATH=str(site))
+    result = subprocess.run([sys.executable, "setup.py", "build_op_package", "--build-lib", str(tmp_path / "lib"),
+                             "--build-temp", str(tmp_path / "temp")], cwd=ROOT, capture_output=True, text=True,
+                            env=env, timeout=600)
+    ops = [entry["op"] for spec in SPECS for entry in json.loads(spec.read_text())]
+    assert result.stdout.count("Generation completed") == len(ops), result.stdout[-3000:]
+    assert result.returncode != 0
+    message = " ".join(result.stderr.split())
+    assert "op package built into ascend_acts/packages/vendors/ascend_acts by scripts/build_npu.sh for ascend910b" \
+        in message
+    assert f"the first CANN file it needs is missing: {view}/lib64/libexe_graph.so: not there" in message
+    assert "ascend_acts: scripts/build_npu.sh failed (exit 6, its message is above): fix that, or set " \
+           "ASCEND_ACTS_OP_PACKAGE=installed" in message
+    assert not (tmp_path / "lib/ascend_acts/packages").exists()

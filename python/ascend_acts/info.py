@@ -55,8 +55,13 @@ def npu_report(env: Mapping[str, str] | None = None) -> list[str]:
             torch_npu_line = "installed (version unknown)"
 
     package = npu.find_op_package(env)
-    if package is not None:
+    if package == npu.VENDORED_PACKAGE:
+        package_line = f"carried by this install (built with the extension) at {package}, on ${npu.CUSTOM_OPP_PATH}"
+    elif package is not None:
         package_line = f"installed at {package}"
+        if (npu.VENDORED_PACKAGE / npu.OP_API_LIBRARY).is_file():
+            package_line += (f" (${npu.CUSTOM_OPP_PATH} names it, so this install's own package "
+                             f"{npu.VENDORED_PACKAGE} is not used)")
     else:
         looked = ", ".join(str(d) for d in npu.op_package_candidates(env))
         where = f"no {npu.OP_API_LIBRARY} under {looked}" if looked else "no CANN or $ASCEND_OPP_PATH to look under"
@@ -64,8 +69,8 @@ def npu_report(env: Mapping[str, str] | None = None) -> list[str]:
 
     extension = npu.extension_path()
     extension_line = (f"built: {extension}" if extension is not None else
-                      "not built; next: pip install --no-build-isolation -e . once CANN, torch_npu and the op "
-                      "package are there")
+                      "not built; next: pip install --no-build-isolation -e . (or a wheel of `pip wheel "
+                      "--no-build-isolation .`) where CANN and torch_npu are: it builds the op package into it")
 
     status = npu.status()
     if status.source == "extension":

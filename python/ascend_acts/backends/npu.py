@@ -17,7 +17,8 @@ fake kernels promise. What that kernel runs:
 `status()` loads the extension (on its first call, by `ascend_acts.ops` as it registers the ops) and says which
 one this process uses and why. This module registers nothing, imports no op layer and never imports torch_npu
 (without CANN that import fails): the extension is only loaded when it and the op package are both there, and a
-failure to load it falls back instead of failing `import ascend_acts`.
+failure to load it falls back instead of failing `import ascend_acts`. At import it puts the op package a wheel
+built with CANN carries on ASCEND_CUSTOM_OPP_PATH (`use_vendored_op_package`), where CANN's loader looks.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, MutableMapping
 
 import torch
 
@@ -39,6 +40,9 @@ EXTENSION = "ascend_acts._npu_ops"
 VENDOR = "ascend_acts"  # the vendor_name scripts/build_npu.sh gives the op package
 OP_API_LIBRARY = Path("op_api", "lib", "libcust_opapi.so")  # the generated aclnn API inside the vendor dir
 CANN_VARIABLES = ("ASCEND_CANN_PACKAGE_PATH", "ASCEND_HOME_PATH")  # as cmake/npu.cmake and setup.py
+CUSTOM_OPP_PATH = "ASCEND_CUSTOM_OPP_PATH"
+# the op package a wheel built with CANN carries (setup.py's build_op_package); absent from a CPU wheel
+VENDORED_PACKAGE = Path(__file__).resolve().parents[1] / "packages" / "vendors" / VENDOR
 
 
 @dataclass(frozen=True)
@@ -55,11 +59,15 @@ def cann_home(env: Mapping[str, str] | None = None) -> tuple[str, str] | None:
 
 
 def op_package_candidates(env: Mapping[str, str] | None = None) -> list[Path]:
-    """Where an installed op package may be: entries of ASCEND_CUSTOM_OPP_PATH named after our vendor
-    (installs with --install-path), then $ASCEND_OPP_PATH/vendors/ascend_acts (default: <CANN>/opp)."""
+    """Where the op package may be, in the order CANN's loader prefers them (use_vendored_op_package): entries of
+    ASCEND_CUSTOM_OPP_PATH named after our vendor (this install's own once `import ascend_acts` put it there, or a
+    user's install with --install-path), this install's own package if the variable does not list it, then
+    $ASCEND_OPP_PATH/vendors/ascend_acts (default: <CANN>/opp)."""
     env = os.environ if env is None else env
-    found = [Path(entry) for entry in env.get("ASCEND_CUSTOM_OPP_PATH", "").split(":")
+    found = [Path(entry) for entry in env.get(CUSTOM_OPP_PATH, "").split(":")
              if entry and Path(entry).name == VENDOR]
+    if VENDORED_PACKAGE.is_dir() and VENDORED_PACKAGE not in found:
+        found.append(VENDORED_PACKAGE)
     cann = cann_home(env)
     opp = env.get("ASCEND_OPP_PATH") or (str(Path(cann[1], "opp")) if cann else None)
     if opp:
@@ -68,8 +76,40 @@ def op_package_candidates(env: Mapping[str, str] | None = None) -> list[Path]:
 
 
 def find_op_package(env: Mapping[str, str] | None = None) -> Path | None:
-    """The installed op package's vendor directory (one with the aclnn library), or None."""
+    """The op package's vendor directory this process uses (the first candidate with the aclnn library), or None."""
     return next((d for d in op_package_candidates(env) if (d / OP_API_LIBRARY).is_file()), None)
+
+
+def use_vendored_op_package(env: MutableMapping[str, str] | None = None) -> Path | None:
+    """Puts the op package this install carries first on ASCEND_CUSTOM_OPP_PATH, in this process's environment
+    (and so its children's), and returns it; None when there is none (a CPU wheel, a source checkout) or when the
+    variable already lists another ascend_acts package with the aclnn library: a user's explicit choice (e.g. a build
+    installed with install_npu.sh --install-path and its set_env.bash sourced), which keeps precedence. Entries of
+    other vendors stay, after ours (CANN takes each op from the first package that has it; our op types are ours).
+
+    Why this works, as CANN 8.1 reads the variable (leideng/CANN-8.1.RC1, Ascend/ascend-toolkit/8.1.RC1/tools/
+    msopgen/template/custom_operator_sample/, the metadef sources shipped with msopgen; the runtime itself is
+    closed): AICPU/Onnx/metadef/register/op_lib_register.cc, PreProcessForCustomOp (lines 94-109), reads
+    getenv("ASCEND_CUSTOM_OPP_PATH") once per process and splits it on ':'; DSL/PyTorch/metadef/graph/common/plugin/
+    plugin_manager.cc, GetPluginPathFromCustomOppPath (lines 201-220), takes every entry as one vendor directory
+    (<entry>/op_proto/, <entry>/op_impl/ai_core/tbe/, ...), in list order, ahead of the vendors of
+    $ASCEND_OPP_PATH/vendors/config.ini and built-in (lines 537-542); the package installer's set_env.bash does the
+    same prepending for <dir>/vendors/<vendor> (tools/op_project_templates/ascendc/customize/scripts/install.sh,
+    lines 270-282). Read once, early in CANN's initialisation: so at import, before torch_npu first uses the device."""
+    env = os.environ if env is None else env
+    if not (VENDORED_PACKAGE / OP_API_LIBRARY).is_file():
+        return None
+    value = env.get(CUSTOM_OPP_PATH, "")
+    entries = [Path(entry) for entry in value.split(":") if entry]
+    if any(entry != VENDORED_PACKAGE and entry.name == VENDOR and (entry / OP_API_LIBRARY).is_file()
+           for entry in entries):
+        return None
+    if VENDORED_PACKAGE not in entries:
+        env[CUSTOM_OPP_PATH] = f"{VENDORED_PACKAGE}:{value}" if value else str(VENDORED_PACKAGE)
+    return VENDORED_PACKAGE
+
+
+use_vendored_op_package()  # at import, before anything can load the extension or start CANN
 
 
 def extension_path() -> str | None:
