@@ -25,9 +25,10 @@ import torch.distributed as dist
 from torch.autograd.function import once_differentiable
 
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
-from ._conv_bn_validation import FN, check_arguments
-from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
-from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum, output_determines_batch_norm
+from .ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
+from .ops.conv_bn_leaky_relu.semantics import output_determines_batch_norm
+from .ops.conv_bn_leaky_relu.torch_ops import conv2d as platform_conv2d
+from .ops.conv_bn_leaky_relu.validation import FN, check_arguments
 
 ops = torch.ops.ascend_acts
 F = torch.nn.functional
