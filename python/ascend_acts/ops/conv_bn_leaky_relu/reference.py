@@ -65,7 +65,7 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups):
         w = weight[g * g_out:(g + 1) * g_out]
         out[:, g * g_out:(g + 1) * g_out] = np.einsum("ncijhw,ocij->nohw", c, w, optimize=True)
     if bias is not None:
-        out += bias[None, :, None, None]
+        out += channel_view(bias)
     return out
 
 
