@@ -160,7 +160,9 @@ class Prepared:
 def emulator_launches(case: Case) -> str:
     """Which kernel the emulator launched last in each forward and backward of the active backend (a
     backend with `last_launch()`, i.e. sim), or that none ran: what this backend really runs for the op."""
-    last = getattr(backends.current_backend(), "last_launch", lambda: None)
+    from ascend_acts.backends import sim
+
+    last = sim.last_launch if backends.current_backend_name() == "sim" else lambda: None
     parts = []
     for mode in ("train", "eval"):
         before = last()

@@ -128,6 +128,10 @@ RRELU_SOURCE = ("hicann/ops-nn activation/leaky_relu/op_api/aclnn_rrelu_with_noi
 def kernel_cases(quick: bool):
     """(kernel, case label, run) for every kernel of the op table but the eval convolution (its own section)."""
     from ascend_acts.backends import sim
+    from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
+    from ascend_acts.ops.fused_bias_leaky_relu import sim as fused_bias_sim
+    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+    from ascend_acts.ops.rrelu import sim as rrelu_sim
 
     dcgan = (2, 16, 8, 8) if quick else (64, 128, 16, 16)     # a DCGAN discriminator activation
     stylegan = (2, 32, 8, 8) if quick else (16, 512, 16, 16)  # a StyleGAN2 block at 16 x 16
@@ -149,7 +153,7 @@ def kernel_cases(quick: bool):
         return case
 
     def batch_norm_forward():
-        sim.batch_norm_leaky_relu(x, torch.ones(c), torch.zeros(c), torch.zeros(c), torch.ones(c), 0.2, 1e-5, 0.1)
+        _bn_forward(conv_bn_sim, x, c)
         params = 4 * c * 4
         # statistics (sum, x * x, sum), then normalise (a per-channel scale and shift)
         return [AclnnOp("aclnnBatchNorm (training: statistics, then normalise)", 2 * ns + params, 3 * ns + params,
@@ -157,8 +161,8 @@ def kernel_cases(quick: bool):
                 AclnnOp("aclnnLeakyRelu", 2 * ns, vector=(("LeakyRelu", ns),))]
 
     def batch_norm_backward():
-        y, _, invstd = _bn_forward(sim, x, c)
-        sim.batch_norm_leaky_relu_grad(dy, y, torch.ones(c), torch.zeros(c), invstd, 0.2)
+        y, _, invstd = _bn_forward(conv_bn_sim, x, c)
+        conv_bn_sim.batch_norm_leaky_relu_grad(dy, y, torch.ones(c), torch.zeros(c), invstd, 0.2)
         return [AclnnOp("aclnnLeakyReluBackward", 3 * ns, vector=leaky_backward),
                 AclnnOp("aclnnBatchNormBackward (reduce, then dx)", 3 * ns, 5 * ns,
                         (("ReduceSum", ns), ("Mul", ns), ("ReduceSum", ns), ("Mul", ns), ("Sub", ns), ("Muls", ns)))]
@@ -169,20 +173,20 @@ def kernel_cases(quick: bool):
     style_label = f"{tuple(stylegan)} float32"
 
     def fused_bias_forward():
-        sim.fused_bias_leaky_relu(xs, bias, 0.2, 2**0.5)
+        fused_bias_sim.fused_bias_leaky_relu(xs, bias, 0.2, 2**0.5)
         return [AclnnOp("aclnnAdd (x + bias)", 2 * nss + bias.nbytes, vector=(("Add", nss),)),
                 AclnnOp("aclnnLeakyRelu", 2 * nss, vector=(("LeakyRelu", nss),)),
                 AclnnOp("aclnnMuls (x scale)", 2 * nss, vector=(("Muls", nss),))]
 
     def fused_bias_backward():
-        saved = sim.fused_bias_leaky_relu(xs, bias, 0.2, 2**0.5)
-        sim.fused_bias_leaky_relu_backward(torch.randn_like(xs), saved, bias, 0.2, 2**0.5, True)
+        saved = fused_bias_sim.fused_bias_leaky_relu(xs, bias, 0.2, 2**0.5)
+        fused_bias_sim.fused_bias_leaky_relu_backward(torch.randn_like(xs), saved, bias, 0.2, 2**0.5, True)
         return [AclnnOp("aclnnLeakyReluBackward", 3 * nss, vector=tuple((api, nss) for api, _ in leaky_backward)),
                 AclnnOp("aclnnMuls (x scale)", 2 * nss, vector=(("Muls", nss),)),
                 AclnnOp("aclnnReduceSum (grad_bias over N, H, W)", nss + bias.nbytes, vector=(("ReduceSum", nss),))]
 
     def rrelu_forward():
-        sim.rrelu(x, seed, 1 / 8, 1 / 3)
+        rrelu_sim.rrelu(x, seed, 1 / 8, 1 / 3)
         # aclnnRReluWithNoise, training, float32: each launch its own traffic (RRELU_SOURCE)
         return [AclnnOp("OnesLike", ns, vector=(("Duplicate", ns),)),
                 AclnnOp("ZerosLike", ns, vector=(("Duplicate", ns),)),
@@ -193,13 +197,13 @@ def kernel_cases(quick: bool):
                 AclnnOp("Mul (x * noise)", 3 * ns, vector=(("Mul", ns),))]
 
     return [
-        ("leaky_relu", label, ours(lambda: (sim.leaky_relu(x, 0.2),
+        ("leaky_relu", label, ours(lambda: (leaky_relu_sim.leaky_relu(x, 0.2),
                                             [AclnnOp("aclnnLeakyRelu", 2 * ns, vector=(("LeakyRelu", ns),))])[1])),
-        ("leaky_relu_grad", label, ours(lambda: (sim.leaky_relu_backward(dy, x, 0.2, False),
+        ("leaky_relu_grad", label, ours(lambda: (leaky_relu_sim.leaky_relu_backward(dy, x, 0.2, False),
                                                  [AclnnOp("aclnnLeakyReluBackward", 3 * ns,
                                                           vector=leaky_backward)])[1])),
         ("rrelu", label, ours(rrelu_forward)),
-        ("rrelu_grad", label, ours(lambda: (sim.rrelu_backward(dy, x, seed, 1 / 8, 1 / 3, False),
+        ("rrelu_grad", label, ours(lambda: (rrelu_sim.rrelu_backward(dy, x, seed, 1 / 8, 1 / 3, False),
                                              [AclnnOp("aclnnMul (dy * noise)", 3 * ns,
                                                       vector=(("Mul", ns),))])[1])),
         ("batch_norm_leaky_relu", label, ours(batch_norm_forward)),
@@ -224,6 +228,7 @@ def bias_act_cases(shapes):
     LeakyReluBackward, and ReduceSum for the bias gradient (linear without gain: the clamp's gradient, then
     ReduceSum). Each op at its ideal, as the CANN-way rows above."""
     from ascend_acts.backends import sim
+    from ascend_acts.ops.fused_bias_leaky_relu import sim as fused_bias_sim
 
     cases = []
     for act, shape, clamp in shapes:
@@ -253,22 +258,22 @@ def bias_act_cases(shapes):
 
         def forward(x=x, bias=bias, slope=slope, gain=gain, cann=composite_forward + clamp_forward,
                     extra=clamp_forward):
-            sim.fused_bias_leaky_relu(x, bias, slope, gain)
+            fused_bias_sim.fused_bias_leaky_relu(x, bias, slope, gain)
             return sim.last_launch(), cann, [], extra
 
         def backward(x=x, bias=bias, dy=dy, slope=slope, gain=gain, cann=clamp_backward + composite_backward,
                      extra=clamp_backward):
-            saved = sim.fused_bias_leaky_relu(x, bias, slope, gain)
-            sim.fused_bias_leaky_relu_backward(dy, saved, bias, slope, gain, True)
+            saved = fused_bias_sim.fused_bias_leaky_relu(x, bias, slope, gain)
+            fused_bias_sim.fused_bias_leaky_relu_backward(dy, saved, bias, slope, gain, True)
             return sim.last_launch(), cann, [], extra
 
         cases += [("bias_act", case, forward), ("bias_act_grad", case, backward)]
     return cases
 
 
-def _bn_forward(sim, x, c):
-    return sim.batch_norm_leaky_relu(x, torch.ones(c), torch.zeros(c), torch.zeros(c), torch.ones(c), 0.2, 1e-5,
-                                     0.1)
+def _bn_forward(conv_bn_sim, x, c):
+    return conv_bn_sim.batch_norm_leaky_relu(x, torch.ones(c), torch.zeros(c), torch.zeros(c), torch.ones(c), 0.2,
+                                             1e-5, 0.1)
 
 
 # --- the DCGAN discriminator's Conv+BN+LeakyReLU eval layers (k4 s2 p1, float16) ----------------------------
@@ -278,6 +283,8 @@ QUICK_LAYERS = [("tiny 8->16 @16", 8, 16, 16), ("small 16->32 @8", 16, 8, 32)]
 
 def conv_cases(quick: bool, batch: int):
     from ascend_acts.backends import sim
+    from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
+    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
 
     cases = []
     for name, cin, size, cout in QUICK_LAYERS if quick else LAYERS:
@@ -290,10 +297,10 @@ def conv_cases(quick: bool, batch: int):
         macs = batch * cout * ho * ho * cin * 16
 
         def run(x=x, weight=weight, bias=bias, y_bytes=y_bytes, macs=macs):
-            y = sim.eval_kernel(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
+            y = conv_bn_sim.eval_kernel(x, weight, bias, (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
             ours = sim.last_launch()
             # the LeakyReLU after aclnnConvolution: our own leaky_relu kernel's model is a fair stand-in
-            sim.leaky_relu(y, 0.2)
+            leaky_relu_sim.leaky_relu(y, 0.2)
             leaky = sim.last_launch()
             cann = [AclnnOp("TransData x NCHW->NC1HWC0", 2 * x.nbytes, vector=(("TransDataTo5HD", x.nbytes),)),
                     AclnnOp("TransData W' -> FRACTAL_Z", 2 * weight.nbytes,

@@ -12,7 +12,7 @@ CHECK: wraparound | noise-past-2**24 | noise-past-2**31 | eval-kernel | timings
 import argparse
 import sys
 
-from ascend_acts.reference import rng  # noqa: F401  (the oracle the checks read: tests patch checks.rng.noise)
+from ascend_acts.ops.rrelu import rng  # noqa: F401  (the oracle the checks read: tests patch checks.rng.noise)
 from ascend_acts.selftest import (  # noqa: F401
     CHECKS,
     check_eval_kernel,

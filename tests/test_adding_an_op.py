@@ -1,6 +1,6 @@
 """docs/adding_an_op.md lists the files an op needs: every row of its table that names a kernel's `<family>` or
-`<base>` is checked against the tree for every kernel of the op table, and every other row names a file or
-folder that exists."""
+`<base>` is checked against the tree for every kernel of the op table, every row naming `<op>` for every op folder
+of the table (`TorchOp.folder`), and every other row names a file or folder that exists."""
 
 import importlib.util
 import re
@@ -21,8 +21,20 @@ def listed_files(text: str) -> list[tuple[str, str]]:
     return [(path, kind.strip()) for cell, kind in rows for path in re.findall(r"`([^`]+)`", cell)]
 
 
+FOLDERS = sorted({op.folder for op in op_table.TORCH_OPS})
+
+
 def expand(path: str, kernel) -> Path:
     return ROOT / path.replace("<family>", kernel.family).replace("<base>", kernel.base)
+
+
+def expansions(path: str) -> list[Path]:
+    """The files a row names: one per kernel (`<family>`, `<base>`), one per op folder (`<op>`), or the path."""
+    if "<op>" in path:
+        return [ROOT / path.replace("<op>", folder) for folder in FOLDERS]
+    if "<family>" in path or "<base>" in path:
+        return [expand(path, k) for k in op_table.KERNELS]
+    return [ROOT / path]
 
 
 def missing(text: str) -> list[str]:
@@ -34,10 +46,7 @@ def missing(text: str) -> list[str]:
         if "/" not in path:  # a second file in the same cell: the folder of the one before
             path = folder + path
         folder = path.rsplit("/", 1)[0] + "/"
-        if "<family>" in path or "<base>" in path:
-            gone += [str(expand(path, k).relative_to(ROOT)) for k in op_table.KERNELS if not expand(path, k).exists()]
-        elif not (ROOT / path).exists():
-            gone.append(path)
+        gone += [str(file.relative_to(ROOT)) for file in expansions(path) if not file.exists()]
     return gone
 
 
@@ -50,7 +59,18 @@ def test_the_per_kernel_files_are_listed():
     assert {"op_kernel/<family>/<base>.cpp", "op_host/<family>/<base>.cpp", "op_host/<family>/<base>.json",
             "op_kernel/<family>/<family>_tiling_data.h", "op_host/<family>/<family>_tiling.h",
             "op_host/<family>/<family>_op_host.h", "op_host/<family>/<family>_emulator.h",
-            "python/ascend_acts/op_table.py"} <= paths
+            "python/ascend_acts/op_table.py", "python/ascend_acts/ops/<op>/semantics.py",
+            "python/ascend_acts/ops/<op>/reference.py", "python/ascend_acts/ops/<op>/torch_ops.py",
+            "python/ascend_acts/ops/<op>/sim.py"} <= paths
+
+
+def test_every_op_folder_is_the_folder_of_an_op_of_the_table():
+    """ops/ holds the op layer's machinery (`_*.py`) and one folder per op of the table, nothing else: a folder no
+    op names would never be imported."""
+    ops = ROOT / "python/ascend_acts/ops"
+    folders = {p.name for p in ops.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(FOLDERS)
+    assert all(p.name.startswith("_") for p in ops.glob("*.py"))
 
 
 def test_the_generated_rows_are_what_the_generator_writes():
@@ -72,6 +92,7 @@ def test_the_generated_rows_are_what_the_generator_writes():
 
 
 @pytest.mark.parametrize("row", ["| `op_kernel/<family>/<base>_entry.cpp` | write | x |",
+                                 "| `python/ascend_acts/ops/<op>/no_such_module.py` | write | x |",
                                  "| `python/ascend_acts/no_such_module.py` | edit | x |"])
 def test_a_listed_file_that_is_not_there_is_caught(row):
     first = "| `python/ascend_acts/op_table.py` |"

@@ -149,7 +149,7 @@ def test_info_gives_the_next_step_for_each_missing_npu_piece(monkeypatch):
     assert lines["op package"] == ("not installed (no CANN or $ASCEND_OPP_PATH to look under); next: "
                                    "scripts/build_npu.sh, then scripts/install_npu.sh")
     assert lines["extension"].startswith("not built; next: pip install --no-build-isolation -e .")
-    assert lines["kernels"].startswith(f"torch built-ins (ascend_acts.backends.torch_ops, same results) because "
+    assert lines["kernels"].startswith(f"torch built-ins (ascend_acts.ops.<op>.torch_ops, same results) because "
                                        f"{npu.status().detail}")
 
 

@@ -243,6 +243,7 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
     all 48 and sees its own launch in last_launch(), and A still sees its own afterwards."""
     require("sim")
     from ascend_acts.backends import sim
+    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
 
     x = torch.linspace(-1, 1, 4096)
     a_launched, b_launched = threading.Event(), threading.Event()
@@ -250,7 +251,7 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
 
     def thread_a():
         with sim.launch_settings(vector_cores=3):
-            sim.leaky_relu(x, 0.2)
+            leaky_relu_sim.leaky_relu(x, 0.2)
             a_launched.set()
             assert b_launched.wait(timeout=60)
             seen["a"] = sim.last_launch()
@@ -261,7 +262,7 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
         assert a_launched.wait(timeout=60)
 
         def thread_b():
-            sim.leaky_relu_backward(x, x, 0.2, False)
+            leaky_relu_sim.leaky_relu_backward(x, x, 0.2, False)
             return sim.last_launch()
         seen["b"] = _in_thread(thread_b)
     finally:
@@ -274,7 +275,7 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
 def test_the_reference_backend_uses_torchs_intra_op_thread_count():
     """With torch.set_num_threads(1) (as torch sets it in DataLoader workers) a large body runs inline, in
     the calling thread; with more, on the pool's threads."""
-    from ascend_acts.reference import parallel
+    from ascend_acts.numerics import parallel
 
     def threads_used(size):
         names = set()

@@ -482,7 +482,7 @@ def test_vmap_of_the_train_op_updates_batched_running_statistics_per_sample():
 
 
 def test_inplace_abn_only_where_the_output_determines_x_hat():
-    from ascend_acts.conv_bn import output_determines_batch_norm
+    from ascend_acts.ops.conv_bn_leaky_relu.semantics import output_determines_batch_norm
 
     gamma, beta = torch.tensor([1.0, 0.5]), torch.tensor([0.0, 2.0])  # |beta| / |gamma| up to 4
     assert output_determines_batch_norm(gamma, beta, 0.2, torch.float32)

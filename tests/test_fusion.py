@@ -230,9 +230,10 @@ def test_sim_eval_runs_a_layer_the_kernel_cannot_tile_on_the_reference():
     tiling, so "sim" runs the reference for it (as for groups > 1) instead of raising; the result is torch's."""
     if ascend_acts.backends.unavailable_reason("sim") is not None:
         pytest.skip("sim backend not built")
-    from ascend_acts.backends import sim
+    from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
 
-    assert not sim.conv_bn_leaky_relu_eval_has_tiling((1, 3, 2, 2100), (8, 3, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4)
+    assert not conv_bn_sim.conv_bn_leaky_relu_eval_has_tiling((1, 3, 2, 2100), (8, 3, 1, 1), (1, 1), (0, 0, 0, 0),
+                                                              (1, 1), 4)
     torch.manual_seed(0)
     seq = nn.Sequential(nn.Conv2d(3, 8, 1, bias=False), nn.BatchNorm2d(8), nn.LeakyReLU(0.2)).eval()
     seq[1].running_var.uniform_(0.5, 2.0)

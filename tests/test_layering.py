@@ -1,8 +1,10 @@
 """The package's layers, read from its source (no interpreter per module): no import cycles (function-level
 imports included), no import from a higher layer, no package binding a name that hides one of its submodules.
 
-Layers, lowest first: the op table and the compiled emulator; the NumPy reference; the backends; the op layer
-(`ascend_acts.ops`); the public modules (functional, conv_bn, nn, convert, ...). A module imports from its own
+Layers, lowest first: the op table and the compiled emulator; the shared numerics (`ascend_acts.numerics`); the
+backends' infrastructure (selection, the NPU's status, the emulator); the op layer (`ascend_acts.ops`: its machinery
+and one folder per op, with the op's semantics and every backend's functions); the public modules (functional, nn,
+convert, ...). A module imports from its own
 layer and the ones below only. An acyclic graph of explicit imports is what lets every module be imported
 first, in any order.
 """
@@ -17,7 +19,7 @@ PACKAGE = Path(ascend_acts.__file__).parent
 COMPILED = ("ascend_acts._sim", "ascend_acts._sim_tests", "ascend_acts._npu_ops")
 LAYERS = (
     ("ascend_acts.op_table", *COMPILED),
-    ("ascend_acts.reference",),
+    ("ascend_acts.numerics",),
     ("ascend_acts.backends",),
     ("ascend_acts.ops",),
 )
@@ -126,7 +128,7 @@ def test_no_package_hides_a_submodule_behind_another_object():
         if path.name != "__init__.py":
             continue
         submodules = {p.stem for p in path.parent.glob("*.py") if p.name != "__init__.py"}
-        submodules |= {p.name for p in path.parent.iterdir() if (p / "__init__.py").is_file()}
+        submodules |= {p.name for p in path.parent.iterdir() if p.is_dir() and any(p.glob("*.py"))}  # namespace too
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.ImportFrom) and not (node.level == 1 and node.module is None):
                 hidden += [f"{module}.{a.asname or a.name}" for a in node.names if (a.asname or a.name) in submodules]

@@ -19,7 +19,7 @@ import torch
 from ascend_acts import __main__ as cli
 from ascend_acts import op_table
 from ascend_acts import selftest as report_module
-from ascend_acts.backends import reference
+from ascend_acts.ops.leaky_relu import reference
 from markers import slow
 from real_toolchain import ROOT
 

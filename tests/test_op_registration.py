@@ -10,6 +10,7 @@ import torch
 import ascend_acts  # noqa: F401  (registers the ops)
 from ascend_acts import backends, op_table
 from ascend_acts.backends import npu
+from ascend_acts.ops._kernels import backend_functions
 from ascend_acts.ops._semantics import SEMANTICS
 
 KEYS = ("CPU", "PrivateUse1", "Meta", "Autograd")  # Meta: the fake kernel
@@ -43,7 +44,7 @@ def _schema_arguments(op):
 def test_every_backend_implements_its_table_ops_under_the_protocol(name):
     if backends.unavailable_reason(name) is not None:
         pytest.skip(backends.unavailable_reason(name))
-    module = backends._module(name)
+    module = backend_functions(name)
     for op in op_table.functional_ops():
         if name not in op.backends:
             continue

@@ -1,14 +1,15 @@
 """The reference backend's fused ops (torch's convolution + the NumPy BatchNorm+LeakyReLU passes) against
-the float64 NumPy oracle (ascend_acts.reference.conv_bn), and the fast NumPy kernels' exactness."""
+the float64 NumPy oracle (the same module's train_forward, ...), and the fast NumPy kernels' exactness."""
 
 import numpy as np
 import pytest
 import torch
 
-from ascend_acts.backends import reference_conv_bn as backend
-from ascend_acts.reference import activations
-from ascend_acts.reference import batch_norm_leaky_relu as kernels
-from ascend_acts.reference import conv_bn as oracle
+from ascend_acts.numerics import elementwise
+from ascend_acts.ops.conv_bn_leaky_relu import reference as backend  # the reference backend's functions
+from ascend_acts.ops.conv_bn_leaky_relu import reference as oracle  # and, in the same module, the float64 oracle
+from ascend_acts.ops.conv_bn_leaky_relu import reference_batch_norm as kernels
+from ascend_acts.ops.leaky_relu import reference as activations
 
 ops = torch.ops.ascend_acts
 # (N, C_in, C_out, H, W, kernel, stride, padding (top, bottom, left, right), dilation, groups, conv bias)
@@ -109,14 +110,13 @@ def test_eval_op_and_its_backward_match_the_float64_oracle(geometry, dtype, slop
     bias = bias if bias is not None else torch.zeros(weight.shape[0], dtype=dtype)
     stride, padding, dilation, groups = geometry_args(geometry)
     out = backend.conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, groups, slope)
-    want_out = oracle.conv_bn_leaky_relu_eval(exact(x), exact(weight), exact(bias), stride, padding, dilation, groups,
-                                           slope)
+    want_out = oracle.eval_forward(exact(x), exact(weight), exact(bias), stride, padding, dilation, groups, slope)
     assert out.dtype == dtype
     assert_near(out, want_out, dtype, "out")
     grad = torch.randn(out.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).to(dtype)
     grads = backend.conv_bn_leaky_relu_eval_backward(grad, x, weight, bias, stride, padding, dilation, groups, slope)
-    want = oracle.conv_bn_leaky_relu_eval_backward(exact(grad), exact(x), exact(weight), exact(bias), stride, padding,
-                                                dilation, groups, slope)
+    want = oracle.eval_backward(exact(grad), exact(x), exact(weight), exact(bias), stride, padding, dilation, groups,
+                                slope)
     for name, got, expected, like in zip(("input", "weight", "bias"), grads, want, (x, weight, bias)):
         assert got.dtype == like.dtype
         assert_near(got, expected, dtype, name)
@@ -198,10 +198,10 @@ def test_leaky_relu_fast_paths_are_bitwise_the_definition(slope, dtype):
     with np.errstate(all="ignore"):
         want = np.where(x > 0, x, x * s)
         out = np.empty_like(x)
-        activations.leaky_relu(x, slope, out)
+        activations.forward(x, slope, out)
         grad = x[::-1].copy()
         grad_out = np.empty_like(x)
-        activations.leaky_relu_backward(grad, x, slope, grad_out)
+        activations.backward(grad, x, slope, grad_out)
         want_grad = np.where(x > 0, grad, grad * s)
         z = x.copy()[None, None]
         kernels._leaky_relu_in_place(z, s)
@@ -214,7 +214,7 @@ def test_leaky_relu_fast_paths_are_bitwise_the_definition(slope, dtype):
 def test_slope_factors_are_exactly_one_or_the_slope(slope):
     positive = np.array([True, False] * 5)
     for dtype in (np.float32, np.float64):
-        factors = activations.slope_factors(positive, slope, dtype)
+        factors = elementwise.slope_factors(positive, slope, dtype)
         assert factors.dtype == dtype
         assert np.array_equal(factors, np.where(positive, dtype(1), dtype(slope)))
 
@@ -223,7 +223,7 @@ def test_slope_factors_are_exactly_one_or_the_slope(slope):
 def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_result, monkeypatch):
     """Rows spread over several chunks and threads (a small CHUNK): the per-row sums merge into the same
     per-channel statistics and gradients as the oracle's whole-array ones; large mean, small spread."""
-    from ascend_acts.reference import parallel
+    from ascend_acts.numerics import parallel
 
     monkeypatch.setattr(kernels, "CHUNK", 64)
     previous = torch.get_num_threads()

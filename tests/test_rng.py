@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ascend_acts.reference import rng
+from ascend_acts.ops.rrelu import rng
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "rng.md"
 

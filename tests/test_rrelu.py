@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import ascend_acts
-from ascend_acts.reference import rng
+from ascend_acts.ops.rrelu import rng
 from conftest import backend_dtypes
 from markers import fast_only
 from shapes import CASES, make, special_values

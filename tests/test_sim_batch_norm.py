@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ascend_acts import backends
+from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
 from markers import fast_only
 
 pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")
@@ -42,7 +43,7 @@ def bn_inputs(shape, dtype, seed=0):
 
 
 def run_forward(x, weight, bias, running_mean, running_var, update=True):
-    return sim().batch_norm_leaky_relu(x, weight, bias, running_mean if update else None,
+    return conv_bn_sim.batch_norm_leaky_relu(x, weight, bias, running_mean if update else None,
                                        running_var if update else None, SLOPE, EPS, MOMENTUM)
 
 
@@ -80,8 +81,8 @@ def test_bn_backward_from_output_matches_torch(shape, dtype):
     c = shape[1]
     out, _, save_invstd = run_forward(x, weight, bias, torch.zeros(c), torch.ones(c), update=False)
     grad_out = torch.randn(shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(dtype)
-    grad_input, grad_weight, grad_bias = sim().batch_norm_leaky_relu_grad(grad_out, out, weight, bias, save_invstd,
-                                                                          SLOPE)
+    grad_input, grad_weight, grad_bias = conv_bn_sim.batch_norm_leaky_relu_grad(grad_out, out, weight, bias,
+                                                                                save_invstd, SLOPE)
 
     x64 = x.double().requires_grad_()
     w64, b64 = weight.double().requires_grad_(), bias.double().requires_grad_()
@@ -97,7 +98,7 @@ def test_bn_backward_from_output_matches_torch(shape, dtype):
 
 
 def run_backward(grad_out, out, weight, bias, save_invstd):
-    return sim().batch_norm_leaky_relu_grad(grad_out, out, weight, bias, save_invstd, SLOPE)
+    return conv_bn_sim.batch_norm_leaky_relu_grad(grad_out, out, weight, bias, save_invstd, SLOPE)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
@@ -141,9 +142,9 @@ def test_backward_refuses_what_it_cannot_invert():
     x, weight, bias = bn_inputs((1, 2, 4, 4), torch.float32)
     out, _, invstd = run_forward(x, weight, bias, torch.zeros(2), torch.ones(2))
     with pytest.raises(ValueError, match="negative_slope"):
-        sim().batch_norm_leaky_relu_grad(out, out, weight, bias, invstd, 0.0)
+        conv_bn_sim.batch_norm_leaky_relu_grad(out, out, weight, bias, invstd, 0.0)
     with pytest.raises(ValueError, match="gamma"):
-        sim().batch_norm_leaky_relu_grad(out, out, torch.tensor([1.0, 0.0]), bias, invstd, SLOPE)
+        conv_bn_sim.batch_norm_leaky_relu_grad(out, out, torch.tensor([1.0, 0.0]), bias, invstd, SLOPE)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
@@ -169,7 +170,7 @@ def test_small_planes_move_many_per_copy(dtype):
 
 
 def test_tiling_walks_long_planes_in_several_tiles():
-    tiling = sim().batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", (1, 2, 131, 130), 4)
+    tiling = conv_bn_sim.batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", (1, 2, 131, 130), 4)
     assert tiling.tile_length < 131 * 130 and tiling.tile_length % 64 == 0
     assert tiling.used_core_num == 2
 
@@ -200,8 +201,8 @@ def test_training_convolution_is_torchs_in_float32(dtype, padding):
     weight, bias = torch.randn(5, 3, 3, 3, generator=g).to(dtype), torch.randn(5, generator=g).to(dtype)
     gamma, beta = torch.rand(5, generator=g) + 0.5, torch.randn(5, generator=g)
     geometry = ((2, 1), padding, (1, 1), 1)
-    out, conv_out, mean, invstd = sim().conv_bn_leaky_relu_train(x, weight, bias, gamma, beta, None, None, *geometry,
-                                                                 0.1, EPS, SLOPE, False)
+    out, conv_out, mean, invstd = conv_bn_sim.conv_bn_leaky_relu_train(x, weight, bias, gamma, beta, None, None,
+                                                                       *geometry, 0.1, EPS, SLOPE, False)
     top, bottom, left, right = padding
     x32 = F.pad(x.float(), (left, right, top, bottom)).requires_grad_()
     w32 = weight.float().requires_grad_()
@@ -209,8 +210,8 @@ def test_training_convolution_is_torchs_in_float32(dtype, padding):
     assert torch.equal(conv_out, expected.to(dtype))
 
     grad_out = torch.randn(out.shape, generator=g).to(dtype)
-    grads = sim().conv_bn_leaky_relu_train_backward(grad_out, conv_out, False, x, weight, gamma, beta, mean, invstd,
-                                                    *geometry, SLOPE)
+    grads = conv_bn_sim.conv_bn_leaky_relu_train_backward(grad_out, conv_out, False, x, weight, gamma, beta, mean,
+                                                          invstd, *geometry, SLOPE)
     # the BN part's gradient of the conv output, then torch's convolution backward of it in float32
     y32 = conv_out.float().requires_grad_()
     z = F.batch_norm(y32, None, None, gamma, beta, True, 0.0, EPS)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts import backends
+from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
 from markers import fast_only
 
 pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")
@@ -71,9 +72,9 @@ def case_inputs(case, dtype):
 
 
 def run(x, weight, bias, geometry, shape):
-    out = sim().eval_kernel(x, weight, bias, *geometry, SLOPE)
+    out = conv_bn_sim.eval_kernel(x, weight, bias, *geometry, SLOPE)
     assert out.shape == shape
-    tiling = sim().conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, x.element_size(), SLOPE)
+    tiling = conv_bn_sim.conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, x.element_size(), SLOPE)
     return out, tiling, sim().last_launch()
 
 
@@ -119,7 +120,7 @@ def test_bit_identical_to_the_float32_oracle(case, dtype):
 def test_platforms(platform):
     x, weight, bias, geometry, expected = case_inputs("dcgan_d4", torch.float16)
     with sim().launch_settings(platform=platform):
-        out = sim().eval_kernel(x, weight, bias, *geometry, SLOPE)
+        out = conv_bn_sim.eval_kernel(x, weight, bias, *geometry, SLOPE)
         assert sim().last_launch().block_dim == 3 * {"ascend910b3": 20}.get(platform, 24)  # AIC + 2 AIVs each
     torch.testing.assert_close(out.double(), expected, rtol=2e-3, atol=8e-3)
 
@@ -197,7 +198,8 @@ def test_dcgan_tiling_at_batch_64():
     expected = {  # (C_in, C_out, H): (Mb, tile rows, kc, images per item, items)
         (64, 128, 32): (64, 8, 128, 1, 256), (128, 256, 16): (64, 8, 256, 1, 256), (256, 512, 8): (32, 4, 256, 4, 256)}
     for (cin, cout, h), (mb, rows, kc, images, items) in expected.items():
-        t = sim().conv_bn_leaky_relu_eval_tiling((64, cin, h, h), (cout, cin, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1), 2)
+        t = conv_bn_sim.conv_bn_leaky_relu_eval_tiling((64, cin, h, h), (cout, cin, 4, 4), (2, 2), (1, 1, 1, 1), (1, 1),
+                                                       2)
         assert (t.block_rows, t.tile_rows, t.k_chunk, t.images_per_item, t.work_items, t.block_dim) == (
             mb, rows, kc, images, items, 24)
         assert t.item_positions == images * t.tile_positions and not t.weight_streamed
@@ -213,8 +215,8 @@ def test_streamed_weights():
     """A W' block that does not fit L1 even at 16 rows (K = 8192 in float32) streams through two L1 slice
     buffers; the same layer in float16 keeps it resident. Correctness: the composite, oracle and traffic tests."""
     x_shape, weight_shape = (2, 512, 8, 8), (32, 512, 4, 4)
-    wide = sim().conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, (2, 2), (1, 1, 1, 1), (1, 1), 4)
-    narrow = sim().conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, (2, 2), (1, 1, 1, 1), (1, 1), 2)
+    wide = conv_bn_sim.conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, (2, 2), (1, 1, 1, 1), (1, 1), 4)
+    narrow = conv_bn_sim.conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, (2, 2), (1, 1, 1, 1), (1, 1), 2)
     assert wide.weight_streamed and wide.weight_slices >= 2 and not narrow.weight_streamed
     slices = 2 * wide.block_rows * wide.weight_slice_k * 4
     assert wide.block_rows * 512 * 16 * 4 >= 512 * 1024  # the block alone fills L1: no room for a band
@@ -231,7 +233,7 @@ def test_multi_image_items():
     assert tiling.work_items == tiling.cout_blocks * -(-x.shape[0] // tiling.images_per_item)
     torch.testing.assert_close(out.double(), expected, rtol=TOLERANCES[torch.float32][0],
                                atol=TOLERANCES[torch.float32][1])
-    small = sim().conv_bn_leaky_relu_eval_tiling((2, 8, 6, 6), (16, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4)
+    small = conv_bn_sim.conv_bn_leaky_relu_eval_tiling((2, 8, 6, 6), (16, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4)
     assert small.images_per_item == 1  # never more images than every core's share allows
 
 
@@ -244,7 +246,7 @@ def test_fewer_items_than_cores():
 def test_pack_weight_layout():
     """CANN's FRACTAL_Z order: element [c1][i][j][mi][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero past C_out and
     C_in."""
-    from ascend_acts.backends.sim.conv_bn_leaky_relu_eval_kernels import pack_weight
+    from ascend_acts.ops.conv_bn_leaky_relu.sim import pack_weight
 
     weight = torch.arange(21 * 3 * 2 * 3, dtype=torch.float32).view(21, 3, 2, 3) + 1
     packed = pack_weight(weight, torch.float16)
@@ -263,15 +265,15 @@ def test_hazard_checker_catches_a_missing_flag(kernel, rule):
     120 images of 32 x 32 positions on 24 AI cores, at least five items each, so every ring slot (kRingSlots = 4)
     is reused."""
     from ascend_acts import _sim_tests
-    from ascend_acts.backends.sim.conv_bn_leaky_relu_eval_kernels import pack_weight
+    from ascend_acts.ops.conv_bn_leaky_relu.sim import pack_weight
 
     x = torch.randn(120, 3, 32, 32)
     weight = torch.randn(16, 3, 1, 1)
     geometry = ((1, 1), (0, 0, 0, 0), (1, 1))
-    tiling = sim().conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, 4, SLOPE)
+    tiling = conv_bn_sim.conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, 4, SLOPE)
     assert tiling.block_dim == 24 and tiling.work_items >= 5 * 24
     bias = torch.randn(16)
-    control = sim().eval_kernel(x, weight, bias, *geometry, SLOPE)  # the product kernel: no error
+    control = conv_bn_sim.eval_kernel(x, weight, bias, *geometry, SLOPE)  # the product kernel: no error
     torch.testing.assert_close(control, F.leaky_relu(F.conv2d(x, weight, bias), SLOPE), rtol=1e-5, atol=1e-5)
     buffers = {"x": x, "weight": pack_weight(weight, torch.float32), "bias": bias, "y": torch.empty(120, 16, 32, 32)}
     with pytest.raises(sim().EmulatorError) as caught:

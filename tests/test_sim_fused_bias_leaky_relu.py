@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ascend_acts.backends import sim
-from ascend_acts.reference import fused_bias_leaky_relu as reference
+from ascend_acts.ops.fused_bias_leaky_relu import reference
 from bias_gradient_cases import assert_same_bias_gradient, composite_bias_gradient, non_finite_bias_gradients
 from markers import fast_only
 
@@ -26,7 +26,7 @@ SELECT_TEMPORARY = 184 * 1024  # Select's temporary: the backward's buffers stay
 
 
 def backend():
-    from ascend_acts.backends import sim as module
+    from ascend_acts.ops.fused_bias_leaky_relu import sim as module
 
     return module
 
@@ -78,11 +78,11 @@ def run_both(shape, dtype, slope=0.2, scale=SQRT2, with_bias=True, saved_is_resu
     x, bias, dy = inputs(shape, dtype, seed, with_bias)
     m = backend()
     y = m.fused_bias_leaky_relu(x, bias, slope, scale)
-    forward = m.last_launch()
+    forward = sim.last_launch()
     assert torch.equal(y, expected_forward(x, bias, slope, scale))
     saved = y if saved_is_result else x
     dx, grad_bias = m.fused_bias_leaky_relu_backward(dy, saved, bias, slope, scale, saved_is_result)
-    backward = m.last_launch()
+    backward = sim.last_launch()
     want_dx, exact, magnitude = expected_backward(dy, saved, bias, slope, scale, saved_is_result)
     assert torch.equal(dx, want_dx)
     assert grad_bias.dtype == dtype and grad_bias.shape == (shape[1],)
@@ -140,7 +140,7 @@ def test_non_finite_grad_bias_is_torchs(shape, dtype):
         torch.testing.assert_close(dx, want_dx, rtol=0, atol=0, equal_nan=True)
         assert_same_bias_gradient(grad_bias, want, dtype)
         # the channels (Rows) or chunks (Columns) whose sum is not finite read dy and saved again, dx once
-        launch, data = backend().last_launch(), dy.numel() * dy.element_size()
+        launch, data = sim.last_launch(), dy.numel() * dy.element_size()
         assert data < launch.buffer_bytes_in["dy"] == launch.buffer_bytes_in["saved"] <= 2 * data
         assert launch.buffer_bytes_out["dx"] == data
 
@@ -166,7 +166,7 @@ def test_columns_mode_matches_the_reference(dtype):
 @pytest.mark.parametrize("shape", [(1000, 2, 17), (5000, 3)], ids=str)
 def test_those_shapes_span_several_tiles_of_rows(shape):
     """The shapes above that claim to span the K-row batching do."""
-    t = backend().fused_bias_leaky_relu_tiling("fused_bias_leaky_relu_grad", shape, 4)
+    t = backend().tiling("fused_bias_leaky_relu_grad", shape, 4)
     assert t.batch > t.rows_per_tile > 1
     assert t.mode == (COLUMNS if len(shape) == 2 else ROWS)
 
@@ -178,7 +178,7 @@ def test_rows_at_the_ub_boundary(dtype, past):
     """S = the longest row chunk the backward's UB holds (one whole row per tile), and one more element (the row
     in chunks, the last of one element)."""
     size = torch.tensor([], dtype=dtype).element_size()
-    grad_tiling = backend().fused_bias_leaky_relu_tiling
+    grad_tiling = backend().tiling
     longest = grad_tiling("fused_bias_leaky_relu_grad", (1, 2, 1 << 20), size, saved_is_result=False).tile_width
     shape = (2, 2, longest + past)
     tiling = grad_tiling("fused_bias_leaky_relu_grad", shape, size, saved_is_result=False)
@@ -187,7 +187,7 @@ def test_rows_at_the_ub_boundary(dtype, past):
 
 
 def test_row_chunks_are_whole_repeats():
-    t = backend().fused_bias_leaky_relu_tiling("fused_bias_leaky_relu", (2, 1, 300, 301), 4)
+    t = backend().tiling("fused_bias_leaky_relu", (2, 1, 300, 301), 4)
     assert t.mode == ROWS and t.rows_per_tile == 1 and t.tile_width < 300 * 301 and t.tile_width % 64 == 0
 
 
@@ -245,7 +245,7 @@ def test_platforms_and_core_counts(platform, cores, shape):
     x, bias, dy = inputs(shape, torch.float32)
     m = backend()
     base_dx, base_grad_bias = m.fused_bias_leaky_relu_backward(dy, x, bias, 0.2, SQRT2, False)
-    with m.launch_settings(platform=platform, vector_cores=cores or None):
+    with sim.launch_settings(platform=platform, vector_cores=cores or None):
         forward, backward = run_both(shape, torch.float32, saved_is_result=False)
         dx, grad_bias = m.fused_bias_leaky_relu_backward(dy, x, bias, 0.2, SQRT2, False)
     assert forward.block_dim == backward.block_dim == min(shape[1], cores or CORES[platform])
@@ -268,7 +268,7 @@ def test_pieces_of_whole_channels_equal_one_launch(monkeypatch):
     """Over LAUNCH_BYTES the backend launches per channel range on copies: y, dx and (Rows mode: the same tiles)
     grad_bias are bit-identical to one launch, and the pieces together move exactly one launch's bytes."""
     m = backend()
-    module = __import__("ascend_acts.backends.sim.fused_bias_leaky_relu_kernels", fromlist=["LAUNCH_BYTES"])
+    module = m
     shape = (3, 10, 5, 7)
     x, bias, dy = inputs(shape, torch.float16)
     whole = (m.fused_bias_leaky_relu(x, bias, 0.2, SQRT2),
@@ -320,7 +320,7 @@ def test_bad_arguments_are_named():
 def test_tiling_keeps_64_bit_sizes(kernel):
     """N * C * S = 2^37 elements: the sizes arrive whole, the rows stay one strided DataCopyPad (the GM gap
     between a channel's rows, (C - 1) * S * 2 bytes, fits its uint32 stride)."""
-    t = backend().fused_bias_leaky_relu_tiling(kernel, (1 << 20, 64, 1 << 11), 2)
+    t = backend().tiling(kernel, (1 << 20, 64, 1 << 11), 2)
     assert (t.batch, t.channels, t.spatial) == (1 << 20, 64, 1 << 11)
     assert t.batch * t.channels * t.spatial > 1 << 32
     assert t.mode == ROWS and t.used_core_num == 48 and t.channels_per_core == 1 and t.big_core_count == 16
@@ -331,7 +331,7 @@ def test_tiling_keeps_64_bit_sizes(kernel):
                                                        ((8, (1 << 31) + 3), 2, COLUMNS)], ids=["rows", "columns"])
 def test_tiling_falls_back_to_one_row_per_copy_past_a_uint32_gap(shape, element_size, mode):
     """A GM gap between rows past DataCopyExtParams' uint32 byte stride: one row per DataCopyPad."""
-    t = backend().fused_bias_leaky_relu_tiling("fused_bias_leaky_relu_grad", shape, element_size)
+    t = backend().tiling("fused_bias_leaky_relu_grad", shape, element_size)
     assert t.mode == mode and t.rows_per_tile == 1
     assert t.channels == shape[1] and t.channels_per_core * t.used_core_num + t.big_core_count == shape[1]
 
@@ -339,15 +339,15 @@ def test_tiling_falls_back_to_one_row_per_copy_past_a_uint32_gap(shape, element_
 def test_tiling_columns_chunk_of_a_cores_channels():
     """Columns: a core's channels in chunks (the biases replicated over the tile's rows), at least 8 rows a tile
     when N has them; within DataCopyPad's 4095 blocks."""
-    t = backend().fused_bias_leaky_relu_tiling("fused_bias_leaky_relu", (100000, 1 << 20), 4)
+    t = backend().tiling("fused_bias_leaky_relu", (100000, 1 << 20), 4)
     assert t.mode == COLUMNS and t.tile_width == t.channel_block and 8 <= t.rows_per_tile <= 4095
     assert t.tile_width < t.channels_per_core
-    small = backend().fused_bias_leaky_relu_tiling("fused_bias_leaky_relu", (100000, 96), 4)
+    small = backend().tiling("fused_bias_leaky_relu", (100000, 96), 4)
     assert small.tile_width == 2 and 8 < small.rows_per_tile <= 4095
 
 
 def test_tiling_refuses_what_it_cannot_tile():
     with pytest.raises(ValueError, match="no tiling"):
-        backend().fused_bias_leaky_relu_tiling("fused_bias_leaky_relu", (2, 0, 3), 4)
+        backend().tiling("fused_bias_leaky_relu", (2, 0, 3), 4)
     with pytest.raises(ValueError, match="kernel must be one of"):
-        backend().fused_bias_leaky_relu_tiling("leaky_relu", (2, 3, 3), 4)
+        backend().tiling("leaky_relu", (2, 3, 3), 4)

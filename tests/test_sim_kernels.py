@@ -7,8 +7,11 @@ import pytest
 import torch
 
 from ascend_acts.backends import sim
-from ascend_acts.reference import activations as reference
-from ascend_acts.reference import rng
+from ascend_acts.ops.leaky_relu import reference as leaky_relu_reference
+from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+from ascend_acts.ops.rrelu import reference as rrelu_reference
+from ascend_acts.ops.rrelu import rng
+from ascend_acts.ops.rrelu import sim as rrelu_sim
 from markers import fast_only, slow
 
 pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
@@ -68,7 +71,7 @@ def test_tiling_covers_every_element_once_and_fits(platform, op, size):
     cores, ub = PLATFORMS[platform]
     unit = 32 // size
     for n in SIZES + [2**31 + 5, 2**40 + 3]:
-        t = sim.elementwise_tiling(KERNEL[op], n, size, platform=platform)
+        t = leaky_relu_sim.tiling(KERNEL[op], n, size, platform=platform)
         ranges = core_ranges(t)
         assert t.block_dim == min(cores, -(-n // unit))
         covered = 0
@@ -97,18 +100,18 @@ def run(op, dtype, n, shape=None, vector_cores=0, seed=7, index_base=0):
     expected = np.empty_like(x)
     with sim.launch_settings(vector_cores=vector_cores):
         if op == "leaky_relu":
-            out = sim.leaky_relu(tensor(x), 0.2)
-            reference.leaky_relu(x, 0.2, expected)
+            out = leaky_relu_sim.leaky_relu(tensor(x), 0.2)
+            leaky_relu_reference.forward(x, 0.2, expected)
         elif op == "leaky_relu_backward":
-            out = sim.leaky_relu_backward(tensor(grad), tensor(x), 0.2, False)
-            reference.leaky_relu_backward(grad, x, 0.2, expected)
+            out = leaky_relu_sim.leaky_relu_backward(tensor(grad), tensor(x), 0.2, False)
+            leaky_relu_reference.backward(grad, x, 0.2, expected)
         elif op == "rrelu":
-            out = sim.rrelu(tensor(x), seed_tensor(seed), 0.1, 0.3, index_base=index_base)
-            reference.rrelu(x, 0.1, 0.3, seed, expected)
+            out = rrelu_sim.rrelu(tensor(x), seed_tensor(seed), 0.1, 0.3, index_base=index_base)
+            rrelu_reference.forward(x, 0.1, 0.3, seed, expected)
         else:
-            out = sim.rrelu_backward(tensor(grad), tensor(x), seed_tensor(seed), 0.1, 0.3, False,
+            out = rrelu_sim.rrelu_backward(tensor(grad), tensor(x), seed_tensor(seed), 0.1, 0.3, False,
                                                index_base=index_base)
-            reference.rrelu_backward(grad, x, 0.1, 0.3, seed, expected)
+            rrelu_reference.backward(grad, x, 0.1, 0.3, seed, expected)
     return x, array(out), expected
 
 
@@ -148,9 +151,9 @@ def test_noise_at_large_flat_indices_is_the_reference(op, base, vector_cores):
     x = -np.abs(np.random.default_rng(0).standard_normal(n)).astype(np.float32) - 0.5
     with sim.launch_settings(vector_cores=vector_cores):
         if op == "rrelu":
-            out = sim.rrelu(tensor(x), seed_tensor(99), 0.1, 0.3, index_base=base).numpy()
+            out = rrelu_sim.rrelu(tensor(x), seed_tensor(99), 0.1, 0.3, index_base=base).numpy()
         else:
-            out = sim.rrelu_backward(tensor(np.ones_like(x)), tensor(x), seed_tensor(99), 0.1, 0.3, False,
+            out = rrelu_sim.rrelu_backward(tensor(np.ones_like(x)), tensor(x), seed_tensor(99), 0.1, 0.3, False,
                                                index_base=base).numpy()
     noise = rng.noise(99, np.arange(base, base + n, dtype=np.uint64), 0.1, 0.3)
     assert np.array_equal(out, noise if op == "rrelu_backward" else x * noise)
@@ -173,7 +176,7 @@ def test_gm_traffic(op, reads, seed_bytes, dtype, n):
 
 def test_float64_is_refused():
     with pytest.raises(TypeError, match="no float64"):
-        sim.leaky_relu(torch.zeros(4, dtype=torch.float64), 0.1)
+        leaky_relu_sim.leaky_relu(torch.zeros(4, dtype=torch.float64), 0.1)
 
 
 def test_other_platforms_run():

@@ -4,7 +4,7 @@ Measured in a fresh process on 2^25 float16 elements (64 MiB per tensor): the re
 input exists, then its peak after the op (VmHWM, reset before the input by /proc/self/clear_refs; not
 ru_maxrss, which also holds the peak of the process that started this one, e.g. a large pytest run).
 The emulator keeps 2 bytes of bookkeeping per output byte of a launch, which the sim backend bounds by
-launching large tensors in pieces (backends/sim/elementwise_kernels.py, LAUNCH_BYTES).
+launching large tensors in pieces (ops/leaky_relu/sim.py, LAUNCH_BYTES).
 """
 
 import subprocess
@@ -83,30 +83,33 @@ def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
     import torch
 
     from ascend_acts.backends import sim
-    from ascend_acts.reference import activations as oracle
+    from ascend_acts.ops.leaky_relu import reference as leaky_relu_oracle
+    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+    from ascend_acts.ops.rrelu import reference as rrelu_oracle
+    from ascend_acts.ops.rrelu import sim as rrelu_sim
 
     def tensor(a):  # shares a's memory; bfloat16 through its bits
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == ml_dtypes.bfloat16 else \
             torch.from_numpy(a)
 
     numpy_dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
-    monkeypatch.setattr(sim.elementwise_kernels, "LAUNCH_BYTES", 4096)
+    monkeypatch.setattr(leaky_relu_sim, "LAUNCH_BYTES", 4096)  # the elementwise family's
     n = 10 * 4096 // numpy_dtype.itemsize + 77  # ten whole pieces and a short one
     rs = np.random.default_rng(3)
     x = rs.standard_normal(n).astype(np.float32).astype(numpy_dtype).reshape(1, n, 1)
     grad = rs.standard_normal(n).astype(np.float32).astype(numpy_dtype).reshape(1, n, 1)
     seed = torch.tensor([1234])
     expected_by = {
-        "leaky_relu": lambda out: oracle.leaky_relu(x, 0.2, out),
-        "leaky_relu_backward": lambda out: oracle.leaky_relu_backward(grad, x, 0.2, out),
-        "rrelu": lambda out: oracle.rrelu(x, 0.1, 0.3, 1234, out),
-        "rrelu_backward": lambda out: oracle.rrelu_backward(grad, x, 0.1, 0.3, 1234, out),
+        "leaky_relu": lambda out: leaky_relu_oracle.forward(x, 0.2, out),
+        "leaky_relu_backward": lambda out: leaky_relu_oracle.backward(grad, x, 0.2, out),
+        "rrelu": lambda out: rrelu_oracle.forward(x, 0.1, 0.3, 1234, out),
+        "rrelu_backward": lambda out: rrelu_oracle.backward(grad, x, 0.1, 0.3, 1234, out),
     }
     calls = {
-        "leaky_relu": lambda a, out=None: sim.leaky_relu(a, 0.2, out=out),
-        "leaky_relu_backward": lambda a, out=None: sim.leaky_relu_backward(tensor(grad), a, 0.2, False),
-        "rrelu": lambda a, out=None: sim.rrelu(a, seed, 0.1, 0.3, out=out),
-        "rrelu_backward": lambda a, out=None: sim.rrelu_backward(tensor(grad), a, seed, 0.1, 0.3, False),
+        "leaky_relu": lambda a, out=None: leaky_relu_sim.leaky_relu(a, 0.2, out=out),
+        "leaky_relu_backward": lambda a, out=None: leaky_relu_sim.leaky_relu_backward(tensor(grad), a, 0.2, False),
+        "rrelu": lambda a, out=None: rrelu_sim.rrelu(a, seed, 0.1, 0.3, out=out),
+        "rrelu_backward": lambda a, out=None: rrelu_sim.rrelu_backward(tensor(grad), a, seed, 0.1, 0.3, False),
     }
     before = x.copy()
     for name, call in calls.items():
@@ -129,12 +132,13 @@ def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_pie
     import numpy as np
     import torch
 
-    from ascend_acts.backends import sim
-    from ascend_acts.reference import activations as oracle
+    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+    from ascend_acts.ops.rrelu import reference as rrelu_oracle
+    from ascend_acts.ops.rrelu import sim as rrelu_sim
 
-    monkeypatch.setattr(sim.elementwise_kernels, "LAUNCH_BYTES", 4096)
+    monkeypatch.setattr(leaky_relu_sim, "LAUNCH_BYTES", 4096)  # the elementwise family's
     buffer = -torch.arange(1, 5002, dtype=torch.float32)
     expected = np.empty(5000, dtype=np.float32)
-    oracle.rrelu(buffer[:5000].numpy().copy(), 0.1, 0.3, 9, expected)
-    sim.rrelu(buffer[:5000], torch.tensor([9]), 0.1, 0.3, out=buffer[1:])  # the output starts one later
+    rrelu_oracle.forward(buffer[:5000].numpy().copy(), 0.1, 0.3, 9, expected)
+    rrelu_sim.rrelu(buffer[:5000], torch.tensor([9]), 0.1, 0.3, out=buffer[1:])  # the output starts one later
     assert np.array_equal(buffer[1:].numpy(), expected)

@@ -12,6 +12,10 @@ import torch
 
 from ascend_acts.backends import sim
 from ascend_acts.backends.sim import timeline
+from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
+from ascend_acts.ops.fused_bias_leaky_relu import sim as fused_bias_sim
+from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+from ascend_acts.ops.rrelu import sim as rrelu_sim
 
 pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
 
@@ -89,7 +93,7 @@ def test_single_datacopy_costs_latency_plus_bytes_over_bandwidth():
 
 def test_leaky_relu_of_one_block_is_copy_sync_compute_sync_copy():
     """The real kernel on 8 floats: MTE2 (32 bytes, first touch) -> V (one repeat) -> MTE3, two syncs."""
-    sim.leaky_relu(torch.randn(8), 0.2)
+    leaky_relu_sim.leaky_relu(torch.randn(8), 0.2)
     t = sim.last_launch().timeline
     expected = (dma_in(32, first=True) + LATENCY + A.sync_cycles + vector(32, "LeakyRelu") + A.sync_cycles + dma_out(32)
                 + LATENCY)
@@ -143,7 +147,7 @@ def test_every_vector_api_of_the_emulator_has_one_class_with_a_source():
 def test_vector_floor_is_the_per_class_cycles_the_timeline_charged():
     """rrelu (Philox: two-tensor and scalar-operand instructions): the vector bound is the class cycles of every
     instruction over the vector cores, the same cycles each core's V pipe was busy for besides the issue costs."""
-    sim.rrelu(torch.randn(1 << 16), torch.tensor([3]), 0.1, 0.3)
+    rrelu_sim.rrelu(torch.randn(1 << 16), torch.tensor([3]), 0.1, 0.3)
     launch = sim.last_launch()
     t = launch.timeline
     busy = sum(core["V"] for core in t.busy_cycles)
@@ -215,7 +219,7 @@ def test_real_elementwise_kernel_overlaps_its_pipes():
     """leaky_relu on one core, many tiles (its queues hold two buffers): the makespan is near the busiest pipe,
     well below the sum of the pipes' busy times."""
     with sim.launch_settings(vector_cores=1):
-        sim.leaky_relu(torch.randn(1 << 17), 0.2)
+        leaky_relu_sim.leaky_relu(torch.randn(1 << 17), 0.2)
     t = sim.last_launch().timeline
     busy = t.busy_cycles[0]
     assert t.events[0]["MTE2"] > 4
@@ -255,7 +259,7 @@ def test_hbm_counts_a_buffer_read_twice_once():
     """batch_norm_leaky_relu reads x twice (statistics, then normalise): L2 sees both reads, HBM one."""
     n, c = 4, 8
     x = torch.randn(n, c, 16, 16)
-    sim.batch_norm_leaky_relu(x, torch.ones(c), torch.zeros(c), torch.zeros(c), torch.ones(c), 0.2, 1e-5, 0.1)
+    conv_bn_sim.batch_norm_leaky_relu(x, torch.ones(c), torch.zeros(c), torch.zeros(c), torch.ones(c), 0.2, 1e-5, 0.1)
     launch = sim.last_launch()
     t = launch.timeline
     assert launch.buffer_bytes_in["x"] == 2 * x.nbytes
@@ -288,11 +292,11 @@ def test_tracing_changes_no_result_or_counter():
 
 
 def test_model_time_refuses_other_assumptions_than_the_launch_was_scheduled_with():
-    sim.leaky_relu(torch.randn(64), 0.2)
+    leaky_relu_sim.leaky_relu(torch.randn(64), 0.2)
     with pytest.raises(ValueError, match="dma_latency_cycles"):
         timeline.model_time(sim.last_launch(), assumptions=A.with_(dma_latency_cycles=1.0))
     with sim.launch_settings(assumptions=A.with_(dma_latency_cycles=1.0)):
-        sim.leaky_relu(torch.randn(64), 0.2)
+        leaky_relu_sim.leaky_relu(torch.randn(64), 0.2)
     shorter = timeline.model_time(sim.last_launch(), assumptions=A.with_(dma_latency_cycles=1.0))
     assert shorter.bounds["timeline"] * timeline.PLATFORM_CLOCK_HZ["ascend910b1"] == pytest.approx(
         sim.last_launch().timeline.makespan_cycles[0])
@@ -304,26 +308,26 @@ def test_model_time_refuses_other_assumptions_than_the_launch_was_scheduled_with
 def conv_eval():
     x = torch.randn(2, 16, 8, 8).half()
     w = (torch.randn(32, 16, 4, 4) / 16).half()
-    sim.eval_kernel(x, w, torch.randn(32), (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
+    conv_bn_sim.eval_kernel(x, w, torch.randn(32), (2, 2), (1, 1, 1, 1), (1, 1), 0.2)
     macs = 2 * 32 * 4 * 4 * 16 * 16  # N * Cout * Ho * Wo * Cin * k * k
     return x.nbytes + w.nbytes + 32 * 4 + 2 * 32 * 4 * 4 * 2, macs
 
 
 def leaky(dtype):
     x = torch.randn(1 << 16).to(dtype)
-    sim.leaky_relu(x, 0.2)
+    leaky_relu_sim.leaky_relu(x, 0.2)
     return 2 * x.nbytes, 0
 
 
 def rrelu():
     x = torch.randn(1 << 15)
-    sim.rrelu(x, torch.tensor([3]), 0.1, 0.3)
+    rrelu_sim.rrelu(x, torch.tensor([3]), 0.1, 0.3)
     return 2 * x.nbytes, 0
 
 
 def fused_bias():
     x = torch.randn(4, 32, 8, 8)
-    sim.fused_bias_leaky_relu(x, torch.randn(32), 0.2, 2**0.5)
+    fused_bias_sim.fused_bias_leaky_relu(x, torch.randn(32), 0.2, 2**0.5)
     return 2 * x.nbytes + 32 * 4, 0
 
 
@@ -352,10 +356,11 @@ def test_reported_time_is_never_below_a_floor_computed_from_the_tensors(run, pla
 def test_launches_are_not_scheduled_unless_asked():
     """Outside launch_settings(assumptions=...) a launch has no timeline (it would cost about half its time), and
     model_time says how to get one. A new thread starts with the default settings, not this module's fixture's."""
-    sim.leaky_relu(torch.randn(64), 0.2)
+    leaky_relu_sim.leaky_relu(torch.randn(64), 0.2)
     assert sim.last_launch().timeline is not None
     launches = []
-    thread = threading.Thread(target=lambda: (sim.leaky_relu(torch.randn(64), 0.2), launches.append(sim.last_launch())))
+    thread = threading.Thread(target=lambda: (leaky_relu_sim.leaky_relu(torch.randn(64), 0.2),
+                                              launches.append(sim.last_launch())))
     thread.start()
     thread.join()
     assert launches[0].timeline is None

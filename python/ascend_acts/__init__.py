@@ -4,9 +4,9 @@ bias_act) for Ascend NPUs, with CPU backends."""
 from . import nn, ops  # noqa: F401  (ops: registers the torch.library ops, NPU kernels included)
 from .backends import available_backends, use_backend
 from .bias_activation import bias_act
-from .conv_bn import conv_bn_leaky_relu
 from .conversion import convert
 from .functional import fused_bias_leaky_relu, leaky_relu, rrelu
+from .ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu
 
 __version__ = "0.1.0"
 

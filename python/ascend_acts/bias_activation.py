@@ -16,8 +16,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from . import _validation as check
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
+from .ops import _validation as check
 
 ops = torch.ops.ascend_acts
 

@@ -7,9 +7,9 @@ import math
 
 import torch
 
-from . import _validation as check
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
-from .ops.fused_bias_leaky_relu import autocast_casts_bias
+from .ops import _validation as check
+from .ops.fused_bias_leaky_relu.semantics import autocast_casts_bias
 
 ops = torch.ops.ascend_acts
 

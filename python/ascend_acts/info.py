@@ -76,7 +76,7 @@ def npu_report(env: Mapping[str, str] | None = None) -> list[str]:
     if status.source == "extension":
         kernels_line = "AscendC kernels of the op package, through the extension"
     else:
-        kernels_line = (f"torch built-ins (ascend_acts.backends.torch_ops, same results) because {status.detail}; "
+        kernels_line = (f"torch built-ins (ascend_acts.ops.<op>.torch_ops, same results) because {status.detail}; "
                         f"warns once ({npu.STRICT_ENV}=1: error)")
     return [f"CANN        {cann_line}", f"torch_npu   {torch_npu_line}", f"op package  {package_line}",
             f"extension   {extension_line}", f"kernels     {kernels_line}"]

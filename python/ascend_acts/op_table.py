@@ -1,10 +1,10 @@
 """The op table: the one place that says which ops exist, what they take and who implements them.
 
 Everything else that lists ops is derived from here: the torch.library schemas and per-device registrations
-(`ascend_acts.ops`), the backends' dispatch, the msopgen JSON and OpDef sources of the custom op package, the
-aclnn prototypes and registrations of the torch_npu extension, the emulator's launch table and the tests'
-parametrisations. Generated files are checked in; `python scripts/generate_op_files.py --check` (run by the
-tests) fails when one is stale.
+(`ascend_acts.ops`), the backends' dispatch (each op's functions in its folder `ops/<TorchOp.folder>/`), the msopgen
+JSON and OpDef sources of the custom op package, the aclnn prototypes and registrations of the torch_npu extension,
+the emulator's launch table and the tests' parametrisations. Generated files are checked in; `python
+scripts/generate_op_files.py --check` (run by the tests) fails when one is stale.
 
 Two kinds of entries:
 - `TorchOp`: an operator of the `ascend_acts` torch.library namespace (schema, the kernels it runs on the NPU,
@@ -190,6 +190,16 @@ class TorchOp:
     def functional(self) -> str:
         """The op an in-place op `<name>_` runs as `<name>(self, ..., out=self)`; a functional op's own name."""
         return self.name[:-1] if self.inplace else self.name
+
+    @property
+    def folder(self) -> str:
+        """Its Python slice python/ascend_acts/ops/<folder>/ (semantics, backends' functions): the functional name
+        without `_backward` and without a mode `_train` / `_eval` (conv_bn_leaky_relu_train_backward ->
+        conv_bn_leaky_relu)."""
+        name = self.functional.removesuffix("_backward")
+        for mode in ("_train", "_eval"):
+            name = name.removesuffix(mode)
+        return name
 
     @property
     def qualified_name(self) -> str:

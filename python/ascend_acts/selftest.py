@@ -34,7 +34,7 @@ import torch
 
 from . import __version__, backends, op_table
 from .backends import npu
-from .reference import rng
+from .ops.rrelu import rng
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # the AscendC kernels' types (no float64)
 PASS, FAIL, SKIP, INFO = "pass", "FAIL", "skip", "info"

@@ -25,9 +25,12 @@ import torch.distributed as dist
 from torch.autograd.function import once_differentiable
 
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
-from ._conv_bn_validation import FN, check_arguments
-from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
-from .conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum, output_determines_batch_norm
+from .numerics.dtypes import compute_dtype
+from .numerics.layout import channel_view
+from .ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
+from .ops.conv_bn_leaky_relu.semantics import output_determines_batch_norm
+from .ops.conv_bn_leaky_relu.torch_ops import conv2d as platform_conv2d
+from .ops.conv_bn_leaky_relu.validation import FN, check_arguments
 
 ops = torch.ops.ascend_acts
 F = torch.nn.functional
@@ -118,18 +121,9 @@ def _check_batch_norm_arguments(input, running_mean, running_var, weight, bias) 
                                f"{t.device}")
 
 
-def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def _reduced_dims(t: torch.Tensor) -> tuple[int, ...]:
     """Every dimension but the channels' (1)."""
     return (0, *range(2, t.dim()))
-
-
-def _per_channel(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """A (C,) tensor shaped to broadcast over `like`'s channel dimension."""
-    return t.reshape(1, -1, *([1] * (like.dim() - 2)))
 
 
 def _gather_moments(local: torch.Tensor, group) -> torch.Tensor:
@@ -156,7 +150,7 @@ def merge_moments(gathered: torch.Tensor):
 
 
 def _affine(centred: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return (centred * _per_channel(scale, centred) + _per_channel(shift, centred)).to(dtype)
+    return (centred * channel_view(scale, centred.dim()) + channel_view(shift, centred.dim())).to(dtype)
 
 
 def _check_more_than_one_value(total: torch.Tensor) -> None:
@@ -175,7 +169,7 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
     @staticmethod
     def forward(ctx, conv_out, gamma, beta, running_mean, running_var, momentum, eps, negative_slope, group,
                 save_output):
-        c = _compute_dtype(conv_out.dtype)
+        c = compute_dtype(conv_out.dtype)
         y = conv_out.to(c)
         count = conv_out.numel() // conv_out.shape[1]
         if count:
@@ -193,7 +187,7 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
                 running_mean.mul_(1 - factor.to(running_mean.dtype)).add_((mean * factor).to(running_mean.dtype))
                 unbiased = m2 / (counted - 1).clamp(min=1)
                 running_var.mul_(1 - factor.to(running_var.dtype)).add_((unbiased * factor).to(running_var.dtype))
-        z = _affine(y - _per_channel(mean, y), gamma.to(c) * invstd, beta.to(c), conv_out.dtype)
+        z = _affine(y - channel_view(mean, y.dim()), gamma.to(c) * invstd, beta.to(c), conv_out.dtype)
         out = z if negative_slope is None else ops.leaky_relu(z, negative_slope)
         ctx.negative_slope, ctx.group, ctx.save_output = negative_slope, group, save_output
         if save_output:  # InPlace-ABN: x_hat is rebuilt from the output
@@ -208,16 +202,16 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
         slope = ctx.negative_slope
         if ctx.save_output:
             out, gamma, beta, invstd, counted = ctx.saved_tensors
-            c = _compute_dtype(out.dtype)
+            c = compute_dtype(out.dtype)
             grad_z = ops.leaky_relu_backward(grad_out.contiguous(), out, slope, True).to(c)
             outc = out.to(c)
             z = torch.where(outc >= 0, outc, outc / slope)
-            x_hat = (z - _per_channel(beta.to(c), z)) / _per_channel(gamma.to(c), z)
+            x_hat = (z - channel_view(beta.to(c), z.dim())) / channel_view(gamma.to(c), z.dim())
         else:
             conv_out, gamma, beta, invstd, counted, mean = ctx.saved_tensors
-            c = _compute_dtype(conv_out.dtype)
-            centred = conv_out.to(c) - _per_channel(mean, conv_out)
-            x_hat = centred * _per_channel(invstd, centred)
+            c = compute_dtype(conv_out.dtype)
+            centred = conv_out.to(c) - channel_view(mean, conv_out.dim())
+            x_hat = centred * channel_view(invstd, centred.dim())
             if slope is None:
                 grad_z = grad_out.to(c)
             else:
@@ -232,8 +226,9 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
             global_sums = torch.cat([sum_grad, sum_grad_x_hat])
             dist.all_reduce(global_sums, dist.ReduceOp.SUM, ctx.group)
             mean_grad, mean_grad_x_hat = (global_sums / counted).chunk(2)
-            grad_conv_out = ((grad_z - _per_channel(mean_grad, grad_z) - x_hat * _per_channel(mean_grad_x_hat, x_hat))
-                             * _per_channel(gamma.to(c) * invstd, grad_z)).to(grad_out.dtype)
+            grad_conv_out = ((grad_z - channel_view(mean_grad, grad_z.dim())
+                              - x_hat * channel_view(mean_grad_x_hat, x_hat.dim()))
+                             * channel_view(gamma.to(c) * invstd, grad_z.dim())).to(grad_out.dtype)
         # this process's parameter gradients: DistributedDataParallel reduces them
         grad_gamma = sum_grad_x_hat.to(gamma.dtype) if ctx.needs_input_grad[1] else None
         grad_beta = sum_grad.to(beta.dtype) if ctx.needs_input_grad[2] else None

@@ -1,17 +1,18 @@
 """CPU backends: which implementation runs the ops for CPU tensors.
 
 "reference" (the NumPy float64 oracle, the default) and "torch" (torch ops; also the NPU fallback) are always
-there; "sim" runs the AscendC kernels of op_kernel/ through our emulator when its library is built.
-`ascend_acts.op_table` says which ops each implements and for which dtypes (BACKEND_DTYPES).
+there; "sim" runs the AscendC kernels of op_kernel/ through our emulator (`backends.sim`) when its library is
+built. `ascend_acts.op_table` says which ops each implements and for which dtypes (BACKEND_DTYPES).
 
-The protocol (tensors in, tensors out): a backend module has `unavailable_reason() -> str | None` and, for each
-functional op of the table it implements, a function named as the op taking the schema's arguments in schema
-order -- contiguous, detached CPU tensors (`Tensor?` may be None), Python scalars and lists -- and returning the
-schema's results as new tensors (a tuple when several). The elementwise forward ops also take `out=`: the result
-is written there (it may be the input itself: the op layer runs `X_` as `X(self, ..., out=self)`) and returned.
+The protocol (tensors in, tensors out): for each functional op of the table it implements, a backend has a
+function named as the op in the op's folder, `ascend_acts.ops.<TorchOp.folder>.<OP_MODULE[backend]>`, taking the
+schema's arguments in schema order -- contiguous, detached CPU tensors (`Tensor?` may be None), Python scalars and
+lists -- and returning the schema's results as new tensors (a tuple when several). The elementwise forward ops also
+take `out=`: the result is written there (it may be the input itself: the op layer runs `X_` as
+`X(self, ..., out=self)`) and returned.
 Mutable schema arguments (the running statistics) are updated in place. The op layer validates the arguments
-first; a backend raises only for what it cannot run (sim and float64: TypeError). Backends never import the op
-layer (`ascend_acts.ops`).
+first; a backend raises only for what it cannot run (sim and float64: TypeError). This package (selection,
+availability, the NPU's status and the emulator) never imports the op layer (`ascend_acts.ops`).
 
 Selection, first match wins: the innermost `with use_backend(name):` block of the current context (this
 thread, or this asyncio task), then the process-wide default set by the latest plain call
@@ -26,39 +27,34 @@ from __future__ import annotations
 import contextvars
 import importlib
 import os
-from types import ModuleType
 
-# name -> module path; each module has `unavailable_reason() -> str | None`.
-_REGISTRY = {
-    "reference": "ascend_acts.backends.reference",
-    "sim": "ascend_acts.backends.sim",
-    "torch": "ascend_acts.backends.torch_ops",
-}
+# name -> the module of each op's folder that holds the backend's functions: ascend_acts.ops.<folder>.<module>
+OP_MODULE = {"reference": "reference", "sim": "sim", "torch": "torch_ops"}
+# what a backend needs beyond the ops' folders: a module with `unavailable_reason() -> str | None`
+_REQUIRES = {"sim": "ascend_acts.backends.sim"}
 _ENV_VAR = "ASCEND_ACTS_BACKEND"
 _context_selection: contextvars.ContextVar[str | None] = contextvars.ContextVar("ascend_acts_backend", default=None)
 _process_default: str | None = None  # set by a plain use_backend(name) call
 
 
-def _module(name: str) -> ModuleType:
-    return importlib.import_module(_REGISTRY[name])
-
-
 def unavailable_reason(name: str) -> str | None:
     """None when backend `name` can run here, otherwise why not."""
-    if name not in _REGISTRY:
-        return f"unknown backend (known: {', '.join(_REGISTRY)})"
+    if name not in OP_MODULE:
+        return f"unknown backend (known: {', '.join(OP_MODULE)})"
+    if name not in _REQUIRES:
+        return None
     try:
-        return _module(name).unavailable_reason()
+        return importlib.import_module(_REQUIRES[name]).unavailable_reason()
     except ImportError as exc:  # a backend whose module is missing or broken
-        return f"cannot import {_REGISTRY[name]}: {exc}"
+        return f"cannot import {_REQUIRES[name]}: {exc}"
 
 
 def known_backends() -> list[str]:
-    return list(_REGISTRY)
+    return list(OP_MODULE)
 
 
 def available_backends() -> list[str]:
-    return [name for name in _REGISTRY if unavailable_reason(name) is None]
+    return [name for name in OP_MODULE if unavailable_reason(name) is None]
 
 
 def _check(name: str) -> str:
@@ -77,10 +73,6 @@ def current_backend_name() -> str:
     if name is None:
         name = _check(os.environ.get(_ENV_VAR, "reference"))
     return name
-
-
-def current_backend() -> ModuleType:
-    return _module(current_backend_name())
 
 
 class use_backend:  # noqa: N801 - used like a function: use_backend("sim") or `with use_backend("sim"):`

@@ -10,7 +10,7 @@ fake kernels promise. What that kernel runs:
   the AscendC custom op package is installed: `ExtensionKernels`, the extension's private ops
   `ascend_acts_npu::<op>` (op_table.NPU_NAMESPACE: one per functional op, the public op's schema), whose
   PrivateUse1 kernels only prepare the tensors for the device and call the package's generated aclnn API.
-- Otherwise the "torch" backend (`ascend_acts.backends.torch_ops`: torch built-ins on the device, the reference's
+- Otherwise the "torch" backend (`ascend_acts.ops.<op>.torch_ops`: torch built-ins on the device, the reference's
   results), behind a one-time warning that says why (`check_fallback_allowed`); ASCEND_ACTS_NPU_STRICT=1 turns
   that into an error.
 

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
 
-from ..conv_bn import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
 from ..ops._library import values_unknown
+from ..ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
 from ..sync_batch_norm import sync_conv_bn_leaky_relu
 from .activation import LeakyReLU
 from .sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm

@@ -1,21 +1,22 @@
-"""The device kernels of every op, one generic function: validate, then run the backend's function of the op's
-name under the backend protocol (`ascend_acts.backends`).
+"""The device kernels of every op, one generic function: validate, then run the implementation's function of the
+op's name under the backend protocol (`ascend_acts.backends`).
 
 The CPU kernel runs the selected CPU backend; the NPU (PrivateUse1) kernel runs the torch_npu extension's private
 ops (`backends.npu.ExtensionKernels`) or, without the extension, the "torch" backend on the device behind the
 warning (or strict-mode error) of `backends.npu.check_fallback_allowed`. In-place ops `X_` run `X(..., out=self)`.
+A CPU backend's functions are found in the ops' folders by name (`BackendFunctions`).
 """
 
 from __future__ import annotations
 
-from types import ModuleType
-from typing import Callable
+import importlib
+from typing import Any, Callable
 
 import torch
 
 from .. import backends
-from ..backends import npu, torch_ops
-from ..op_table import TorchOp
+from ..backends import npu
+from ..op_table import TorchOp, torch_op
 from ._library import check_inplace_target
 from ._semantics import Semantics
 
@@ -33,8 +34,33 @@ def _prepared(argument):
     return argument.detach().contiguous() if isinstance(argument, torch.Tensor) else argument
 
 
-def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], object]) -> Callable:
-    """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name."""
+class BackendFunctions:
+    """The functions of one CPU backend, an attribute per functional op: `name` is the function `name` of the module
+    ascend_acts.ops.<folder of op `name`>.<module> (`backends.OP_MODULE`), looked up at each access."""
+
+    def __init__(self, module: str):
+        self.module = module
+        self.__name__ = f"{__package__}.<op>.{module}"
+
+    def __getattr__(self, name: str):
+        try:
+            folder = torch_op(name).folder
+        except KeyError:
+            raise AttributeError(name) from None
+        return getattr(importlib.import_module(f"{__package__}.{folder}.{self.module}"), name)
+
+
+_BACKENDS = {name: BackendFunctions(module) for name, module in backends.OP_MODULE.items()}
+
+
+def backend_functions(name: str) -> BackendFunctions:
+    """CPU backend `name`'s functions (tests check them against the protocol)."""
+    return _BACKENDS[name]
+
+
+def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], Any]) -> Callable:
+    """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name: `implementation()`
+    returns an object with an attribute per functional op (a `BackendFunctions`, or the NPU extension's ops)."""
     mutated = mutable_arguments(op)
 
     def run_in_place(function, target: torch.Tensor, args) -> None:
@@ -52,8 +78,8 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
         backend = implementation()
         function = getattr(backend, op.functional, None)
         if function is None:  # tests/test_op_registration.py keeps backends and the op table in step
-            raise RuntimeError(f"ascend_acts::{op.name}: backend {backend.__name__} has no function "
-                               f"{op.functional!r} though the op table lists it for that backend")
+            raise RuntimeError(f"ascend_acts::{op.name}: backend {getattr(backend, '__name__', backend)} has no "
+                               f"function {op.functional!r} though the op table lists it for that backend")
         if op.inplace:
             check_inplace_target(args[0])
         if semantics.check is not None:
@@ -96,14 +122,14 @@ def resolved_in_place_kernel(op: TorchOp) -> Callable:
     return kernel
 
 
-def npu_kernels() -> ModuleType | npu.ExtensionKernels:
+def npu_kernels() -> BackendFunctions | npu.ExtensionKernels:
     """What NPU tensors run, chosen per call: the extension's private ops when it loaded with every op, otherwise
     the "torch" backend once the fallback is allowed (warns once; strict mode raises)."""
     if npu.status().source == "extension":
         return npu.extension_kernels
     npu.check_fallback_allowed()
-    return torch_ops
+    return _BACKENDS["torch"]
 
 
-def cpu_backend() -> ModuleType:
-    return backends.current_backend()
+def cpu_backend() -> BackendFunctions:
+    return _BACKENDS[backends.current_backend_name()]

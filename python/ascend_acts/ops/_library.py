@@ -1,8 +1,8 @@
 """The `ascend_acts` torch.library namespace, its schemas (one per op of `op_table.TORCH_OPS`) and the pieces
-the op modules share: torch's checks of in-place targets and result-based backwards, and the autograd rules.
+the ops' folders share: torch's checks of in-place targets and result-based backwards, and the autograd rules.
 
-What registers the ops' kernels is `ops._register` (a loop over the table); the op modules declare each op's
-semantics (validation, fake kernel, autograd, vmap, autocast) with `ops._semantics.declare`.
+What registers the ops' kernels is `ops._register` (a loop over the table); each op folder's semantics.py declares
+its ops' semantics (validation, fake kernel, autograd, vmap, autocast) with `ops._semantics.declare`.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import torch
 from torch._functorch.utils import enable_single_level_autograd_function
 from torch.autograd import forward_ad
 
+from ..numerics.dtypes import FLOATING_DTYPES
 from ..op_table import TORCH_OPS, TorchOp
 
 lib = torch.library.Library("ascend_acts", "DEF")
@@ -70,9 +71,6 @@ def check_inplace_autograd(tensor: torch.Tensor) -> None:
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place operation."
         )
-
-
-FLOATING_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def check_floating(op: str, name: str, tensor: torch.Tensor) -> None:

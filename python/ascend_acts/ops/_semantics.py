@@ -1,6 +1,7 @@
-"""What each op means beyond its schema, declared by the op modules and registered by `ops._register`.
+"""What each op means beyond its schema, declared by the op folders (`ops/<op>/semantics.py`) and registered by
+`ops._register`.
 
-An op module declares, per op of `op_table.TORCH_OPS`, its argument validation, fake kernel, autograd rule and,
+An op folder declares, per op of `op_table.TORCH_OPS`, its argument validation, fake kernel, autograd rule and,
 where they apply, its result layout, vmap rule and autocast casts. The device kernels are not declared: they are
 generic (`ops._kernels`), the backends' functions of the op's name.
 """

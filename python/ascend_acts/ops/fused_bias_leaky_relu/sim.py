@@ -1,6 +1,6 @@
 """The fused bias + LeakyReLU kernels (op_kernel/ family "fused_bias_leaky_relu", StyleGAN2's fused_leaky_relu) on
-the emulator: y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1, and its backward with the
-per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
+the emulator, the "sim" backend's functions: y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1,
+and its backward with the per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
 
 Large tensors run in pieces of whole channels: the emulator records, per output byte, which block wrote it (2 bytes
 each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous
@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from . import emulator
+from ...backends.sim import emulator
 
 LAUNCH_BYTES = 1 << 26
 

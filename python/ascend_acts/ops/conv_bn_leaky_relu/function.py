@@ -1,4 +1,6 @@
-"""`conv_bn_leaky_relu`: leaky_relu(batch_norm(conv2d(...))) as one op, with BN folding for eval."""
+"""The public function `ascend_acts.conv_bn_leaky_relu`: leaky_relu(batch_norm(conv2d(...))) as one op, with BN
+folding for eval: its checks (validation.py), then the training or the eval op, or torch's composite for what only
+torch reproduces."""
 
 from __future__ import annotations
 
@@ -6,11 +8,10 @@ import math
 
 import torch
 
-from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
-from ._conv_bn_validation import Checked, check_arguments, overlapping_statistics
-from .backends.torch_ops.conv_bn import conv2d as platform_conv2d
-from .ops._library import values_unknown
-from .ops.conv_bn_leaky_relu import output_determines_batch_norm
+from .._library import values_unknown
+from .semantics import output_determines_batch_norm
+from .torch_ops import conv2d as platform_conv2d
+from .validation import Checked, check_arguments, overlapping_statistics
 
 ops = torch.ops.ascend_acts
 F = torch.nn.functional

@@ -10,7 +10,9 @@ from __future__ import annotations
 import torch
 from torch._prims_common import suggest_memory_format
 
-from ..backends.torch_ops.conv_bn import channel, compute_dtype, conv2d, conv2d_backward
+from ...numerics.dtypes import compute_dtype
+from ...numerics.layout import channel_view as channel
+from .torch_ops import conv2d, conv2d_backward
 
 
 def memory_format(input: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:

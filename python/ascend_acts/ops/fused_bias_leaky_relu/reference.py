@@ -1,5 +1,6 @@
-"""NumPy reference of StyleGAN2's fused bias + LeakyReLU: y = leaky_relu(x + bias[c], slope) * scale, the bias
-over dimension 1 of x (viewed as rows (n, c) of S = prod(shape[2:]) elements; S = 1 for a rank-2 input).
+"""StyleGAN2's fused bias + LeakyReLU on the NumPy reference: y = leaky_relu(x + bias[c], slope) * scale, the bias
+over dimension 1 of x (viewed as rows (n, c) of S = prod(shape[2:]) elements; S = 1 for a rank-2 input). The
+oracle (`forward`, `backward` on arrays) and the "reference" backend's functions (the op's names, on tensors).
 
 The rounding order is the AscendC kernels' (op_kernel/fused_bias_leaky_relu/), so that the emulator's results
 equal these bit for bit, in the compute dtype (float64 for float64, float32 otherwise; half types round once at
@@ -17,9 +18,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
-from .activations import compute_dtype, leaky_relu_values, quiet, slope_factors
-from .parallel import CHUNK, for_chunks
+from ...numerics.dtypes import compute_dtype, to_array
+from ...numerics.elementwise import leaky_relu_values, quiet, slope_factors
+from ...numerics.parallel import CHUNK, for_chunks
 
 
 def _rows(array: np.ndarray) -> np.ndarray:
@@ -74,3 +77,19 @@ def backward(grad: np.ndarray, saved: np.ndarray, bias: np.ndarray | None, negat
     for_chunks(grad_rows.shape[0], body, _chunk_rows(grad_rows))
     with quiet():
         grad_bias[...] = row_sums.reshape(-1, grad.shape[1]).sum(axis=0)
+
+
+# --- the "reference" backend (ascend_acts.backends' protocol: tensors in, tensors out) ---------------------------
+def fused_bias_leaky_relu(input, bias, negative_slope, scale):
+    out = torch.empty_like(input)
+    forward(to_array(input), None if bias is None else to_array(bias), negative_slope, scale, to_array(out))
+    return out
+
+
+def fused_bias_leaky_relu_backward(grad_output, saved, bias, negative_slope, scale, saved_is_result):
+    grad_input, grad_bias = torch.empty_like(saved), saved.new_empty(saved.shape[1])
+    if saved.numel() == 0:  # nothing to sum: a zero bias gradient (and no (N * C, S) view of zero channels)
+        return grad_input, grad_bias.zero_()
+    backward(to_array(grad_output), to_array(saved), None if bias is None else to_array(bias), negative_slope, scale,
+             saved_is_result, to_array(grad_input), to_array(grad_bias))
+    return grad_input, grad_bias

@@ -1,9 +1,9 @@
 """The BatchNorm + LeakyReLU part of the fused block as the reference backend runs it: NumPy, in two passes.
 
-conv_bn.py is the float64 oracle, written for clarity (whole-array expressions); these kernels compute the
-same in one compute dtype (float32, or float64) for speed. The (N, C, H, W) arrays are seen as N*C rows of
-H*W elements and walked in cache-sized blocks of rows on reference.parallel's threads, so each pass reads
-memory once and its temporaries stay near the core:
+reference.py's train_forward/train_backward are the float64 oracle, written for clarity (whole-array expressions);
+these kernels compute the same in one compute dtype (float32, or float64) for speed. The (N, C, H, W) arrays are
+seen as N*C rows of H*W elements and walked in cache-sized blocks of rows on numerics.parallel's threads, so each
+pass reads memory once and its temporaries stay near the core:
 - forward: (1) per row its sum and its centred sum of squares, merged per channel by Chan's formula (one
   read, no E[y^2] - E[y]^2 cancellation); (2) out = LeakyReLU((y - mean) * gamma * invstd + beta).
 - backward (InPlace-ABN): (1) per row the sums of dz and dz * u, where dz is grad_out through the LeakyReLU
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .activations import slope_factors
-from .parallel import CHUNK, for_chunks
+from ...numerics.elementwise import slope_factors
+from ...numerics.parallel import CHUNK, for_chunks
 
 
 def _for_rows(rows: int, row_size: int, body) -> None:

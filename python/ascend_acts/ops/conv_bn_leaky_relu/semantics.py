@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from ..reference import conv_bn as reference
-from . import conv_bn_derivatives as derivatives
-from ._library import (
-    FLOATING_DTYPES,
+from ...numerics.dtypes import FLOATING_DTYPES, compute_dtype
+from .._library import (
     OpFunction,
     autograd_function,
     composite_autograd,
@@ -23,15 +21,13 @@ from ._library import (
     run_below_autograd,
     values_unknown,
 )
-from ._semantics import declare
+from .._semantics import declare
+from . import derivatives
+from .reference import output_shape
 
 ops = torch.ops.ascend_acts
 TRAIN, TRAIN_BACKWARD = "conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward"
 EVAL, EVAL_BACKWARD = "conv_bn_leaky_relu_eval", "conv_bn_leaky_relu_eval_backward"
-
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negative_slope: float,
@@ -118,7 +114,7 @@ def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
 def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
                 momentum, eps, negative_slope, save_output):
     _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var)
-    shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
+    shape = output_shape(input.shape, weight.shape, stride, padding, dilation)
     c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
     out = _empty(shape, input, layout)
     kept = input.new_empty(0) if save_output else _empty(shape, input, layout)
@@ -135,7 +131,7 @@ def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_wei
 
 def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope):
     _check_eval(input, weight, bias)
-    shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
+    shape = output_shape(input.shape, weight.shape, stride, padding, dilation)
     return _empty(shape, input, derivatives.memory_format(input, weight))
 
 

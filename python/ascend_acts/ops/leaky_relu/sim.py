@@ -1,10 +1,10 @@
-"""The elementwise kernels (op_kernel/ family "elementwise": LeakyReLU, RReLU and their gradients) on the
-emulator, as the backend protocol's torch ops.
+"""LeakyReLU's kernels on the emulator: the "sim" backend's functions, and the helpers of their kernel family
+(op_kernel/ family "elementwise", RReLU's kernels too: `tiling`, `run`).
 
 Large tensors run in pieces: the emulator records, per output byte, which block wrote it (2 bytes each,
 for the overlapping_core_writes and unwritten_output rules), so one launch over a 4 GiB output would hold
 8 GiB more. An op on more than LAUNCH_BYTES per operand runs as several launches, each with its own tiling
-and indexBase = the flat index of its first element (op_host/elementwise_tiling.h), as a host may launch
+and indexBase = the flat index of its first element (op_host/elementwise/elementwise_tiling.h), as a host may launch
 them in pieces; results are identical, RReLU noise included. `last_launch()` has the last piece's counters.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from ...backends.sim import emulator
 from ...op_table import kernel as table_kernel
-from . import emulator
 
 LAUNCH_BYTES = 1 << 23
 
@@ -39,7 +39,7 @@ def tiling(kernel: str, total_length: int, element_size: int, negative_slope: fl
         current.vector_cores if vector_cores is None else vector_cores, negative_slope, lower, span, index_base)
 
 
-def _run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], index_base: int = 0,
+def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], index_base: int = 0,
          **attrs) -> torch.Tensor:
     """`kernel` over `inputs` (its op-table inputs in order: the data tensors, then RReLU's seed), into `out`
     (a new tensor when None), in pieces of at most LAUNCH_BYTES."""
@@ -84,31 +84,10 @@ def _launch_piece(spec, out, inputs, index_base, attrs, scratch) -> None:
         out.copy_(target)
 
 
-def _seed(seed: torch.Tensor) -> torch.Tensor:
-    return seed.reshape(1).contiguous()
-
-
-def _bounds(lower: float, upper: float) -> dict:
-    """The kernels' float32 lower bound and span (op_kernel/elementwise/rrelu_noise.h)."""
-    lo = torch.tensor(lower, dtype=torch.float32)
-    return {"lower": float(lo), "span": float(torch.tensor(upper, dtype=torch.float32) - lo)}
-
-
 def leaky_relu(self: torch.Tensor, negative_slope: float, *, out: torch.Tensor | None = None) -> torch.Tensor:
-    return _run("leaky_relu", out, (self,), negative_slope=negative_slope)
+    return run("leaky_relu", out, (self,), negative_slope=negative_slope)
 
 
 def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: float,
                         saved_is_result: bool) -> torch.Tensor:
-    return _run("leaky_relu_grad", None, (grad_output, self), negative_slope=negative_slope)
-
-
-def rrelu(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float,
-                    *, out: torch.Tensor | None = None, index_base: int = 0) -> torch.Tensor:
-    """`index_base`: the flat index of element 0 (the noise is keyed on (seed, flat index))."""
-    return _run("rrelu", out, (self, _seed(seed)), index_base, **_bounds(lower, upper))
-
-
-def rrelu_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
-                             upper: float, saved_is_result: bool, *, index_base: int = 0) -> torch.Tensor:
-    return _run("rrelu_grad", None, (grad_output, self, _seed(seed)), index_base, **_bounds(lower, upper))
+    return run("leaky_relu_grad", None, (grad_output, self), negative_slope=negative_slope)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from ._library import OpFunction, autograd_function, check_floating, per_sample_vmap, run_below_autograd
-from ._semantics import declare, like_argument
+from ...numerics.layout import channel_view
+from .._library import OpFunction, autograd_function, check_floating, per_sample_vmap, run_below_autograd
+from .._semantics import declare, like_argument
 
 ops = torch.ops.ascend_acts
 FORWARD, BACKWARD = "fused_bias_leaky_relu", "fused_bias_leaky_relu_backward"
@@ -22,11 +23,6 @@ def saves_result(negative_slope: float, scale: float) -> bool:
     """Whether the output alone tells the pre-activation's sign: y = t * scale (t > 0) cannot round to 0 when
     scale >= 1, whatever the dtype; y <= 0 for t <= 0 when the slope is >= 0."""
     return negative_slope >= 0 and scale >= 1
-
-
-def channel_view(bias: torch.Tensor, rank: int) -> torch.Tensor:
-    """bias (C,) shaped to broadcast over dimension 1 of a rank-`rank` tensor."""
-    return bias.view(1, -1, *([1] * (rank - 2)))
 
 
 # --- what the ops accept (checked by the device and fake kernels before anything runs) -------------------

@@ -8,7 +8,7 @@ import numbers
 import numpy as np
 import torch
 
-from .ops._library import FLOATING_DTYPES
+from ..numerics.dtypes import FLOATING_DTYPES
 
 
 def check_input(fn: str, input, name: str = "input") -> None:

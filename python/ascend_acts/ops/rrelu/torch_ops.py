@@ -1,9 +1,7 @@
-"""The elementwise ops written with torch tensor ops only, so they run on any device (the backend protocol of
-`ascend_acts.backends`: tensors in, tensors out, `out=` for the forward ops).
-
-They compute exactly what the reference does: the RReLU noise of docs/rng.md with int64 tensors held to
-32 bits (multiply-low split into 16-bit halves so no product overflows), float32 noise with two
-roundings, half types computed in float32 and rounded once.
+"""RReLU (training) written with torch tensor ops only, so it runs on any device: the "torch" backend's functions
+(`out=` for the forward), bit-identical to the reference: the noise of docs/rng.md with int64 tensors held to
+32 bits (multiply-low split into 16-bit halves so no product overflows), float32 noise with two roundings, half
+types computed in float32 and rounded once.
 """
 
 from __future__ import annotations
@@ -11,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ...reference.rng import GOLDEN, MASK32, MIX1, MIX2
+from ..leaky_relu.torch_ops import select
+from .rng import GOLDEN, MASK32, MIX1, MIX2
 
 _UNIT = 2.0**-24
 
@@ -48,34 +47,13 @@ def noise(seed: torch.Tensor, numel: int, lower: float, upper: float, dtype: tor
     return u * span + float(lo)  # two float32 roundings
 
 
-def _compute(t: torch.Tensor) -> torch.Tensor:
-    return t if t.dtype == torch.float64 else t.to(torch.float32)
-
-
-def _select(values: torch.Tensor, test: torch.Tensor, slopes, out: torch.Tensor | None) -> torch.Tensor:
-    v = _compute(values)
-    result = torch.where(_compute(test) > 0, v, v * slopes).to(values.dtype)
-    if out is None:
-        return result
-    return out.copy_(result)  # after every read: `out` may be `values` itself
-
-
-def leaky_relu(self: torch.Tensor, negative_slope: float, *, out: torch.Tensor | None = None) -> torch.Tensor:
-    return _select(self, self, negative_slope, out)
-
-
-def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: float,
-                        saved_is_result: bool) -> torch.Tensor:
-    return _select(grad_output, self, negative_slope, None)
-
-
 def rrelu(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float, *,
-                    out: torch.Tensor | None = None) -> torch.Tensor:
+          out: torch.Tensor | None = None) -> torch.Tensor:
     slopes = noise(seed, self.numel(), lower, upper, self.dtype).reshape(self.shape)
-    return _select(self.contiguous(), self.contiguous(), slopes, out)
+    return select(self.contiguous(), self.contiguous(), slopes, out)
 
 
 def rrelu_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
-                             upper: float, saved_is_result: bool) -> torch.Tensor:
+                   upper: float, saved_is_result: bool) -> torch.Tensor:
     slopes = noise(seed, grad_output.numel(), lower, upper, grad_output.dtype).reshape(grad_output.shape)
-    return _select(grad_output.contiguous(), self.contiguous(), slopes, None)
+    return select(grad_output.contiguous(), self.contiguous(), slopes, None)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _validation as check
+from ...numerics.dtypes import FLOATING_DTYPES
+from .. import _validation as check
 
 FN = "conv_bn_leaky_relu"
 _STATISTICS = ("running_mean", "running_var", "bn_weight", "bn_bias")
@@ -104,7 +105,7 @@ def _check_dtypes(input, weight, bias, statistics: dict) -> None:
     tensors have the input's dtype, or float32 for a 16-bit input). Under autocast for the input's device
     the op's Autocast kernel casts input, weight and bias as conv2d's does; only floating types are checked."""
     for name, t in (("input", input), ("weight", weight), ("bias", bias), *statistics.items()):
-        if t is not None and t.dtype not in check.FLOATING_DTYPES:
+        if t is not None and t.dtype not in FLOATING_DTYPES:
             raise RuntimeError(f"{FN}(): argument '{name}' must be a floating-point tensor, got {t.dtype}")
     if torch.amp.is_autocast_available(input.device.type) and torch.is_autocast_enabled(input.device.type):
         return

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ._library import (
+from .._library import (
     OpFunction,
     autograd_function,
     check_backward_operands,
@@ -16,7 +16,7 @@ from ._library import (
     elementwise_vmap,
     run_below_autograd,
 )
-from ._semantics import declare, like_argument
+from .._semantics import declare, like_argument
 
 ops = torch.ops.ascend_acts
 

@@ -1,5 +1,5 @@
-"""StyleGAN2's fused bias + LeakyReLU written with torch tensor ops only, so it runs on any device (the backend
-protocol of `ascend_acts.backends`): the reference's rounding order (ascend_acts.reference.fused_bias_leaky_relu),
+"""StyleGAN2's fused bias + LeakyReLU written with torch tensor ops only, so it runs on any device (the "torch"
+backend; the protocol of `ascend_acts.backends`): the reference's rounding order (this folder's reference.py),
 computed in float32 (float64 stays float64) and rounded once. The values and grad_input are the reference's bit
 for bit; grad_bias is accumulated in the compute dtype (per (n, c) row, then over n), where the reference
 accumulates in float64.
@@ -12,14 +12,15 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .conv_bn import compute_dtype
+from ...numerics.dtypes import compute_dtype
+from ...numerics.layout import channel_view
 
 
 def _pre_activation(values: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """values + bias over dim 1, as a new compute-dtype tensor."""
     pre = values.to(compute_dtype(values.dtype), copy=True)
     if bias is not None:
-        pre += bias.to(pre.dtype).view(1, -1, *([1] * (values.dim() - 2)))
+        pre += channel_view(bias.to(pre.dtype), values.dim())
     return pre
 
 

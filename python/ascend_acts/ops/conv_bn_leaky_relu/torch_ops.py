@@ -1,7 +1,9 @@
 """The fused Conv2d + BatchNorm2d + LeakyReLU ops written with torch tensor ops only, so they run on any device
-(the backend protocol of `ascend_acts.backends`): the mathematics of the NumPy reference
-(ascend_acts.reference.conv_bn), statistics and the BN + LeakyReLU part in float32 (float64 stays float64), the
+(the "torch" backend; the protocol of `ascend_acts.backends`): the mathematics of the NumPy reference
+(this folder's reference.py), statistics and the BN + LeakyReLU part in float32 (float64 stays float64), the
 convolution in the input dtype as the device runs it (torch's oneDNN on the CPU, torch_npu's on the NPU).
+Also the platform's convolution every backend of these ops runs (`conv2d`, `conv2d_backward`) and torch's update
+of the running statistics.
 """
 
 from __future__ import annotations
@@ -9,13 +11,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def channel(v: torch.Tensor) -> torch.Tensor:
-    return v[None, :, None, None]
+from ...numerics.dtypes import compute_dtype
+from ...numerics.layout import channel_view as channel
 
 
 def _symmetric(padding) -> tuple[int, int] | None:

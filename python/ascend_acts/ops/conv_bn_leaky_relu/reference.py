@@ -1,6 +1,6 @@
-"""NumPy reference for the fused Conv2d -> BatchNorm2d -> LeakyReLU, forward and backward: the float64
-oracle the tests compare every backend against, written for clarity, not speed. The reference backend
-does not run it: it runs torch's convolution and the two-pass kernels of batch_norm_leaky_relu.py.
+"""The fused Conv2d -> BatchNorm2d -> LeakyReLU on the NumPy reference: the float64 oracle the tests compare every
+backend against (`train_forward`, `train_backward`, `eval_forward`, `eval_backward` on arrays), written for
+clarity, not speed, and the "reference" backend's functions (the ops' names, on tensors), which do not run it.
 
 Arrays are NCHW; float64 stays float64, other dtypes are computed in float32 (callers round once).
 Convolution is im2col + GEMM per group: `padding` is (top, bottom, left, right), so torch's "same"
@@ -9,11 +9,26 @@ Convolution is im2col + GEMM per group: `padding` is (top, bottom, left, right),
 Training backward is InPlace-ABN style: from the post-activation output the BN output is recovered
 by inverting LeakyReLU (slope > 0) and x-hat by inverting the affine (no zero bn_weight); otherwise
 the caller keeps the conv output and x-hat is recomputed from it.
+
+The reference backend's convolution is the platform's, as on the NPU: torch's CPU convolution (oneDNN;
+torch.nn.functional.conv2d forward, aten::convolution_backward for grad_input, grad_weight and grad_bias). What is
+ours runs on NumPy: the BatchNorm + LeakyReLU passes (reference_batch_norm.py) and the eval epilogue (leaky_relu's
+reference). Half types are computed in float32 (conv included) and rounded once at the end; the conv output is
+rounded to the input dtype only where it is kept for the backward. float64 stays float64.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
+
+from ...numerics.dtypes import compute_dtype, to_array
+from ...numerics.layout import channel_view
+from ..leaky_relu import reference as leaky_relu_reference
+from . import reference_batch_norm
+from .torch_ops import conv2d as platform_conv2d
+from .torch_ops import conv2d_backward as platform_conv2d_backward
+from .torch_ops import update_running_statistics
 
 
 def output_shape(input_shape, weight_shape, stride, padding, dilation) -> list:
@@ -50,7 +65,7 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups):
         w = weight[g * g_out:(g + 1) * g_out]
         out[:, g * g_out:(g + 1) * g_out] = np.einsum("ncijhw,ocij->nohw", c, w, optimize=True)
     if bias is not None:
-        out += bias[None, :, None, None]
+        out += channel_view(bias)
     return out
 
 
@@ -80,10 +95,6 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups):
     return np.ascontiguousarray(grad_input), grad_weight, grad.sum(axis=(0, 2, 3))
 
 
-def _channel(v):
-    return v[None, :, None, None]
-
-
 def _leaky(z, slope):
     return np.where(z > 0, z, z * z.dtype.type(slope))
 
@@ -91,7 +102,7 @@ def _leaky(z, slope):
 def batch_statistics(y):
     """Per-channel mean and biased variance over N, H, W."""
     mean = y.mean(axis=(0, 2, 3))
-    return mean, ((y - _channel(mean)) ** 2).mean(axis=(0, 2, 3))
+    return mean, ((y - channel_view(mean)) ** 2).mean(axis=(0, 2, 3))
 
 
 def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, groups, eps, slope):
@@ -100,7 +111,7 @@ def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, group
     y = conv2d(x, weight, bias, stride, padding, dilation, groups)
     mean, variance = batch_statistics(y)
     invstd = 1.0 / np.sqrt(variance + y.dtype.type(eps))
-    z = (y - _channel(mean)) * _channel(invstd) * _channel(gamma) + _channel(beta)
+    z = (y - channel_view(mean)) * channel_view(invstd) * channel_view(gamma) + channel_view(beta)
     return _leaky(z, slope), y, mean, invstd, variance
 
 
@@ -118,26 +129,88 @@ def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta
     """Gradients for (conv output, gamma, beta) of the BN + LeakyReLU part."""
     if saved_is_result:
         z = np.where(saved > 0, saved, saved / saved.dtype.type(slope))
-        xhat = (z - _channel(beta)) / _channel(gamma)
+        xhat = (z - channel_view(beta)) / channel_view(gamma)
     else:
-        xhat = (saved - _channel(mean)) * _channel(invstd)
-        z = xhat * _channel(gamma) + _channel(beta)
+        xhat = (saved - channel_view(mean)) * channel_view(invstd)
+        z = xhat * channel_view(gamma) + channel_view(beta)
     dz = np.where(z > 0, grad_out, grad_out * grad_out.dtype.type(slope))
     grad_gamma = (dz * xhat).sum(axis=(0, 2, 3))
     grad_beta = dz.sum(axis=(0, 2, 3))
-    dxhat = dz * _channel(gamma)
-    dy = _channel(invstd) * (dxhat - dxhat.mean(axis=(0, 2, 3), keepdims=True)
+    dxhat = dz * channel_view(gamma)
+    dy = channel_view(invstd) * (dxhat - dxhat.mean(axis=(0, 2, 3), keepdims=True)
                               - xhat * (dxhat * xhat).mean(axis=(0, 2, 3), keepdims=True))
     return dy, grad_gamma, grad_beta
 
 
-def conv_bn_leaky_relu_eval(x, weight, bias, stride, padding, dilation, groups, slope):
+def eval_forward(x, weight, bias, stride, padding, dilation, groups, slope):
     """Eval: conv with the BN-folded weight and bias, then LeakyReLU."""
     return _leaky(conv2d(x, weight, bias, stride, padding, dilation, groups), slope)
 
 
-def conv_bn_leaky_relu_eval_backward(grad_out, x, weight, bias, stride, padding, dilation, groups, slope):
+def eval_backward(grad_out, x, weight, bias, stride, padding, dilation, groups, slope):
     """Recomputes the pre-activation for the mask (works for any slope); (grad_input, grad_weight, grad_bias)."""
     pre = conv2d(x, weight, bias, stride, padding, dilation, groups)
     dz = np.where(pre > 0, grad_out, grad_out * grad_out.dtype.type(slope))
     return conv2d_backward(dz, x, weight, stride, padding, dilation, groups)
+
+
+# --- the "reference" backend (ascend_acts.backends' protocol: tensors in, tensors out) ---------------------------
+def _array(t: torch.Tensor | None, dtype: torch.dtype):
+    """A NumPy array of t in dtype (shares t's memory when it already has it)."""
+    return None if t is None else to_array(t.to(dtype).contiguous())
+
+
+def _tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
+
+
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
+                             dilation, groups, momentum, eps, negative_slope, save_output):
+    c = compute_dtype(input.dtype)
+    with torch.no_grad():
+        y = platform_conv2d(input.detach().to(c), weight.detach().to(c), None if bias is None else bias.detach().to(c),
+                            stride, padding, dilation, groups)
+        kept = torch.empty(0, dtype=input.dtype) if save_output else y.to(input.dtype)
+        out = torch.empty_like(y) if kept is y else y  # normalised in place unless y itself is kept
+        mean, invstd, variance = reference_batch_norm.forward(y.numpy(), _array(bn_weight, c), _array(bn_bias, c),
+                                                              eps, negative_slope, out.numpy())
+        mean, invstd = torch.from_numpy(mean), torch.from_numpy(invstd)
+        update_running_statistics(running_mean, running_var, mean, torch.from_numpy(variance),
+                                  y.numel() // max(y.shape[1], 1), momentum)
+        return out.to(input.dtype), kept, mean, invstd
+
+
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
+                                      invstd, stride, padding, dilation, groups, negative_slope):
+    c = compute_dtype(input.dtype)
+    with torch.no_grad():
+        grad = grad_out.detach().to(c)
+        grad_y = grad if grad_out.dtype != c else torch.empty_like(grad)  # in place only in our own copy
+        grad_gamma, grad_beta = reference_batch_norm.backward(
+            grad.numpy(), _array(saved, c), saved_is_result, _array(bn_weight, c), _array(bn_bias, c), _array(mean, c),
+            _array(invstd, c), negative_slope, grad_y.numpy())
+        grad_input, grad_weight, grad_bias = platform_conv2d_backward(
+            grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups)
+        return (grad_input.to(input.dtype), grad_weight.to(weight.dtype), grad_bias.to(weight.dtype),
+                _tensor(grad_gamma, bn_weight), _tensor(grad_beta, bn_bias))
+
+
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    c = compute_dtype(input.dtype)
+    with torch.no_grad():
+        y = platform_conv2d(input.detach().to(c), weight.detach().to(c), bias.detach().to(c), stride, padding,
+                            dilation, groups)
+        leaky_relu_reference.forward(y.numpy(), negative_slope, out=y.numpy())
+        return y.to(input.dtype)
+
+
+def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    """Recomputes the pre-activation for the LeakyReLU mask (works for any slope): nothing else is kept."""
+    c = compute_dtype(input.dtype)
+    with torch.no_grad():
+        x, w = input.detach().to(c), weight.detach().to(c)
+        pre = platform_conv2d(x, w, bias.detach().to(c), stride, padding, dilation, groups)
+        grad_pre = pre.numpy()  # overwritten with the gradient through the LeakyReLU
+        leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
+        grads = platform_conv2d_backward(pre, x, w, stride, padding, dilation, groups)
+        return tuple(g.to(like.dtype) for g, like in zip(grads, (input, weight, bias)))

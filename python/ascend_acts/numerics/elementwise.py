@@ -1,0 +1,68 @@
+"""The LeakyReLU building blocks of the NumPy references (leaky_relu, rrelu, fused bias, BatchNorm + LeakyReLU):
+exact, quiet IEEE arithmetic on arrays, and the glue that runs an array kernel on tensors.
+
+Half types are computed in float32 and rounded to nearest even once, like torch's CPU kernels and our AscendC
+kernels. The positive branch is `x > 0` (so -0.0, NaN and the gradient at 0 take the negative branch).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .dtypes import to_array
+
+
+def quiet() -> np.errstate:
+    """IEEE results without NumPy's RuntimeWarnings (torch's kernels are silent): inf * 0, NaN, and the overflow
+    of a rounding to float16/bfloat16. errstate is thread-local: a new one is entered in each chunk's body."""
+    return np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore")
+
+
+def take_where(mask: np.ndarray, source: np.ndarray, target: np.ndarray) -> None:
+    """target[mask] = source[mask], exactly, by bit blending: NumPy's masked copy (copyto with
+    where=) is some 40x slower than a plain pass when the mask is random, as activations' are."""
+    int_type = np.int64 if target.dtype == np.float64 else np.int32
+    bits = mask.view(np.int8).astype(int_type)
+    np.negative(bits, out=bits)  # 0 or all ones
+    target_bits = target.view(int_type)
+    difference = np.bitwise_xor(target_bits, source.view(int_type))
+    difference &= bits
+    target_bits ^= difference
+
+
+def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:
+    """1 where positive, else slope, in dtype: the LeakyReLU derivative, so that x * factor is exactly
+    x > 0 ? x : x * slope. For +0 <= slope <= 1 by arithmetic, which is exact: (1 - s) + s rounds to 1; not for
+    -0.0, which 0 * (1 - s) + s would turn into +0.0 (torch's grad * -0.0 flips the gradient's sign)."""
+    dtype = np.dtype(dtype)
+    slope = dtype.type(slope)
+    factors = positive.astype(dtype)
+    if not np.signbit(slope) and slope <= 1:
+        factors *= dtype.type(1) - slope
+        factors += slope
+    else:
+        take_where(~positive, np.full_like(factors, slope), factors)
+    return factors
+
+
+def leaky_relu_values(values: np.ndarray, slope) -> np.ndarray:
+    """values > 0 ? values : values * slope (a new array), exactly, for a constant slope of values' dtype."""
+    scaled = values * slope
+    if 0 < slope <= 1:  # values > 0: values >= values * slope; otherwise the reverse; NaN propagates
+        np.maximum(values, scaled, out=scaled)
+    elif slope > 1:
+        np.minimum(values, scaled, out=scaled)
+    else:
+        take_where(values > 0, values, scaled)
+    return scaled
+
+
+def on_tensors(kernel: Callable, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], *attributes):
+    """Runs the array kernel `kernel(*arrays, *attributes, out_array)` on NumPy views of contiguous CPU tensors;
+    the result is `out` or a new tensor like inputs[0]."""
+    result = torch.empty_like(inputs[0]) if out is None else out
+    kernel(*(to_array(t) for t in inputs), *attributes, to_array(result))
+    return result

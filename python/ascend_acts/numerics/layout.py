@@ -1,0 +1,8 @@
+"""The channel layout: per-channel vectors over dimension 1 (N, C, ...), as BatchNorm and a conv bias apply."""
+
+from __future__ import annotations
+
+
+def channel_view(values, rank: int = 4):
+    """A (C,) tensor or array shaped (1, C, 1, ...) to broadcast over dimension 1 of a rank-`rank` one (a view)."""
+    return values.reshape(1, -1, *([1] * (rank - 2)))

@@ -1,0 +1,212 @@
+"""The fused Conv2d + BatchNorm2d + LeakyReLU ops on the emulator (the "sim" backend's functions), on the kernels of
+its two families, as on the NPU:
+- training: the platform's convolution (torch's, computed as an NPU returns it: `platform_conv2d`), then the
+  BatchNorm + LeakyReLU training kernels (op_kernel/ family "batch_norm_leaky_relu"). The backward runs the
+  output-based (InPlace-ABN) kernel when the output was kept; when the conv output was kept instead (slope <= 0, a
+  zero bn_weight or a too large |bn_bias| / |bn_weight|) the BN part falls back to the NumPy oracle. Per-channel
+  statistics are float32 whatever the data type.
+- eval: the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the cube, img2col by LoadData 3Dv2,
+  with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and LeakyReLU on the vector unit; one MIX
+  launch). Grouped convolutions, layers the kernel has no tiling for (an output row of 16 channels must fit L0C,
+  and a band of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000 positions) and the eval
+  backward (needed only to train through an eval-mode block) run the reference backend.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...backends.sim import emulator
+from . import reference
+from . import torch_ops as platform
+
+
+def platform_conv2d(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
+    """The platform's convolution next to our kernels (torch's, as torch_npu's is on the NPU): conv2d(input, weight)
+    + bias computed in float32 and rounded to the input's dtype once, as an NPU convolution returns it."""
+    f = torch.float32
+    b = None if bias is None else bias.to(f)
+    return platform.conv2d(input.to(f), weight.to(f), b, stride, padding, dilation, groups).to(input.dtype)
+
+
+def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups):
+    """Gradients of conv2d's input, weight and bias from float32 `grad_output`, in input's/weight's dtypes."""
+    f = torch.float32
+    grad_x, grad_w, grad_b = platform.conv2d_backward(grad_output.to(f), input.to(f), weight.to(f), stride, padding,
+                                                      dilation, groups)
+    return grad_x.to(input.dtype), grad_w.to(weight.dtype), grad_b.to(weight.dtype)
+
+
+def _channel_floats(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to(torch.float32).contiguous()
+
+
+def _nchw(shape) -> tuple[int, int, int]:
+    """N, C and the spatial size of an N, C, spatial shape."""
+    n, c = shape[:2]
+    plane = 1
+    for size in shape[2:]:
+        plane *= size
+    return n, c, plane
+
+
+def batch_norm_leaky_relu_tiling(kernel: str, shape, element_size: int, negative_slope: float = 0.0, eps: float = 0.0,
+           momentum: float = 0.0, update_running_stats: bool = False, platform: str | None = None,
+           vector_cores: int | None = None):
+    """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial shape."""
+    current = emulator.settings()
+    n, c, plane = _nchw(tuple(shape))
+    return emulator.binding().batch_norm_leaky_relu_tiling(
+        kernel, n, c, plane, element_size, current.platform if platform is None else platform,
+        current.vector_cores if vector_cores is None else vector_cores, negative_slope, eps, momentum,
+        update_running_stats)
+
+
+def _check_statistics(**tensors) -> None:
+    for name, t in tensors.items():
+        if t is not None and (t.dtype != torch.float32 or not t.is_contiguous()):
+            raise TypeError(f"{name}: the kernels keep per-channel statistics as contiguous float32, got {t.dtype}")
+
+
+def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_slope: float, eps: float,
+                          momentum: float):
+    """y = leaky_relu(batch_norm(x) * weight + bias) over N, C, spatial `x`, with the batch mean and
+    1 / sqrt(var + eps) per channel: (y, save_mean, save_invstd). The running statistics (float32, or both
+    None) are updated in place as torch does (momentum, unbiased variance)."""
+    emulator.check_dtype(x)
+    _check_statistics(weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
+    n, c, plane = _nchw(x.shape)
+    update = running_mean is not None
+    settings = emulator.settings()
+    launch_tiling = emulator.binding().batch_norm_leaky_relu_tiling(
+        "batch_norm_leaky_relu", n, c, plane, x.element_size(), settings.platform, settings.vector_cores,
+        negative_slope, eps, momentum, update)
+    y = torch.empty_like(x)
+    save_mean, save_invstd = torch.empty(c), torch.empty(c)
+    emulator.launch("batch_norm_leaky_relu", {
+        "x": x, "weight": weight, "bias": bias, "running_mean": running_mean if update else None,
+        "running_var": running_var if update else None, "y": y, "save_mean": save_mean, "save_invstd": save_invstd},
+        launch_tiling)
+    return y, save_mean, save_invstd
+
+
+def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope: float):
+    """Gradients of x, weight, bias from the forward's output y (needs negative_slope > 0 and no zero weight):
+    (dx, grad_weight, grad_bias)."""
+    if not negative_slope > 0:
+        raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got {negative_slope}")
+    emulator.check_dtype(dy)
+    _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd)
+    if not bool((weight != 0).all()):
+        raise ValueError("weight: the output-based backward divides by weight (gamma); a zero entry needs the conv "
+                         "output kept")
+    n, c, plane = _nchw(dy.shape)
+    settings = emulator.settings()
+    launch_tiling = emulator.binding().batch_norm_leaky_relu_tiling(
+        "batch_norm_leaky_relu_grad", n, c, plane, dy.element_size(), settings.platform, settings.vector_cores,
+        negative_slope)
+    dx, grad_weight, grad_bias = torch.empty_like(dy), torch.empty(c), torch.empty(c)
+    emulator.launch("batch_norm_leaky_relu_grad", {
+        "dy": dy, "y": y, "weight": weight, "bias": bias, "save_invstd": save_invstd, "dx": dx,
+        "grad_weight": grad_weight, "grad_bias": grad_bias}, launch_tiling)
+    return dx, grad_weight, grad_bias
+
+
+def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
+                             dilation, groups, momentum, eps, negative_slope, save_output):
+    emulator.check_dtype(input)
+    y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
+    # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
+    # dtype) once it has run
+    update = running_mean is not None
+    staged = [t.detach().to(torch.float32, copy=True).contiguous() for t in (running_mean, running_var)] \
+        if update else [None, None]
+    out, mean, invstd = batch_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
+                                              negative_slope, eps, momentum)
+    if update:
+        with torch.no_grad():
+            running_mean.copy_(staged[0])
+            running_var.copy_(staged[1])
+    kept = torch.empty(0, dtype=input.dtype) if save_output else y
+    return out, kept, mean, invstd
+
+
+def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
+                                      invstd, stride, padding, dilation, groups, negative_slope):
+    emulator.check_dtype(input)
+    gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
+    if saved_is_result:
+        grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
+            grad_out.contiguous(), saved, gamma, beta, _channel_floats(invstd), negative_slope)
+        grad_y = grad_y.float()
+    else:
+        f = torch.float32
+
+        def array(t):
+            return t.detach().to(f).contiguous().numpy()
+
+        grads = reference.batch_norm_leaky_relu_backward(
+            array(grad_out), array(saved), False, array(gamma), array(beta), array(mean), array(invstd), negative_slope)
+        grad_y, grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
+    grad_input, grad_weight, grad_bias = platform_conv2d_backward(grad_y, input, weight, stride, padding, dilation,
+                                                                  groups)
+    return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
+
+
+def conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int,
+                                   negative_slope: float = 0.0, platform: str | None = None):
+    """The op_host tiling (ascend_acts._sim.ConvBnLeakyReluEvalTiling); padding (top, bottom, left, right)."""
+    return emulator.binding().conv_bn_leaky_relu_eval_tiling(
+        list(x_shape), list(weight_shape), list(stride), list(padding), list(dilation), element_size,
+        emulator.settings().platform if platform is None else platform, negative_slope)
+
+
+def conv_bn_leaky_relu_eval_has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int) -> bool:
+    """Whether the kernel can run this layer (the op layer has checked the shapes: a refusal here is capacity)."""
+    try:
+        conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size)
+    except ValueError:
+        return False
+    return True
+
+
+def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """W' (Cout, Cin, kh, kw) in the kernel's FRACTAL_Z layout (C1, kh, kw, M1, 16, C0), C0 = 32 bytes of `dtype`:
+    element [c1][i][j][mi][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero past Cout and Cin
+    (op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h)."""
+    c0 = 32 // torch.empty((), dtype=dtype).element_size()
+    cout, cin, kh, kw = weight.shape
+    m1, c1 = -(-cout // 16), -(-cin // c0)
+    padded = torch.nn.functional.pad(weight.to(dtype), (0, 0, 0, 0, 0, c1 * c0 - cin, 0, m1 * 16 - cout))
+    return padded.view(m1, 16, c1, c0, kh, kw).permute(2, 4, 5, 0, 1, 3).contiguous()
+
+
+def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
+    """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
+    `bias` is float32; x and weight share one dtype."""
+    emulator.check_dtype(x)
+    if weight.dtype != x.dtype:
+        raise TypeError(f"weight must have the input's dtype {x.dtype}, got {weight.dtype}")
+    if bias.dtype != torch.float32 or not bias.is_contiguous():
+        raise TypeError(f"bias: the kernel takes a contiguous float32 bias, got {bias.dtype}")
+    launch_tiling = conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, stride, padding, dilation, x.element_size(),
+                                                   negative_slope)
+    y = torch.empty(reference.output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype)
+    emulator.launch("conv_bn_leaky_relu_eval", {"x": x, "weight": pack_weight(weight, x.dtype), "bias": bias, "y": y},
+                    launch_tiling)
+    return y
+
+
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    emulator.check_dtype(input)
+    if groups != 1 or not conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,
+                                                             input.element_size()):
+        return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope)
+    shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
+    if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
+        return torch.empty(shape, dtype=input.dtype)
+    return eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
+                       bias.detach().to(torch.float32).contiguous(), stride, padding, dilation, negative_slope)
+
+
+conv_bn_leaky_relu_eval_backward = reference.conv_bn_leaky_relu_eval_backward  # the reference backend's (above)
