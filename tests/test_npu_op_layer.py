@@ -10,9 +10,11 @@ import pytest
 import torch
 
 import ascend_acts  # noqa: F401  (registers the ops)
-from ascend_acts.backends import npu, torch_ops
+from ascend_acts.backends import npu
 from ascend_acts.op_table import NPU_NAMESPACE, TORCH_OPS
-from ascend_acts.ops._kernels import npu_kernels
+from ascend_acts.ops._kernels import backend_functions, npu_kernels
+
+torch_ops = backend_functions("torch")
 
 ON_NPU = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
 FUNCTIONAL_OPS = [op for op in TORCH_OPS if not op.inplace]
