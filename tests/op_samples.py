@@ -266,7 +266,9 @@ def _fused_bias_backward_composite(grad, saved, bias, slope, scale, saved_is_res
 COMPOSITES = {
     "leaky_relu": F.leaky_relu,
     "leaky_relu_backward": torch.ops.aten.leaky_relu_backward,
-    "rrelu": lambda x, seed, lower, upper: F.rrelu(x, lower, upper, training=True),
+    # torch's CPU rrelu has no float16 kernel: float32's result, cast (keeping its layout)
+    "rrelu": lambda x, seed, lower, upper: F.rrelu(x if x.dtype != torch.float16 else x.float(), lower, upper,
+                                                   training=True).to(x.dtype),
     # elementwise in grad_output and saved as aten's own leaky_relu_backward
     "rrelu_backward": lambda grad, saved, seed, lower, upper, saved_is_result: torch.ops.aten.leaky_relu_backward(
         grad, saved, lower, saved_is_result and lower >= 0),
