@@ -133,31 +133,41 @@ CONV_GEOMETRIES = {
 }
 
 
-def _conv_tensors(m: _Maker, geometry, channels_last=False):
+def _conv_tensors(m: _Maker, geometry, layout=""):
+    """Input, weight, bias; layout "input": a channels_last input, "weight": a channels_last weight, "sliced": a
+    non-dense input (every other column)."""
     n, cin, cout, h, w, k, *_, groups = geometry
-    x, weight = m.randn(n, cin, h, w), m.randn(cout, cin // groups, k, k)
-    if channels_last:
+    x, weight = m.randn(n, cin, h, 2 * w if layout == "sliced" else w), m.randn(cout, cin // groups, k, k)
+    if layout == "input":
         x = x.contiguous(memory_format=CL)
+    if layout == "sliced":
+        x = x[..., ::2]
+    if layout == "weight":
+        weight = weight.contiguous(memory_format=CL)
     return x, weight, m.randn(cout)
+
+
+def _layout_name(layout):
+    return {"": "", "input": "-channels_last", "weight": "-channels_last-weight", "sliced": "-sliced"}[layout]
 
 
 def conv_bn_leaky_relu_train(dtype, device):
     m, samples = _Maker(dtype, device, seed=6), []
-    cases = [  # geometry, with conv bias, running statistics, slope, save_output, channels_last input
-        ("3x3", True, True, 0.2, True, False),
-        ("strided-asymmetric-groups", False, False, -0.3, False, False),
-        ("dilated", True, True, 0.0, False, True),
-        ("3x3", False, True, 0.2, False, False),
+    cases = [  # geometry, with conv bias, running statistics, slope, save_output, layout (_conv_tensors)
+        ("3x3", True, True, 0.2, True, ""),
+        ("strided-asymmetric-groups", False, False, -0.3, False, "weight"),
+        ("dilated", True, True, 0.0, False, "input"),
+        ("3x3", False, True, 0.2, False, "sliced"),
     ]
-    for geometry, with_bias, stats, slope, save_output, channels_last in cases:
+    for geometry, with_bias, stats, slope, save_output, layout in cases:
         config = CONV_GEOMETRIES[geometry]
-        x, weight, bias = _conv_tensors(m, config, channels_last)
+        x, weight, bias = _conv_tensors(m, config, layout)
         c, pc = config[2], m.per_channel_dtype
         running = (m.randn(c).to(pc) * 0.1, m.positive(c, dtype=pc)) if stats else (None, None)
         args = (x, weight, bias if with_bias else None, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc), *running,
                 *config[6:], 0.1, 1e-5, slope, save_output)
         samples.append(Sample(args, name=f"{geometry}-bias{with_bias}-stats{stats}-slope{slope}-save{save_output}"
-                                         f"{'-channels_last' if channels_last else ''}"))
+                                         f"{_layout_name(layout)}"))
     return samples
 
 
@@ -177,13 +187,11 @@ def conv_bn_leaky_relu_train_backward(dtype, device):
 def conv_bn_leaky_relu_eval(dtype, device):
     m, samples = _Maker(dtype, device, seed=8), []
     for geometry, slope, layout in (("3x3", 0.2, ""), ("strided-asymmetric-groups", -0.3, "input"),
-                                    ("dilated", 0.0, "weight")):  # channels_last: the input, or the weight alone
+                                    ("dilated", 0.0, "weight"), ("3x3", -2.0, "sliced")):
         config = CONV_GEOMETRIES[geometry]
-        x, weight, bias = _conv_tensors(m, config, layout == "input")
-        if layout == "weight":
-            weight = weight.contiguous(memory_format=CL)
+        x, weight, bias = _conv_tensors(m, config, layout)
         samples.append(Sample((x, weight, bias, *config[6:], slope),
-                              name=f"{geometry}-slope{slope}{f'-channels_last-{layout}' if layout else ''}"))
+                              name=f"{geometry}-slope{slope}{_layout_name(layout)}"))
     x, weight, bias = _conv_tensors(m, CONV_GEOMETRIES["3x3"])
     samples.append(Sample((x[:0], weight, bias, *CONV_GEOMETRIES["3x3"][6:], 0.2), name="empty"))
     return samples
