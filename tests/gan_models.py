@@ -1,5 +1,6 @@
 """The pytorch/examples DCGAN discriminator and its weights_init, written as that example writes them, and a
-hand-written discriminator, for tests/test_gan_practice.py. Small width (ndf = 4) so a step takes milliseconds."""
+hand-written discriminator, for tests/test_converted_dcgan_in_gan_training.py. Small width (ndf = 4) so a step
+takes milliseconds."""
 
 from __future__ import annotations
 

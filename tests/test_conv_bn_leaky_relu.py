@@ -99,26 +99,6 @@ def test_no_running_stats_and_momentum_none():
     close(mine(y), plain(y), torch.float64)
 
 
-@slow
-@pytest.mark.parametrize("training", [True, False])
-@pytest.mark.parametrize("slope", [0.2, 0.0, -0.3])
-def test_gradcheck_float64(training, slope):
-    torch.manual_seed(3)
-    x = torch.randn(2, 2, 5, 5, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(3, 2, 3, 3, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(3, dtype=torch.float64, requires_grad=True)
-    gamma = torch.rand(3, dtype=torch.float64).add(0.5).requires_grad_()
-    beta = torch.randn(3, dtype=torch.float64, requires_grad=True)
-    rm, rv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
-
-    def fn(*args):
-        return ascend_acts.conv_bn_leaky_relu(args[0], args[1], args[2], None if training else rm,
-                                              None if training else rv, args[3], args[4], training=training,
-                                              negative_slope=slope, padding=1)
-
-    assert torch.autograd.gradcheck(fn, (x, w, b, gamma, beta))
-
-
 @pytest.mark.parametrize("slope", fast_only([0.0, -0.3], [0.0]))
 def test_non_invertible_slope_keeps_conv_output(slope, backend):
     """slope <= 0: the output does not determine the BN output, so the conv output is kept."""
@@ -346,31 +326,6 @@ def test_half_input_with_float32_weights_is_accepted_under_autocast():
     with torch.autocast("cpu", torch.bfloat16):
         expected, got = seq(x), fused(x)
     torch.testing.assert_close(got.float(), expected.float(), rtol=5e-2, atol=5e-2)
-
-
-OPS = {
-    "train": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_train.default,
-                      (torch.randn(2, 3, 6, 6, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True),
-                       torch.randn(4, requires_grad=True), torch.rand(4).add(0.5).requires_grad_(),
-                       torch.randn(4, requires_grad=True), torch.zeros(4), torch.ones(4), [1, 1], [1, 1, 1, 1], [1, 1],
-                       1, 0.1, 1e-5, 0.2, True)),
-    "train_backward": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_train_backward.default,
-                               (torch.randn(2, 4, 6, 6), torch.randn(2, 4, 6, 6), False, torch.randn(2, 3, 6, 6),
-                                torch.randn(4, 3, 3, 3), torch.ones(4), torch.zeros(4), torch.zeros(4), torch.ones(4),
-                                [1, 1], [1, 1, 1, 1], [1, 1], 1, 0.2)),
-    "eval": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_eval.default,
-                     (torch.randn(2, 4, 7, 7, requires_grad=True), torch.randn(6, 2, 3, 3, requires_grad=True),
-                      torch.randn(6, requires_grad=True), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
-    "eval_backward": lambda: (torch.ops.ascend_acts.conv_bn_leaky_relu_eval_backward.default,
-                              (torch.randn(2, 6, 3, 3), torch.randn(2, 4, 7, 7), torch.randn(6, 2, 3, 3),
-                               torch.randn(6), [2, 2], [1, 0, 1, 0], [1, 1], 2, 0.1)),
-}
-
-
-@slow
-@pytest.mark.parametrize("op", OPS)
-def test_opcheck(op, backend):
-    torch.library.opcheck(*OPS[op]())
 
 
 @slow

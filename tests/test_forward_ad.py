@@ -1,11 +1,10 @@
-"""Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp) and torch.func.grad / vjp / vmap / jacfwd /
-hessian over every op, against torch's own functions (RReLU with our noise: torch.where with the slopes)."""
+"""torch.func transforms (jvp, grad, vjp, vmap, jacfwd, hessian) over every op, against torch's own functions (RReLU
+with our noise: torch.where with the slopes). (Each op's forward-mode gradcheck: tests/test_op_contract.py.)"""
 
 import warnings
 
 import pytest
 import torch
-import torch.autograd.forward_ad as fwAD
 import torch.nn.functional as F
 from torch.func import grad, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
@@ -94,18 +93,6 @@ def _input(shape, seed=1):
 
 def close(a, b):
     torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
-
-
-@pytest.mark.parametrize("case", fast_only(CASES, ["leaky_relu_inplace", "rrelu_inplace_negative_lower"]))
-def test_forward_ad_tangent_equals_torch(case):
-    ours, theirs, shape = CASES[case]
-    x, t = _input(shape), _input(shape, seed=2)
-    with fwAD.dual_level():
-        got = fwAD.unpack_dual(ours(fwAD.make_dual(x, t)))
-        want = fwAD.unpack_dual(theirs(fwAD.make_dual(x, t)))
-    assert got.tangent is not None
-    close(got.primal, want.primal)
-    close(got.tangent, want.tangent)
 
 
 @pytest.mark.parametrize("case", fast_only(CASES, ["leaky_relu_inplace", "rrelu_negative_lower",

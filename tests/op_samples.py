@@ -1,0 +1,294 @@
+"""Every op's sample calls, declared once: `SAMPLES[op name](dtype, device)` gives a few small calls (args, kwargs)
+of `torch.ops.ascend_acts.<op name>`: odd shapes, a channels_last or otherwise non-contiguous input, the extreme
+slopes (0, negative) and an empty input where the op takes one. The first sample of each op is its representative
+one (the one the other backends and the fast subset run). `tests/test_op_contract.py` runs them all through the
+op contract; a backward op's samples are what its forward returns (the ops read `saved`, `mean` and `invstd` as
+the forward's, not as free inputs).
+
+`COMPOSITES[op name](*args)` is what torch's own functions give for the same call (layout and dtype oracle: the
+values of RReLU's noise differ), `NON_DIFFERENTIABLE[op name]` the floating arguments autograd does not
+differentiate through."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from ascend_acts import op_table
+
+ops = torch.ops.ascend_acts
+CL = torch.channels_last
+
+
+@dataclass
+class Sample:
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    name: str = ""
+
+
+class _Maker:
+    """Tensors of one dtype/device from one generator; values kept away from the kinks at 0 so that finite
+    differences (gradcheck) never straddle one."""
+
+    def __init__(self, dtype, device, seed=0):
+        self.dtype, self.device = dtype, device
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def randn(self, *shape, away_from_zero=True):
+        x = torch.randn(*shape, generator=self.generator, dtype=torch.float64)
+        if away_from_zero:
+            x = torch.where(x.abs() < 0.1, x.sign() * 0.1 + x, x)
+        return x.to(self.dtype).to(self.device)
+
+    def positive(self, *shape, dtype=None):
+        x = torch.rand(*shape, generator=self.generator, dtype=torch.float64) + 0.5
+        return x.to(dtype or self.dtype).to(self.device)
+
+    @property
+    def per_channel_dtype(self):
+        """BatchNorm parameters: float32 for a 16-bit input (as torch's batch_norm takes them), else the input's."""
+        return self.dtype if self.dtype in (torch.float32, torch.float64) else torch.float32
+
+    def seed(self, value=1234):
+        return torch.tensor(value, dtype=torch.int64, device=self.device)
+
+
+def _layouts(m: _Maker):
+    """(name, x) in the layouts every elementwise op is sampled in: odd 2-D, channels_last 4-D, transposed, sliced
+    (not dense), empty."""
+    return [("odd", m.randn(3, 5)), ("channels_last", m.randn(2, 3, 4, 5).contiguous(memory_format=CL)),
+            ("transposed", m.randn(5, 3).t()), ("sliced", m.randn(2, 3, 8)[..., ::2]), ("empty", m.randn(0, 4))]
+
+
+def leaky_relu(dtype, device):
+    m = _Maker(dtype, device)
+    slopes = {"odd": 0.2, "channels_last": -0.3, "transposed": 0.0, "sliced": 0.01, "empty": 0.2}
+    return [Sample((x, slopes[name]), name=f"{name}-slope{slopes[name]}") for name, x in _layouts(m)]
+
+
+def leaky_relu_backward(dtype, device):
+    m, samples = _Maker(dtype, device, seed=1), []
+    for (name, x), slope in zip(_layouts(m), (0.2, -0.3, 0.0, -2.0, 0.2)):
+        saved_is_result = slope >= 0  # the forward keeps its output when it tells the input's sign
+        saved = ops.leaky_relu(x, slope) if saved_is_result else x
+        grad = torch.empty_like(x).copy_(m.randn(*x.shape))
+        samples.append(Sample((grad, saved, slope, saved_is_result), name=f"{name}-slope{slope}"))
+    return samples
+
+
+RRELU_BOUNDS = {"odd": (0.1, 0.3), "channels_last": (-0.5, 0.3), "transposed": (0.125, 1 / 3),
+                "sliced": (-0.8, -0.2), "empty": (0.1, 0.3)}
+
+
+def rrelu(dtype, device):
+    m = _Maker(dtype, device, seed=2)
+    return [Sample((x, m.seed(), *RRELU_BOUNDS[name]), name=name) for name, x in _layouts(m)]
+
+
+def rrelu_backward(dtype, device):
+    m, samples = _Maker(dtype, device, seed=3), []
+    for name, x in _layouts(m):
+        lower, upper = RRELU_BOUNDS[name]
+        saved_is_result = lower >= 0
+        seed = m.seed()
+        saved = ops.rrelu(x, seed, lower, upper) if saved_is_result else x
+        grad = torch.empty_like(x).copy_(m.randn(*x.shape))
+        samples.append(Sample((grad, saved, seed, lower, upper, saved_is_result), name=name))
+    return samples
+
+
+def fused_bias_leaky_relu(dtype, device):
+    m = _Maker(dtype, device, seed=4)
+    return [
+        Sample((m.randn(2, 5, 3), m.randn(5), 0.2, 2**0.5), name="odd-3d"),
+        Sample((m.randn(3, 5), None, -0.3, 2.0), name="2d-no-bias-negative"),
+        Sample((m.randn(2, 3, 4, 5).contiguous(memory_format=CL), m.randn(3), -0.2, 1.5), name="channels_last"),
+        Sample((m.randn(4, 3, 2).transpose(0, 2), m.randn(3), 0.0, 2**0.5), name="transposed"),
+        Sample((m.randn(3, 4, 6)[..., ::2], m.randn(4), 0.2, 0.5), name="sliced-scale-below-1"),
+        Sample((m.randn(3, 4), m.randn(4), 0.2, -1.5), name="negative-scale"),
+        Sample((m.randn(0, 3, 2), m.randn(3), 0.2, 2**0.5), name="empty"),
+    ]
+
+
+def fused_bias_leaky_relu_backward(dtype, device):
+    samples = []
+    m = _Maker(dtype, device, seed=5)
+    for forward in fused_bias_leaky_relu(dtype, device):
+        x, bias, slope, scale = forward.args
+        saved_is_result = slope >= 0 and scale >= 1  # the forward keeps its output (it tells the sign)
+        saved = ops.fused_bias_leaky_relu(x, bias, slope, scale) if saved_is_result else x
+        grad = torch.empty_like(x).copy_(m.randn(*x.shape))
+        samples.append(Sample((grad, saved, bias, slope, scale, saved_is_result), name=forward.name))
+    return samples
+
+
+# (N, C_in, C_out, H, W, kernel, stride, padding (top, bottom, left, right), dilation, groups)
+CONV_GEOMETRIES = {
+    "3x3": (2, 3, 4, 5, 4, 3, [1, 1], [1, 1, 1, 1], [1, 1], 1),
+    "strided-asymmetric-groups": (2, 4, 4, 5, 5, 3, [2, 1], [1, 0, 0, 1], [1, 1], 2),
+    "dilated": (3, 2, 2, 5, 5, 2, [1, 1], [1, 1, 1, 1], [2, 2], 1),
+}
+
+
+def _conv_tensors(m: _Maker, geometry, layout=""):
+    """Input, weight, bias; layout "input": a channels_last input, "weight": a channels_last weight, "sliced": a
+    non-dense input (every other column)."""
+    n, cin, cout, h, w, k, *_, groups = geometry
+    x, weight = m.randn(n, cin, h, 2 * w if layout == "sliced" else w), m.randn(cout, cin // groups, k, k)
+    if layout == "input":
+        x = x.contiguous(memory_format=CL)
+    if layout == "sliced":
+        x = x[..., ::2]
+    if layout == "weight":
+        weight = weight.contiguous(memory_format=CL)
+    return x, weight, m.randn(cout)
+
+
+def _layout_name(layout):
+    return {"": "", "input": "-channels_last", "weight": "-channels_last-weight", "sliced": "-sliced"}[layout]
+
+
+def conv_bn_leaky_relu_train(dtype, device):
+    m, samples = _Maker(dtype, device, seed=6), []
+    cases = [  # geometry, with conv bias, running statistics, slope, save_output, layout (_conv_tensors)
+        ("3x3", True, True, 0.2, True, ""),
+        ("strided-asymmetric-groups", False, False, -0.3, False, "weight"),
+        ("dilated", True, True, 0.0, False, "input"),
+        ("3x3", False, True, 0.2, False, "sliced"),
+    ]
+    for geometry, with_bias, stats, slope, save_output, layout in cases:
+        config = CONV_GEOMETRIES[geometry]
+        x, weight, bias = _conv_tensors(m, config, layout)
+        c, pc = config[2], m.per_channel_dtype
+        running = (m.randn(c).to(pc) * 0.1, m.positive(c, dtype=pc)) if stats else (None, None)
+        args = (x, weight, bias if with_bias else None, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc), *running,
+                *config[6:], 0.1, 1e-5, slope, save_output)
+        samples.append(Sample(args, name=f"{geometry}-bias{with_bias}-stats{stats}-slope{slope}-save{save_output}"
+                                         f"{_layout_name(layout)}"))
+    return samples
+
+
+def conv_bn_leaky_relu_train_backward(dtype, device):
+    m, samples = _Maker(dtype, device, seed=7), []
+    for forward in conv_bn_leaky_relu_train(dtype, device):
+        x, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, slope, save_output = forward.args
+        out, conv_out, mean, invstd = ops.conv_bn_leaky_relu_train(x, weight, bias, bn_weight, bn_bias, None, None,
+                                                                   *geometry, 0.1, 1e-5, slope, save_output)
+        grad = torch.empty_like(out).copy_(m.randn(*out.shape))
+        saved = out if save_output else conv_out
+        samples.append(Sample((grad, saved, save_output, x, weight, bn_weight, bn_bias, mean, invstd, *geometry, slope),
+                              name=forward.name))
+    return samples
+
+
+def conv_bn_leaky_relu_eval(dtype, device):
+    m, samples = _Maker(dtype, device, seed=8), []
+    for geometry, slope, layout in (("3x3", 0.2, ""), ("strided-asymmetric-groups", -0.3, "input"),
+                                    ("dilated", 0.0, "weight"), ("3x3", -2.0, "sliced")):
+        config = CONV_GEOMETRIES[geometry]
+        x, weight, bias = _conv_tensors(m, config, layout)
+        samples.append(Sample((x, weight, bias, *config[6:], slope),
+                              name=f"{geometry}-slope{slope}{_layout_name(layout)}"))
+    x, weight, bias = _conv_tensors(m, CONV_GEOMETRIES["3x3"])
+    samples.append(Sample((x[:0], weight, bias, *CONV_GEOMETRIES["3x3"][6:], 0.2), name="empty"))
+    return samples
+
+
+def conv_bn_leaky_relu_eval_backward(dtype, device):
+    m, samples = _Maker(dtype, device, seed=9), []
+    for forward in conv_bn_leaky_relu_eval(dtype, device):
+        out = ops.conv_bn_leaky_relu_eval(*forward.args)
+        grad = torch.empty_like(out).copy_(m.randn(*out.shape))
+        samples.append(Sample((grad, *forward.args), name=forward.name))
+    return samples
+
+
+SAMPLES = {
+    "leaky_relu": leaky_relu, "leaky_relu_": leaky_relu, "leaky_relu_backward": leaky_relu_backward,
+    "rrelu": rrelu, "rrelu_": rrelu, "rrelu_backward": rrelu_backward,
+    "fused_bias_leaky_relu": fused_bias_leaky_relu, "fused_bias_leaky_relu_backward": fused_bias_leaky_relu_backward,
+    "conv_bn_leaky_relu_train": conv_bn_leaky_relu_train,
+    "conv_bn_leaky_relu_train_backward": conv_bn_leaky_relu_train_backward,
+    "conv_bn_leaky_relu_eval": conv_bn_leaky_relu_eval,
+    "conv_bn_leaky_relu_eval_backward": conv_bn_leaky_relu_eval_backward,
+}
+
+# floating arguments autograd does not differentiate through (besides the running statistics, which the train op
+# updates in place): the backward ops read `saved`, `mean` and `invstd` as the forward's results and recompute their
+# dependence on the input (ops/conv_bn_leaky_relu.py), and the elementwise backward ops' derivative in `saved` is 0
+NON_DIFFERENTIABLE = {
+    "leaky_relu_backward": {"saved"},
+    "rrelu_backward": {"saved"},
+    "fused_bias_leaky_relu_backward": {"saved"},
+    "conv_bn_leaky_relu_train_backward": {"saved", "mean", "invstd"},
+}
+
+
+# --- torch's own functions for the same calls ---------------------------------------------------------------------
+def _conv(x, weight, bias, stride, padding, dilation, groups):
+    top, bottom, left, right = padding
+    return F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, stride, 0, dilation, groups)
+
+
+def _train_composite(x, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation,
+                     groups, momentum, eps, slope, save_output):
+    conv = _conv(x, weight, bias, stride, padding, dilation, groups)
+    out = F.leaky_relu(F.batch_norm(conv, None, None, bn_weight, bn_bias, True, momentum, eps), slope)
+    var, mean = torch.var_mean(conv.float() if conv.dtype != torch.float64 else conv, (0, 2, 3), correction=0)
+    return out, conv, mean, (var + eps).rsqrt()
+
+
+def _train_backward_composite(grad, saved, saved_is_result, x, weight, bn_weight, bn_bias, mean, invstd, stride,
+                              padding, dilation, groups, slope):
+    leaves = [t.detach().requires_grad_() for t in (x, weight, bn_weight, bn_bias)]
+    bias = torch.zeros(weight.shape[0], dtype=weight.dtype, requires_grad=True)
+    conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups)
+    out = F.leaky_relu(F.batch_norm(conv, None, None, leaves[2], leaves[3], True, 0.1, 1e-5), slope)
+    grads = torch.autograd.grad(out, [*leaves[:2], bias, *leaves[2:]], grad)
+    return grads
+
+
+def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope):
+    leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
+    out = F.leaky_relu(_conv(*leaves, stride, padding, dilation, groups), slope)
+    return torch.autograd.grad(out, leaves, grad)
+
+
+def _fused_bias_composite(x, bias, slope, scale):
+    if bias is not None:
+        x = x + bias.view(1, -1, *[1] * (x.dim() - 2))
+    return F.leaky_relu(x, slope) * scale
+
+
+def _fused_bias_backward_composite(grad, saved, bias, slope, scale, saved_is_result):
+    x = saved.detach().requires_grad_()  # the layout of the input's gradient follows saved's (same layout as input)
+    leaves = [x] + ([bias.detach().requires_grad_()] if bias is not None else [])
+    grads = torch.autograd.grad(_fused_bias_composite(x, leaves[1] if bias is not None else None, slope, scale),
+                                leaves, grad)
+    return grads if bias is not None else (grads[0], None)
+
+
+COMPOSITES = {
+    "leaky_relu": F.leaky_relu,
+    "leaky_relu_backward": torch.ops.aten.leaky_relu_backward,
+    # torch's CPU rrelu has no float16 kernel: float32's result, cast (keeping its layout)
+    "rrelu": lambda x, seed, lower, upper: F.rrelu(x if x.dtype != torch.float16 else x.float(), lower, upper,
+                                                   training=True).to(x.dtype),
+    # elementwise in grad_output and saved as aten's own leaky_relu_backward
+    "rrelu_backward": lambda grad, saved, seed, lower, upper, saved_is_result: torch.ops.aten.leaky_relu_backward(
+        grad, saved, lower, saved_is_result and lower >= 0),
+    "fused_bias_leaky_relu": _fused_bias_composite,
+    "fused_bias_leaky_relu_backward": _fused_bias_backward_composite,
+    "conv_bn_leaky_relu_train": _train_composite,
+    "conv_bn_leaky_relu_train_backward": _train_backward_composite,
+    "conv_bn_leaky_relu_eval": lambda x, weight, bias, stride, padding, dilation, groups, slope: F.leaky_relu(
+        _conv(x, weight, bias, stride, padding, dilation, groups), slope),
+    "conv_bn_leaky_relu_eval_backward": _eval_backward_composite,
+}
+
+
+def ops_without_samples() -> set[str]:
+    return {op.name for op in op_table.TORCH_OPS} - set(SAMPLES)
