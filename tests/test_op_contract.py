@@ -182,9 +182,7 @@ def test_forward_ad_float64(name):
 
 
 # --- autocast ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xfail(
-    strict=True, reason="its reference kernel gets autocast's bfloat16 conv output in NumPy (TypeError)"))
-    if name == "conv_bn_leaky_relu_eval_backward" else name for name in OP_NAMES])
+@pytest.mark.parametrize("name", OP_NAMES)
 def test_autocast_gives_torchs_dtypes(name):
     """Under CPU autocast (bfloat16) each result has the dtype torch's own functions give for the same float32
     call (the values under autocast: the op files' autocast tests)."""
@@ -283,17 +281,6 @@ def test_autograd_saves_what_the_memory_design_says(name, index):
 
 
 # --- bad input --------------------------------------------------------------------------------------------------
-# (op, argument) whose wrong length/shape the op does not refuse by name today (they fail later in NumPy, or not at
-# all): kept visible as strict xfails until the op's check covers them
-UNCHECKED_SHAPES = {
-    ("conv_bn_leaky_relu_train", "bn_weight"), ("conv_bn_leaky_relu_train", "bn_bias"),
-    ("conv_bn_leaky_relu_train", "running_mean"), ("conv_bn_leaky_relu_train", "running_var"),
-    ("conv_bn_leaky_relu_train_backward", "grad_out"), ("conv_bn_leaky_relu_train_backward", "saved"),
-    ("conv_bn_leaky_relu_train_backward", "bn_weight"), ("conv_bn_leaky_relu_train_backward", "bn_bias"),
-    ("conv_bn_leaky_relu_train_backward", "mean"), ("conv_bn_leaky_relu_train_backward", "invstd"),
-    ("conv_bn_leaky_relu_eval_backward", "grad_out"),
-    ("conv_bn_leaky_relu_eval", "bias", "sim"),  # the emulator's bounds check catches it, not the op's
-}
 SHAPED_LIKE_ANOTHER = {"grad_output", "grad_out", "saved"}
 
 
@@ -314,11 +301,8 @@ def bad_calls():
                 cases.append(("shape", lambda t: t[..., :-1]))
             for how, make in cases:
                 for backend in op.backends:
-                    known_gap = how == "shape" and ((op.name, argument.name) in UNCHECKED_SHAPES
-                                                    or (op.name, argument.name, backend) in UNCHECKED_SHAPES)
-                    marks = [pytest.mark.xfail(strict=True, reason="not refused by name yet")] if known_gap else []
-                    if backend != "reference":  # one validation for every backend: the others in the full suite
-                        marks.append(slow)
+                    # one validation for every backend: the others in the full suite
+                    marks = [] if backend == "reference" else [slow]
                     params.append(pytest.param(op.name, i, make, backend, marks=marks,
                                                id=f"{op.name}-{argument.name}-{how}-{backend}"))
     return params

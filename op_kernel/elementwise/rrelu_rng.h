@@ -1,6 +1,6 @@
 // The RReLU counter-hash RNG of docs/rng.md on the vector unit: only 32-bit multiply-low (Muls on
 // int32), add, shifts and and/or/not (on uint16 halves: bitwise ops act per bit, and 910B's And/Or/Not
-// take 16-bit types), because 910B has no Philox. Bit-identical to python/ascend_acts/reference/rng.py.
+// take 16-bit types), because 910B has no Philox. Bit-identical to python/ascend_acts/ops/rrelu/rng.py.
 //
 // The hash's int32 Muls (and the Adds of the high index word) rely on results wrapping to their low 32
 // bits, which the AscendC docs state for Ascend 950 but not for 910B (A2): a hardware check

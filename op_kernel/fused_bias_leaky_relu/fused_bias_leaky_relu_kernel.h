@@ -6,7 +6,7 @@
 //             (pre > 0 read from saved = y, or pre = saved + bias[c] with saved = x)
 //
 // in float32 whatever the dtype (half types cast before, rounded once after, CAST_RINT): the order of
-// python/ascend_acts/reference/fused_bias_leaky_relu.py, so y and dx are bit-identical to it.
+// python/ascend_acts/ops/fused_bias_leaky_relu/reference.py, so y and dx are bit-identical to it.
 //
 // A core owns whole channels (FusedBiasChannelRange): it reads each of its biases once, per block of
 // `channelBlock` channels, and sums its channels' dx completely, so grad_bias needs no other core and no second

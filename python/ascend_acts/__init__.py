@@ -8,7 +8,7 @@ from .conversion import convert
 from .functional import fused_bias_leaky_relu, leaky_relu, rrelu
 from .ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["available_backends", "bias_act", "conv_bn_leaky_relu", "convert", "fused_bias_leaky_relu", "leaky_relu",
            "nn", "rrelu", "use_backend", "__version__"]

@@ -58,6 +58,10 @@ def backend_functions(name: str) -> BackendFunctions:
     return _BACKENDS[name]
 
 
+_AUTOCAST_KEYS = (torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
+                  | torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1))
+
+
 def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], Any]) -> Callable:
     """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name: `implementation()`
     returns an object with an attribute per functional op (a `BackendFunctions`, or the NPU extension's ops)."""
@@ -75,6 +79,12 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
         bump_skipped_version(target)
 
     def kernel(*args):
+        # the backend's torch ops (the platform convolution, the torch backend) are the op's own computation: an
+        # enclosing autocast must not re-cast them (ops without an autocast rule reach here with it still on)
+        with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEYS):
+            return run(args)
+
+    def run(args):
         backend = implementation()
         function = getattr(backend, op.functional, None)
         if function is None:  # tests/test_op_registration.py keeps backends and the op table in step

@@ -71,25 +71,53 @@ def check_dtypes(op: str, input: torch.Tensor, same_dtype: dict, channel_paramet
                             f"{input.dtype} input, got {t.dtype}")
 
 
+def check_shapes(op: str, weight: torch.Tensor, per_channel: dict, like_output: dict | None = None,
+                 out_shape=None) -> None:
+    """Per-channel tensors (conv bias, BatchNorm parameters and statistics) have shape (C_out,); gradients and kept
+    tensors the convolution output's. A RuntimeError naming the argument, as torch's batch_norm raises for a
+    running_mean of the wrong size (before any backend reads a wrong-sized buffer, or NumPy broadcasts one)."""
+    channels = (weight.shape[0],)
+    for name, t in per_channel.items():
+        if t is not None and tuple(t.shape) != channels:
+            raise RuntimeError(f"ascend_acts::{op}: '{name}' must have shape {channels} (the output channels), got "
+                               f"{tuple(t.shape)}")
+    for name, t in (like_output or {}).items():
+        # no input channels: torch's CPU convolution returns (N, 0, H', W') there, not (N, C_out, H', W'), and the
+        # ops follow it, so a gradient of either shape is the forward's
+        if 0 in t.shape and out_shape[0] == t.shape[0] and tuple(out_shape[2:]) == tuple(t.shape[2:]):
+            continue
+        if tuple(t.shape) != tuple(out_shape):
+            raise RuntimeError(f"ascend_acts::{op}: '{name}' must have the convolution output's shape "
+                               f"{tuple(out_shape)}, got {tuple(t.shape)}")
+
+
 def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *_):
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"ascend_acts::{TRAIN}: 'running_mean' and 'running_var' must both be given or both be None")
     statistics = {} if running_mean is None else {"running_mean": running_mean, "running_var": running_var}
     check_dtypes(TRAIN, input, {"weight": weight, "bias": bias},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
+    check_shapes(TRAIN, weight, {"bias": bias, "bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
 
 
-def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, *_):
+def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
+                          padding, dilation, *_):
     check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd})
+    check_shapes(TRAIN_BACKWARD, weight, {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd},
+                 {"grad_out": grad_out, "saved": saved}, output_shape(input.shape, weight.shape, stride, padding,
+                                                                      dilation))
 
 
 def _check_eval(input, weight, bias, *_):
     check_dtypes(EVAL, input, {"weight": weight, "bias": bias})
+    check_shapes(EVAL, weight, {"bias": bias})
 
 
-def _check_eval_backward(grad_out, input, weight, bias, *_):
+def _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, *_):
     check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias})
+    check_shapes(EVAL_BACKWARD, weight, {"bias": bias}, {"grad_out": grad_out},
+                 output_shape(input.shape, weight.shape, stride, padding, dilation))
 
 
 def _conv_layout(input_index: int, laid_out: tuple[int, ...]):
@@ -123,7 +151,8 @@ def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_v
 
 def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                          padding, dilation, groups, negative_slope):
-    _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd)
+    _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
+                          padding, dilation)
     layout = derivatives.memory_format(input, weight)
     return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout), weight.new_empty(weight.shape[0]),
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
@@ -136,7 +165,7 @@ def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_
 
 
 def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    _check_eval_backward(grad_out, input, weight, bias)
+    _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation)
     layout = derivatives.memory_format(input, weight)
     return _empty(input.shape, input, layout), _empty(weight.shape, weight, layout), torch.empty_like(bias)
 
