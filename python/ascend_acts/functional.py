@@ -1,5 +1,6 @@
-"""The public functions: drop-ins for torch.nn.functional.leaky_relu and rrelu, and StyleGAN2's fused bias +
-LeakyReLU (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu)."""
+"""The public functions: drop-ins for torch.nn.functional.leaky_relu and rrelu, StyleGAN2's fused bias + LeakyReLU
+(rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu) and the fused Conv2d + BatchNorm2d + LeakyReLU.
+`ascend_acts` exports every name of `__all__`: a new op's public function is added here only."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import torch
 
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
 from .ops import _validation as check
+from .ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu
 from .ops.fused_bias_leaky_relu.semantics import autocast_casts_bias
+
+__all__ = ["conv_bn_leaky_relu", "fused_bias_leaky_relu", "leaky_relu", "rrelu"]
 
 ops = torch.ops.ascend_acts
 
