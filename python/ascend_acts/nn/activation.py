@@ -7,6 +7,8 @@ import torch
 
 from .. import functional as F
 
+__all__ = ["FusedLeakyReLU", "LeakyReLU", "RReLU"]
+
 
 class LeakyReLU(torch.nn.LeakyReLU):
     def forward(self, input: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,8 @@ from .. import functional
 from .fusion import conv_bn_leaky_relu_modules, fused_device, no_global_hooks, plain_conv_bn, readable_numbers
 from .sync_batch_norm import SyncBatchNorm
 
+__all__ = ["ConvBNLeakyReLU2d"]
+
 
 class ConvBNLeakyReLU2d(nn.Module):
     """Behaves like nn.Sequential(conv, bn, nn.LeakyReLU(negative_slope)) in train and eval.

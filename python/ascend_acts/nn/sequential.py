@@ -21,6 +21,8 @@ from .fusion import (
     readable_numbers,
 )
 
+__all__ = ["Sequential"]
+
 
 class Sequential(nn.Sequential):
     def forward(self, input):

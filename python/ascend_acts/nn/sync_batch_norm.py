@@ -22,6 +22,8 @@ from ..sync_batch_norm import sync_batch_norm, synchronising_group
 # statistics were updated, so the batch stays counted (as in torch)
 RECOMPUTATION_STOPPED = getattr(_checkpoint, "_StopRecomputationError", ())
 
+__all__ = ["SyncBatchNorm"]
+
 
 class SyncBatchNorm(_BatchNorm):
     """Like torch.nn.SyncBatchNorm: in training, with torch.distributed initialised and more than one process
