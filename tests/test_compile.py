@@ -1,6 +1,7 @@
 """Models and functions with our ops under torch.compile(fullgraph=True), aot_eager and inductor, against eager; fake
 tensors on the meta device. (Each op alone under opcheck and compile: tests/test_op_contract.py.)"""
 
+import numpy as np
 import pytest
 import torch
 
@@ -103,3 +104,21 @@ def test_compile_inplace_rrelu_negative_lower_matches_eager(compiler):
     torch.testing.assert_close(g, g_eager, rtol=0, atol=0)
 
 
+
+
+_NUMPY_SCALAR_CALLS = {
+    "bias_act gain": lambda x, b: ascend_acts.bias_act(x, b, act="lrelu", gain=np.sqrt(0.5)),  # NVlabs' skip layers
+    "bias_act clamp": lambda x, b: ascend_acts.bias_act(x, b, act="lrelu", clamp=np.float32(256)),
+    "fused_bias_leaky_relu scale": lambda x, b: ascend_acts.fused_bias_leaky_relu(x, b, scale=np.sqrt(2.0)),
+    "leaky_relu slope": lambda x, b: ascend_acts.leaky_relu(x, np.float64(0.2)),
+    "rrelu bounds": lambda x, b: ascend_acts.rrelu(x, np.float64(0.1), np.float64(0.3)),
+}
+
+
+@pytest.mark.parametrize("name", _NUMPY_SCALAR_CALLS)
+def test_numpy_scalar_arguments_compile_as_in_eager(name):
+    """dynamo hands a NumPy scalar to our argument checks as a 0-d array; eager takes the scalar, so must compile."""
+    torch._dynamo.reset()
+    call = _NUMPY_SCALAR_CALLS[name]
+    x, b = torch.randn(2, 8, 4, 4), torch.randn(8)
+    assert torch.equal(torch.compile(call, fullgraph=True)(x, b), call(x, b))

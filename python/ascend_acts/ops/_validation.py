@@ -37,6 +37,8 @@ def check_number(fn: str, name: str, value, input: torch.Tensor | None = None) -
         value = value.item()
     if isinstance(value, np.bool_):
         value = bool(value)
+    if torch.compiler.is_compiling() and isinstance(value, np.ndarray) and value.ndim == 0:
+        value = float(value)  # a NumPy scalar (NVlabs' gain=np.sqrt(0.5)) is a 0-d array to dynamo
     if isinstance(value, int) and not -(2**63) <= value < 2**64:  # torch's Scalar holds an int64 or a uint64
         raise OverflowError(f"{fn}(): argument '{name}' {value}: int too big to convert")
     if not isinstance(value, numbers.Number):
