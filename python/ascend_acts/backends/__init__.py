@@ -29,7 +29,7 @@ import importlib
 import os
 
 # name -> the module of each op's folder that holds the backend's functions: ascend_acts.ops.<folder>.<module>
-OP_MODULE = {"reference": "reference", "sim": "sim", "torch": "torch_ops"}
+OP_MODULE = {"reference": "reference", "sim": "kernels", "torch": "torch_ops"}
 # what a backend needs beyond the ops' folders: a module with `unavailable_reason() -> str | None`
 _REQUIRES = {"sim": "ascend_acts.backends.sim"}
 _ENV_VAR = "ASCEND_ACTS_BACKEND"
