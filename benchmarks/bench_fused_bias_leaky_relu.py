@@ -277,8 +277,8 @@ def main(argv=None) -> None:
         ".contiguous() before the kernel; its autograd Function has no backward): "
         + bias_common.describe(BROADCAST_STEPS["forward"]),
         "traffic, ours: bytes in and out of GM counted by the emulator over every launch of "
-        "ascend_acts.ops.fused_bias_leaky_relu.kernels.fused_bias_leaky_relu and ..._backward(dy, y, bias, 0.2, sqrt(2), "
-        "saved_is_result=True)" + ("; per buffer: " + " | ".join(ours_details) if ours_details else ""),
+        "ascend_acts.ops.fused_bias_leaky_relu.kernels.fused_bias_leaky_relu and ..._backward(dy, y, bias, 0.2, "
+        "sqrt(2), saved_is_result=True)" + ("; per buffer: " + " | ".join(ours_details) if ours_details else ""),
         f"modelled 910B us = GM bytes / {bias_common.HBM_BYTES_PER_S / 1e12:.1f} TB/s (commonly quoted 910B HBM "
         "bandwidth, +-30%), assuming memory-bound elementwise work; launch overhead, vector compute and caches not "
         "modelled: a floor, not a prediction",

@@ -51,7 +51,8 @@ def check(source: str) -> None:
             if t.name not in written:  # read: prepared for the device (contiguous, aligned)
                 assert re.search(rf"\b{t.name}_in = Prepared(Optional)?\({t.name}, ", body), (kernel.base, t.name)
         for name in written:  # written: the caller's tensor, checked, never a copy
-            assert f'CheckWritable({name}, ' in body and f"{name}_acl = AsAclShaped({name})" in body, (kernel.base, name)
+            assert f"CheckWritable({name}, " in body, (kernel.base, name)
+            assert f"{name}_acl = AsAclShaped({name})" in body, (kernel.base, name)
         if kernel.base == "batch_norm_leaky_relu":  # the kernel updates the running statistics, as the schema says
             assert attrs == ["negative_slope", "eps", "momentum", "update_running_stats"], kernel.base
 

@@ -1,6 +1,7 @@
 """The NPU fallback (the "torch" backend: torch ops only) agrees bit for bit with the NumPy reference, on the CPU;
 the fallback warns once (saying why), or refuses in strict mode; the op layer's NPU kernels run our kernels' launch
-sequence (through the extension's private ops) or the fallback as backends/npu.py finds them. Tests that need an NPU are marked `npu`."""
+sequence (through the extension's private ops) or the fallback as backends/npu.py finds them. Tests that need an
+NPU are marked `npu`."""
 
 import json
 import os

@@ -83,10 +83,10 @@ def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
     import torch
 
     from ascend_acts.backends import sim
-    from ascend_acts.ops.leaky_relu import reference as leaky_relu_oracle
     from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
-    from ascend_acts.ops.rrelu import reference as rrelu_oracle
+    from ascend_acts.ops.leaky_relu import reference as leaky_relu_oracle
     from ascend_acts.ops.rrelu import kernels as rrelu_sim
+    from ascend_acts.ops.rrelu import reference as rrelu_oracle
 
     def tensor(a):  # shares a's memory; bfloat16 through its bits
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == ml_dtypes.bfloat16 else \
@@ -133,8 +133,8 @@ def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_pie
     import torch
 
     from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
-    from ascend_acts.ops.rrelu import reference as rrelu_oracle
     from ascend_acts.ops.rrelu import kernels as rrelu_sim
+    from ascend_acts.ops.rrelu import reference as rrelu_oracle
 
     monkeypatch.setattr(leaky_relu_sim, "LAUNCH_BYTES", 4096)  # the elementwise family's
     buffer = -torch.arange(1, 5002, dtype=torch.float32)

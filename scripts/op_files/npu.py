@@ -251,10 +251,11 @@ def kernel_function(table, kernel) -> list[str]:
 def registrations(table) -> str:
     namespace = table.NPU_NAMESPACE
     lines = [f"// {table.GENERATED_MARK}",
-             f"// Included at the end of npu_ops.cpp (its helpers): the private op {namespace}::<base> of every AscendC",
-             "// kernel of the op table (schema: op_table.Kernel.npu_schema) and its PrivateUse1 kernel, one aclnn",
-             "// launch with the inputs, attributes and outputs in the OpDef's order. The op layer's launch sequence",
-             "// (python/ascend_acts/ops/<op>/kernels.py, through backends/launch.py) allocates the outputs and calls it.",
+             f"// Included at the end of npu_ops.cpp (its helpers): the private op {namespace}::<base> of every",
+             "// AscendC kernel of the op table (schema: op_table.Kernel.npu_schema) and its PrivateUse1 kernel, one",
+             "// aclnn launch with the inputs, attributes and outputs in the OpDef's order. The op layer's launch",
+             "// sequence (python/ascend_acts/ops/<op>/kernels.py, through backends/launch.py) allocates the outputs",
+             "// and calls it.",
              "namespace {"]
     for kernel in table.KERNELS:
         lines += kernel_function(table, kernel)

@@ -19,7 +19,6 @@ from ..op_table import NPU_NAMESPACE, Attr
 from ..op_table import kernel as table_kernel
 from .sim import emulator
 
-
 # the device type whose tensors the emulator runs; every other one launches through the op package (a test drives
 # that branch without an NPU by setting this to None: tests/npu_stand_in.py)
 EMULATED_DEVICE_TYPE: str | None = "cpu"

@@ -4,7 +4,8 @@ op's name under the backend protocol (`ascend_acts.backends`).
 The CPU kernel runs the selected CPU backend; the NPU (PrivateUse1) kernel runs the "sim" backend's functions, the
 launch sequence of our AscendC kernels (`ascend_acts.ops.<op>.kernels`: on NPU tensors they launch through the
 torch_npu extension's private ops, `backends.launch`) or, without the extension, the "torch" backend on the device
-behind the warning (or strict-mode error) of `backends.npu.check_fallback_allowed`. In-place ops `X_` run `X(..., out=self)`.
+behind the warning (or strict-mode error) of `backends.npu.check_fallback_allowed`. In-place ops `X_` run
+`X(..., out=self)`.
 A CPU backend's functions are found in the ops' folders by name (`BackendFunctions`).
 """
 

@@ -3,8 +3,8 @@ the emulator for CPU tensors (the "sim" backend's functions), through the op pac
 sequence for both (`backends.launch`): y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1,
 and its backward with the per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
 
-On the emulator large tensors run in pieces of whole channels: the emulator records, per output byte, which block wrote it (2 bytes
-each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous
+On the emulator large tensors run in pieces of whole channels: it records, per output byte, which block wrote it
+(2 bytes each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous
 copies of its channels. A channel belongs to one piece, so each grad_bias entry is still one kernel's complete
 float32 sum and every bias is read once over all pieces; results equal one launch's (y and dx bit for bit).
 `last_launch()` has the last piece's counters.
