@@ -153,6 +153,12 @@ def test_the_cpp_chooses_nothing():
     assert "getenv" not in SOURCE + REGISTRATIONS
 
 
+def test_the_hand_written_file_names_no_kernel():
+    """A new kernel edits no C++ here: npu_ops.cpp holds the shared helpers only."""
+    for kernel in op_table.KERNELS:
+        assert kernel.op_type not in SOURCE and f'"{kernel.base}"' not in SOURCE, kernel.base
+
+
 def test_the_file_says_it_was_never_linked_or_run():
     assert "COMPILED, NEVER LINKED OR RUN" in (CSRC / "npu_ops.cpp").read_text().split("#include")[0]
 

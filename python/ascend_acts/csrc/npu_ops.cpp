@@ -56,8 +56,8 @@ void RunAclnn(const char* api, const at::Tensor& on_device, GetWorkspaceSize get
     CheckAclnn(run(workspace_ptr, workspace_size, executor, c10_npu::getCurrentNPUStream().stream()), api);
 }
 
-// ACTS_ACLNN(ActsLeakyRelu, t, args...) calls aclnnActsLeakyReluGetWorkspaceSize(args..., &size, &executor),
-// then aclnnActsLeakyRelu, with the workspace allocated on t's device.
+// ACTS_ACLNN(ActsFoo, t, args...) calls aclnnActsFooGetWorkspaceSize(args..., &size, &executor),
+// then aclnnActsFoo, with the workspace allocated on t's device.
 #define ACTS_ACLNN(op, on_device, ...)                                                 \
     RunAclnn(                                                                          \
         "aclnn" #op, on_device,                                                        \
