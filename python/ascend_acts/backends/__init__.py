@@ -2,7 +2,8 @@
 
 "reference" (the NumPy float64 oracle, the default) and "torch" (torch ops; also the NPU fallback) are always
 there; "sim" runs the AscendC kernels of op_kernel/ through our emulator (`backends.sim`) when its library is
-built. `ascend_acts.op_table` says which ops each implements and for which dtypes (BACKEND_DTYPES).
+built: the ops' `kernels` modules, the launch sequence NPU tensors run too (`backends.launch`).
+`ascend_acts.op_table` says which ops each implements and for which dtypes (BACKEND_DTYPES).
 
 The protocol (tensors in, tensors out): for each functional op of the table it implements, a backend has a
 function named as the op in the op's folder, `ascend_acts.ops.<TorchOp.folder>.<OP_MODULE[backend]>`, taking the
