@@ -172,3 +172,9 @@ def test_a_launch_names_every_tensor_and_attribute_of_its_kernel():
         launcher.launch("leaky_relu", {"x": x}, {"negative_slope": 0.2}, lambda: None)
     with pytest.raises(ValueError, match="the attributes"):
         launcher.launch("leaky_relu", {"x": x, "y": torch.empty(4)}, {"slope": 0.2}, lambda: None)
+
+
+def test_float64_is_refused_before_any_launch_with_the_devices_message(npu):
+    with pytest.raises(TypeError, match="the NPU kernels take float32, float16 or bfloat16 tensors, got torch.float64"):
+        sim.leaky_relu(torch.randn(4, dtype=torch.float64), 0.2)
+    assert npu == []

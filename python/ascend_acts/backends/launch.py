@@ -30,6 +30,14 @@ def on_emulator(tensor: torch.Tensor) -> bool:
     return tensor.device.type == EMULATED_DEVICE_TYPE
 
 
+def check_dtype(tensor: torch.Tensor) -> None:
+    """The kernels' data types (float32, float16, bfloat16), said for the device that runs them: TypeError."""
+    if on_emulator(tensor):
+        emulator.check_dtype(tensor)
+    elif tensor.dtype not in emulator.FLOAT_DTYPES:
+        raise TypeError(f"ascend_acts: the NPU kernels take float32, float16 or bfloat16 tensors, got {tensor.dtype}")
+
+
 def launch(kernel: str, buffers: Mapping[str, torch.Tensor | None], attrs: Mapping[str, Any],
            tiling: Callable[[], Any]):
     """Launches op-table kernel `kernel` (its base name) over `buffers` (every input and output by name; an absent

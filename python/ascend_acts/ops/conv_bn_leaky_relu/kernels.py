@@ -24,7 +24,7 @@ import os
 
 import torch
 
-from ...backends.launch import launch, on_emulator
+from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
 from ..leaky_relu import kernels as elementwise
 from . import reference
@@ -96,7 +96,7 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
     """y = leaky_relu(batch_norm(x) * weight + bias) over N, C, spatial `x`, with the batch mean and
     1 / sqrt(var + eps) per channel: (y, save_mean, save_invstd). The running statistics (float32, or both
     None) are updated in place as torch does (momentum, unbiased variance)."""
-    emulator.check_dtype(x)
+    check_dtype(x)
     _check_statistics(weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
     c = x.shape[1]
     update = running_mean is not None
@@ -120,7 +120,7 @@ def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope:
     (dx, grad_weight, grad_bias)."""
     if not negative_slope > 0:
         raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got {negative_slope}")
-    emulator.check_dtype(dy)
+    check_dtype(dy)
     _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd)
     if not bool((weight != 0).all()):
         raise ValueError("weight: the output-based backward divides by weight (gamma); a zero entry needs the conv "
@@ -137,7 +137,7 @@ def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope:
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output):
-    emulator.check_dtype(input)
+    check_dtype(input)
     y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
     # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
     # dtype) once it has run
@@ -156,7 +156,7 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope):
-    emulator.check_dtype(input)
+    check_dtype(input)
     if not saved_is_result and not on_emulator(input):  # no kernel for the BN part: the torch backend's maths
         return platform.conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                           bn_bias, mean, invstd, stride, padding, dilation, groups,
@@ -211,7 +211,7 @@ def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
     """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
     `bias` is float32; x and weight share one dtype."""
-    emulator.check_dtype(x)
+    check_dtype(x)
     if weight.dtype != x.dtype:
         raise TypeError(f"weight must have the input's dtype {x.dtype}, got {weight.dtype}")
     if bias.dtype != torch.float32 or not bias.is_contiguous():
@@ -250,7 +250,7 @@ def eval_path(input, weight, stride, padding, dilation, groups) -> str:
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    emulator.check_dtype(input)
+    check_dtype(input)
     path = eval_path(input, weight, stride, padding, dilation, groups)
     if path == "reference":
         return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope)

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ...backends.launch import launch, on_emulator
+from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
 
 LAUNCH_BYTES = 1 << 26
@@ -40,7 +40,7 @@ def _ncs(shape) -> tuple[int, int, int]:
 
 
 def _check_input(name: str, t: torch.Tensor) -> None:
-    emulator.check_dtype(t)
+    check_dtype(t)
     if t.dim() < 2:
         raise ValueError(f"{name}: expected a tensor of rank >= 2 with channels in dimension 1, got shape "
                          f"{tuple(t.shape)}")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ...backends.launch import launch, on_emulator
+from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
 from ...op_table import kernel as table_kernel
 
@@ -49,7 +49,7 @@ def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...],
     attributes `attrs`, into `out` (a new tensor when None); on the emulator in pieces of at most LAUNCH_BYTES,
     tiled with `tiling_attrs` (the host tiling's arguments, `attrs` when None)."""
     data = inputs[0]
-    emulator.check_dtype(data)
+    check_dtype(data)
     spec = table_kernel(kernel)
     if index_base and not on_emulator(data):
         raise ValueError("index_base: an NPU launches the whole tensor from flat index 0")
