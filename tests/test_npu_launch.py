@@ -178,3 +178,13 @@ def test_float64_is_refused_before_any_launch_with_the_devices_message(npu):
     with pytest.raises(TypeError, match="the NPU kernels take float32, float16 or bfloat16 tensors, got torch.float64"):
         sim.leaky_relu(torch.randn(4, dtype=torch.float64), 0.2)
     assert npu == []
+
+
+def test_an_empty_training_batch_is_refused_on_both_branches(npu, monkeypatch):
+    x = torch.randn(0, 3, 4, 5)
+    with pytest.raises(ValueError, match="training needs at least one value per channel"):
+        conv_bn.batch_norm_leaky_relu(x, torch.ones(3), torch.zeros(3), None, None, 0.2, 1e-5, 0.1)
+    assert npu == []
+    monkeypatch.setattr(launcher, "EMULATED_DEVICE_TYPE", "cpu")
+    with pytest.raises(ValueError, match="no tiling for batch_norm_leaky_relu"):
+        conv_bn.batch_norm_leaky_relu(x, torch.ones(3), torch.zeros(3), None, None, 0.2, 1e-5, 0.1)

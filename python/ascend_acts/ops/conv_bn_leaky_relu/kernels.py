@@ -99,6 +99,10 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
     check_dtype(x)
     _check_statistics(weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
     c = x.shape[1]
+    if x.numel() == 0 and not on_emulator(x):  # the emulator's host tiling refuses it (ValueError); the private op
+        # would launch nothing and leave the statistics unwritten
+        raise ValueError(f"batch_norm_leaky_relu: training needs at least one value per channel, got shape "
+                         f"{tuple(x.shape)}")
     update = running_mean is not None
     attrs = {"negative_slope": negative_slope, "eps": eps, "momentum": momentum, "update_running_stats": update}
     if update or on_emulator(x):
