@@ -151,7 +151,7 @@ BROADCAST_STEPS = {
 def measure_ours_traffic(shape: tuple[int, ...]) -> dict[str, tuple[int, int, str]]:
     """{phase: (GM bytes, launches, per-buffer detail)} of our kernels on the emulator. The backward runs from
     the forward's output (saved_is_result=True), which is what the op keeps for slope >= 0 and scale > 0."""
-    from ascend_acts.ops.fused_bias_leaky_relu import sim as fused_bias_sim
+    from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias_sim
 
     inputs = make_inputs(shape)
     with recorded_launches() as forward_launches:
@@ -277,8 +277,8 @@ def main(argv=None) -> None:
         ".contiguous() before the kernel; its autograd Function has no backward): "
         + bias_common.describe(BROADCAST_STEPS["forward"]),
         "traffic, ours: bytes in and out of GM counted by the emulator over every launch of "
-        "ascend_acts.ops.fused_bias_leaky_relu.sim.fused_bias_leaky_relu and ..._backward(dy, y, bias, 0.2, sqrt(2), "
-        "saved_is_result=True)" + ("; per buffer: " + " | ".join(ours_details) if ours_details else ""),
+        "ascend_acts.ops.fused_bias_leaky_relu.kernels.fused_bias_leaky_relu and ..._backward(dy, y, bias, 0.2, "
+        "sqrt(2), saved_is_result=True)" + ("; per buffer: " + " | ".join(ours_details) if ours_details else ""),
         f"modelled 910B us = GM bytes / {bias_common.HBM_BYTES_PER_S / 1e12:.1f} TB/s (commonly quoted 910B HBM "
         "bandwidth, +-30%), assuming memory-bound elementwise work; launch overhead, vector compute and caches not "
         "modelled: a floor, not a prediction",

@@ -128,10 +128,10 @@ RRELU_SOURCE = ("hicann/ops-nn activation/leaky_relu/op_api/aclnn_rrelu_with_noi
 def kernel_cases(quick: bool):
     """(kernel, case label, run) for every kernel of the op table but the eval convolution (its own section)."""
     from ascend_acts.backends import sim
-    from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
-    from ascend_acts.ops.fused_bias_leaky_relu import sim as fused_bias_sim
-    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
-    from ascend_acts.ops.rrelu import sim as rrelu_sim
+    from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn_sim
+    from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias_sim
+    from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
+    from ascend_acts.ops.rrelu import kernels as rrelu_sim
 
     dcgan = (2, 16, 8, 8) if quick else (64, 128, 16, 16)     # a DCGAN discriminator activation
     stylegan = (2, 32, 8, 8) if quick else (16, 512, 16, 16)  # a StyleGAN2 block at 16 x 16
@@ -228,7 +228,7 @@ def bias_act_cases(shapes):
     LeakyReluBackward, and ReduceSum for the bias gradient (linear without gain: the clamp's gradient, then
     ReduceSum). Each op at its ideal, as the CANN-way rows above."""
     from ascend_acts.backends import sim
-    from ascend_acts.ops.fused_bias_leaky_relu import sim as fused_bias_sim
+    from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias_sim
 
     cases = []
     for act, shape, clamp in shapes:
@@ -283,8 +283,8 @@ QUICK_LAYERS = [("tiny 8->16 @16", 8, 16, 16), ("small 16->32 @8", 16, 8, 32)]
 
 def conv_cases(quick: bool, batch: int):
     from ascend_acts.backends import sim
-    from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
-    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+    from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn_sim
+    from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
 
     cases = []
     for name, cin, size, cout in QUICK_LAYERS if quick else LAYERS:

@@ -61,7 +61,7 @@ def test_the_per_kernel_files_are_listed():
             "op_host/<family>/<family>_op_host.h", "op_host/<family>/<family>_emulator.h",
             "python/ascend_acts/op_table.py", "python/ascend_acts/ops/<op>/semantics.py",
             "python/ascend_acts/ops/<op>/reference.py", "python/ascend_acts/ops/<op>/torch_ops.py",
-            "python/ascend_acts/ops/<op>/sim.py"} <= paths
+            "python/ascend_acts/ops/<op>/kernels.py"} <= paths
 
 
 def test_every_op_folder_is_the_folder_of_an_op_of_the_table():

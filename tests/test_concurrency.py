@@ -243,7 +243,7 @@ def test_sim_launch_settings_and_last_launch_belong_to_the_calling_thread():
     all 48 and sees its own launch in last_launch(), and A still sees its own afterwards."""
     require("sim")
     from ascend_acts.backends import sim
-    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+    from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
 
     x = torch.linspace(-1, 1, 4096)
     a_launched, b_launched = threading.Event(), threading.Event()

@@ -230,7 +230,7 @@ def test_sim_eval_runs_a_layer_the_kernel_cannot_tile_on_the_reference():
     tiling, so "sim" runs the reference for it (as for groups > 1) instead of raising; the result is torch's."""
     if ascend_acts.backends.unavailable_reason("sim") is not None:
         pytest.skip("sim backend not built")
-    from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
+    from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn_sim
 
     assert not conv_bn_sim.conv_bn_leaky_relu_eval_has_tiling((1, 3, 2, 2100), (8, 3, 1, 1), (1, 1), (0, 0, 0, 0),
                                                               (1, 1), 4)

@@ -1,13 +1,13 @@
 """The torch_npu extension (python/ascend_acts/csrc/): compiled (syntax only) against the headers of the torch-npu
 wheel released for the installed torch, our aclnn declarations compiled together with CANN 8.1's (when an extracted
-toolkit is here), and what of it is hand-written checked against the op table. The private ops' schemas and
-registrations, each kernel function's declaration from its schema and the aclnn declarations are generated from the
-table (scripts/generate_op_files.py; tests/test_generated_files.py checks they are current), so the compile rejects
-a kernel whose signature differs from its schema. Checked here: the private ops are the functional ops with the
-public schemas; each kernel calls the aclnn op of the table kernel its torch op runs on the NPU, with the inputs,
-the attributes and the outputs in the declared order (for the elementwise ops: the attributes are the schema's float
-arguments and the one output is `out`); and the kernels raise only the device's own errors, the op layer having
-validated the call. Linking and running it needs CANN and an NPU (docs/npu.md)."""
+toolkit is here), and its generated private ops checked against the op table. npu_ops.cpp holds only the shared
+helpers; every private op ascend_acts_npu::<kernel> (schema, registration, kernel function) and the aclnn
+declarations are generated from the table (scripts/generate_op_files.py; tests/test_generated_files.py checks they
+are current). Checked here: one private op per table kernel with the table's schema (inputs, attributes, outputs
+as mutable arguments), a kernel function whose C++ signature is the schema's, that prepares every input, checks
+every tensor it writes and calls the kernel's aclnn op with the inputs, the attributes and the outputs in the
+declared order; and the kernels raise only the device's own errors, the op layer having validated the call.
+Linking and running it needs CANN and an NPU (docs/npu.md)."""
 
 import re
 import subprocess
@@ -23,93 +23,114 @@ from real_toolchain import cann_toolkit, torch_npu_headers
 
 ROOT = Path(__file__).resolve().parents[1]
 CSRC = ROOT / "python/ascend_acts/csrc"
-SOURCE = (CSRC / "npu_ops.cpp").read_text()  # the hand-written kernels
-REGISTRATIONS = (CSRC / "npu_registrations.inc").read_text()
-FUNCTIONAL_OPS = [op for op in op_table.TORCH_OPS if not op.inplace]  # the op layer runs `X_` as X(..., out=self)
+SOURCE = (CSRC / "npu_ops.cpp").read_text()  # the hand-written helpers
+REGISTRATIONS = (CSRC / "npu_registrations.inc").read_text()  # the generated private ops
 
 
-def schema(op) -> torch.FunctionSchema:
-    return torch._C.parse_schema(op.qualified_name + op.schema)
+def functions(source: str) -> dict[str, tuple[str, str]]:
+    """name -> (parameters, body) of every `void Name(...) {...}` at the start of a line."""
+    return {name: (params, body) for name, params, body in re.findall(
+        r"^void (\w+)\(([^)]*)\) \{\n(.*?)^\}", source, re.S | re.M)}
 
 
 def check(source: str) -> None:
-    """Raises AssertionError where the extension's kernels disagree with the op table."""
-    bodies = {name: body for name, body in re.findall(
-        r"^(?:at::Tensor|void|std::tuple<[^>]*>) (\w+)\([^)]*\) \{\n(.*?)^\}", source, re.S | re.M)}
-    for op in FUNCTIONAL_OPS:
-        assert op.npu_function in bodies, f"{op.name}: no kernel {op.npu_function} in npu_ops.cpp"
-        body = bodies[op.npu_function]
+    """Raises AssertionError where the extension's kernel functions disagree with the op table."""
+    bodies = functions(source)
+    for kernel in op_table.KERNELS:
+        assert kernel.op_type in bodies, f"{kernel.base}: no kernel function {kernel.op_type}"
+        _, body = bodies[kernel.op_type]
         calls = re.findall(r"ACTS_ACLNN\((\w+), (\w+), ([^;]*)\);", body)
-        kernels = [op_table.kernel(base) for base in op.npu_kernels]
-        assert [op_type for op_type, _, _ in calls] == [k.op_type for k in kernels], op.name
-        for (_, _, args), kernel in zip(calls, kernels):
-            args = [a.strip() for a in args.split(",")]
-            tensors = [a for a in args if a.endswith("_acl.get()")]
-            attrs = [a for a in args if not a.endswith("_acl.get()")]
-            inputs = len(kernel.inputs)
-            outputs = len([t for t in kernel.outputs if t.name not in kernel.inplace])
-            assert len(tensors) == inputs + outputs and len(attrs) == len(kernel.attrs), op.name
-            assert args == tensors[:inputs] + attrs + tensors[inputs:], op.name  # inputs, attributes, outputs
-            if kernel.family == "elementwise":  # the attributes are the schema's float arguments, one output
-                assert tensors[-1] == "out_acl.get()", op.name
-                floats = [a.name for a in schema(op).arguments if a.type.kind() == "FloatType"]
-                assert attrs == floats == [a.name for a in kernel.attrs], op.name
-            if kernel.family == "fused_bias_leaky_relu":  # the attributes by name, the optional bias in its place
-                assert attrs == [a.name for a in kernel.attrs] and tensors[2 if kernel.outputs[1:] else 1] == \
-                    "bias_acl.get()", op.name
-            if op.name == "conv_bn_leaky_relu_train":  # the kernel updates the running statistics, as the schema says
-                assert attrs == ["negative_slope", "eps", "momentum", "update"], op.name
+        assert [op_type for op_type, _, _ in calls] == [kernel.op_type], kernel.base
+        args = [a.strip() for a in calls[0][2].split(",")]
+        written = {t.name for t in kernel.outputs}
+        inputs = [f"{t.name}_acl.get()" for t in kernel.inputs]
+        attrs = [f"{a.name}_acl.get()" if a.type == "list_int" else a.name for a in kernel.attrs]
+        outputs = [f"{t.name}_acl.get()" for t in kernel.outputs if t.name not in kernel.inplace]
+        assert args == inputs + attrs + outputs, kernel.base  # inputs, attributes, outputs, as the OpDef
+        for t in kernel.inputs:
+            if t.name not in written:  # read: prepared for the device (contiguous, aligned)
+                assert re.search(rf"\b{t.name}_in = Prepared(Optional)?\({t.name}, ", body), (kernel.base, t.name)
+        for name in written:  # written: the caller's tensor, checked, never a copy
+            assert f"CheckWritable({name}, " in body, (kernel.base, name)
+            assert f"{name}_acl = AsAclShaped({name})" in body, (kernel.base, name)
+        if kernel.base == "batch_norm_leaky_relu":  # the kernel updates the running statistics, as the schema says
+            assert attrs == ["negative_slope", "eps", "momentum", "update_running_stats"], kernel.base
 
 
 def test_extension_matches_the_op_table():
-    check(SOURCE)
+    check(REGISTRATIONS)
 
 
 MUTATIONS = {
-    "attributes swapped in a call": ("ACTS_ACLNN(ActsRrelu, x, x_acl.get(), seed_acl.get(), lower, upper,",
-                                     "ACTS_ACLNN(ActsRrelu, x, x_acl.get(), seed_acl.get(), upper, lower,"),
-    "an input missing in a call": ("ACTS_ACLNN(ActsRreluGrad, saved, dy_acl.get(), saved_acl.get(), seed_acl.get(),",
-                                   "ACTS_ACLNN(ActsRreluGrad, saved, dy_acl.get(), saved_acl.get(),"),
+    "attributes swapped in a call": ("seed_acl.get(), lower, upper, y_acl.get()",
+                                     "seed_acl.get(), upper, lower, y_acl.get()"),
+    "an input missing in a call": ("ACTS_ACLNN(ActsRreluGrad, dy, dy_acl.get(), saved_acl.get(), seed_acl.get(),",
+                                   "ACTS_ACLNN(ActsRreluGrad, dy, dy_acl.get(), saved_acl.get(),"),
     "the wrong aclnn op": ("ACTS_ACLNN(ActsLeakyRelu, x,", "ACTS_ACLNN(ActsLeakyReluGrad, x,"),
-    "a fused kernel calls the wrong aclnn op": ("ACTS_ACLNN(ActsBatchNormLeakyReluGrad, y,",
-                                                "ACTS_ACLNN(ActsBatchNormLeakyRelu, y,"),
-    "an attribute missing in a fused call": ("dilations.get(), negative_slope, out_acl.get());",
-                                             "dilations.get(), out_acl.get());"),
-    "running statistics not updated by the training kernel": ("negative_slope, eps, momentum, update, out_acl.get()",
-                                                               "negative_slope, eps, 0.0, false, out_acl.get()"),
-    "fused bias attributes swapped": ("bias_acl.get(), negative_slope, scale, out_acl.get());",
-                                      "bias_acl.get(), scale, negative_slope, out_acl.get());"),
+    "an attribute missing in a list-attribute call": ("dilations_acl.get(), negative_slope, y_acl.get());",
+                                                      "dilations_acl.get(), y_acl.get());"),
+    "running statistics not updated by the training kernel": ("momentum, update_running_stats, y_acl.get()",
+                                                               "momentum, false, y_acl.get()"),
     "the optional bias left out of the fused gradient call": ("saved_acl.get(), bias_acl.get(), negative_slope",
                                                               "saved_acl.get(), negative_slope"),
-    "a kernel not named by the rule": ("at::Tensor Rrelu(const at::Tensor& self,",
-                                       "at::Tensor RandomizedRelu(const at::Tensor& self,"),
+    "an output written through a copy": ("grad_weight_acl = AsAclShaped(grad_weight)",
+                                        "grad_weight_acl = AsAclShaped(grad_weight.contiguous())"),
+    "an input not prepared": ("seed_in = Prepared(seed, x)", "seed_in = seed"),
+    "a kernel function not named by the rule": ("void ActsRrelu(", "void RandomizedRelu("),
 }
 
 
 @pytest.mark.parametrize("mutation", MUTATIONS)
 def test_a_disagreement_is_detected(mutation):
     old, new = MUTATIONS[mutation]
-    assert SOURCE.count(old) == 1
+    assert REGISTRATIONS.count(old) == 1
     with pytest.raises(AssertionError):
-        check(SOURCE.replace(old, new))
+        check(REGISTRATIONS.replace(old, new))
 
 
-def test_the_private_ops_are_the_functional_ops_with_their_public_schemas():
-    """npu_registrations.inc (generated) defines ascend_acts_npu::<op> for each functional op with the public op's
-    schema and registers its kernel there, and registers nothing on the public namespace (the op layer does)."""
+def test_one_private_op_per_kernel_with_the_tables_schema():
+    """npu_registrations.inc defines ascend_acts_npu::<base> for each kernel with its schema (inputs, attributes,
+    outputs as mutable arguments, nothing returned) and registers its kernel function there, and registers nothing
+    on the public namespace (the op layer does)."""
     definitions = [re.sub(r'"\s*"', "", text) for text in re.findall(r'm\.def\(("[^;]*")\);', REGISTRATIONS)]
-    assert [d.strip('"') for d in definitions] == [op.name + op.schema for op in FUNCTIONAL_OPS]
+    assert [d.strip('"') for d in definitions] == [k.base + k.npu_schema for k in op_table.KERNELS]
     assert re.findall(r'm\.impl\("(\w+)", TORCH_FN\((\w+)\)\);', REGISTRATIONS) == \
-        [(op.name, op.npu_function) for op in FUNCTIONAL_OPS]
+        [(k.base, k.op_type) for k in op_table.KERNELS]
     assert re.findall(r"TORCH_LIBRARY\w*\(([^)]*)\)", REGISTRATIONS) == [f"{op_table.NPU_NAMESPACE}, m",
                                                                        f"{op_table.NPU_NAMESPACE}, PrivateUse1, m"]
+    for kernel in op_table.KERNELS:  # the input written in place appears once, mutable
+        schema = torch._C.parse_schema(f"{op_table.NPU_NAMESPACE}::{kernel.base}{kernel.npu_schema}")
+        assert not schema.returns
+        mutable = [a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        assert mutable == [t.name for t in kernel.npu_arguments if t.name in {o.name for o in kernel.outputs}]
+        assert len({a.name for a in schema.arguments}) == len(schema.arguments)
 
 
-# The only errors the kernels raise: what the device cannot do or failed to do. Every argument check is the op
-# layer's, made before the private op runs, the same for every device.
+def cpp_type(argument) -> str:
+    """The C++ parameter type torch's dispatcher passes a schema argument as."""
+    kind = str(argument.type)
+    if kind == "Tensor":
+        written = argument.alias_info is not None and argument.alias_info.is_write
+        return "at::Tensor&" if written else "const at::Tensor&"
+    return {"Optional[Tensor]": "const std::optional<at::Tensor>&", "float": "double", "bool": "bool",
+            "List[int]": "at::IntArrayRef"}[kind]
+
+
+def test_each_kernel_function_has_its_schemas_signature():
+    """TORCH_FN checks the signature against the schema only when the extension is loaded: on an NPU. Here, text."""
+    bodies = functions(REGISTRATIONS)
+    for kernel in op_table.KERNELS:
+        params = re.sub(r"\s+", " ", bodies[kernel.op_type][0])
+        schema = torch._C.parse_schema(f"x::{kernel.base}{kernel.npu_schema}")
+        assert params == ", ".join(f"{cpp_type(a)} {a.name}" for a in schema.arguments), kernel.base
+
+
+# The only errors the kernels raise: what the device cannot do or failed to do, and outputs the caller did not
+# allocate as the kernel writes them. Every argument check is the op layer's, made before any launch, the same for
+# every device.
 DEVICE_ERRORS = ("failed with status", "the NPU kernels take float32, float16 or bfloat16 tensors",
-                 "aclCreateTensor failed", "aclCreateIntArray failed", "training needs at least one value per channel",
-                 "ASCEND_ACTS_EVAL_KERNEL must be")
+                 "aclCreateTensor failed", "aclCreateIntArray failed", "every tensor of a launch must be on",
+                 "must be preallocated by the caller")
 
 
 def check_device_errors_only(source: str) -> None:
@@ -118,28 +139,24 @@ def check_device_errors_only(source: str) -> None:
 
 
 def test_the_kernels_raise_only_the_devices_errors():
-    check_device_errors_only(SOURCE)
-    repeated = SOURCE.replace("at::Tensor SeedOn(const at::Tensor& seed, const at::Tensor& like) {\n",
-                              "at::Tensor SeedOn(const at::Tensor& seed, const at::Tensor& like) {\n"
-                              '    TORCH_CHECK_VALUE(seed.numel() == 1, "rrelu: seed must be a one-element tensor");\n')
+    check_device_errors_only(SOURCE + REGISTRATIONS)
+    old = "at::Tensor Prepared(const at::Tensor& t, const at::Tensor& first) {\n"
+    repeated = SOURCE.replace(old, old + '    TORCH_CHECK_VALUE(t.numel() > 0, "rrelu: seed must not be empty");\n')
     assert repeated != SOURCE
     with pytest.raises(AssertionError):
         check_device_errors_only(repeated)
 
 
-def test_the_eval_kernel_runs_only_on_request():
-    """Issue: the fused eval kernel is modelled, never measured on an NPU (benchmarks/fused_traffic.py), so the NPU's
-    eval is torch_npu's convolution + our LeakyReLU unless ASCEND_ACTS_EVAL_KERNEL=fused, and a misspelt value is
-    an error. Static (no NPU here): the default branch returns before the fused call."""
-    body = SOURCE[SOURCE.index("at::Tensor ConvBnLeakyReluEval("):]
-    body = body[:body.index("\n}\n")]
-    default = body.index("if (groups != 1 || !FusedEvalKernelRequested()) {")
-    leaky_relu = body.index("ACTS_ACLNN(ActsLeakyRelu,")
-    fused = body.index("ACTS_ACLNN(ActsConvBnLeakyReluEval,")
-    assert default < leaky_relu < body.index("return out;", leaky_relu) < fused
-    selector = SOURCE[SOURCE.index("bool FusedEvalKernelRequested() {"):]
-    selector = selector[:selector.index("\n}\n")]
-    assert 'getenv("ASCEND_ACTS_EVAL_KERNEL")' in selector and "TORCH_CHECK_VALUE" in selector
+def test_the_cpp_chooses_nothing():
+    """Which kernels run (ASCEND_ACTS_EVAL_KERNEL, the fallbacks) is the launch sequence's choice, in Python, the
+    same for the emulator and the NPU (tests/test_npu_launch.py): the C++ reads no environment."""
+    assert "getenv" not in SOURCE + REGISTRATIONS
+
+
+def test_the_hand_written_file_names_no_kernel():
+    """A new kernel edits no C++ here: npu_ops.cpp holds the shared helpers only."""
+    for kernel in op_table.KERNELS:
+        assert kernel.op_type not in SOURCE and f'"{kernel.base}"' not in SOURCE, kernel.base
 
 
 def test_the_file_says_it_was_never_linked_or_run():
@@ -163,18 +180,6 @@ def compile_extension(source: Path) -> subprocess.CompletedProcess:
 def test_extension_compiles_against_the_torch_npu_wheel_headers():
     result = compile_extension(CSRC / "npu_ops.cpp")
     assert result.returncode == 0, result.stderr[-4000:]
-
-
-@pytest.mark.slow
-def test_a_kernel_whose_signature_differs_from_its_schema_does_not_compile(tmp_path):
-    """npu_registrations.inc declares each kernel from its schema: float for a schema float (double) leaves that
-    declaration an undefined overload, and TORCH_FN cannot pick one."""
-    old = "at::Tensor LeakyRelu(const at::Tensor& self, double negative_slope) {"
-    assert SOURCE.count(old) == 1
-    altered = tmp_path / "npu_ops.cpp"
-    altered.write_text(SOURCE.replace(old, old.replace("double", "float")))
-    result = compile_extension(altered)
-    assert result.returncode != 0 and "LeakyRelu" in result.stderr, result.stderr[-4000:]
 
 
 def compile_with_cann_declarations(toolkit: Path, header: str) -> subprocess.CompletedProcess:

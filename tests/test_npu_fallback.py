@@ -1,6 +1,7 @@
 """The NPU fallback (the "torch" backend: torch ops only) agrees bit for bit with the NumPy reference, on the CPU;
-the fallback warns once (saying why), or refuses in strict mode; the op layer's NPU kernels run the extension's
-private ops or the fallback as backends/npu.py finds them. Tests that need an NPU are marked `npu`."""
+the fallback warns once (saying why), or refuses in strict mode; the op layer's NPU kernels run our kernels' launch
+sequence (through the extension's private ops) or the fallback as backends/npu.py finds them. Tests that need an
+NPU are marked `npu`."""
 
 import json
 import os
@@ -15,7 +16,7 @@ import torch
 
 import ascend_acts
 from ascend_acts.backends import npu
-from ascend_acts.op_table import TORCH_OPS, torch_op
+from ascend_acts.op_table import KERNELS, TORCH_OPS, torch_op
 from ascend_acts.ops._kernels import backend_functions, device_kernel, npu_kernels
 from ascend_acts.ops._semantics import SEMANTICS
 from ascend_acts.ops.rrelu import rng
@@ -141,9 +142,9 @@ def test_on_npu_matches_cpu(dtype):
         assert torch.equal(gn.cpu(), g)
 
 
-# --- what the NPU kernels run: the extension's private ops, or the fallback -----------------------------------
+# --- what the NPU kernels run: our kernels through the extension's private ops, or the fallback -----------------
 # Runs in a fresh interpreter: an import hook serves ascend_acts._npu_ops in place of the compiled extension,
-# which cannot be built here; MODE says what importing it does (which private ops it defines).
+# which cannot be built here; MODE says what importing it does (which private ops, one per kernel, it defines).
 SELECTION = textwrap.dedent('''
     import importlib.abc, importlib.machinery, json, os, sys
     import torch
@@ -166,8 +167,8 @@ SELECTION = textwrap.dedent('''
             for name, schema in json.loads(os.environ["SCHEMAS"]).items():
                 if MODE == "partial" and name != "leaky_relu":
                     continue
-                if MODE == "stale" and name == "leaky_relu":
-                    schema = "(Tensor self, float negative_slope, bool inplace) -> Tensor"
+                if MODE == "stale" and name == "leaky_relu":  # the previous design's private op
+                    schema = "(Tensor self, float negative_slope) -> Tensor"
                 module.lib.define(name + schema)
                 module.lib.impl(name, lambda *args: "stand-in", "PrivateUse1")
 
@@ -186,7 +187,7 @@ SELECTION = textwrap.dedent('''
 def select(mode, tmp_path, package=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ASCEND")}
     opp = tmp_path / "opp"
-    schemas = {op.name: op.schema for op in TORCH_OPS if not op.inplace}
+    schemas = {k.base: k.npu_schema for k in KERNELS}
     env.update(MODE=mode, OPS=json.dumps(ALL_OPS), SCHEMAS=json.dumps(schemas), ASCEND_OPP_PATH=str(opp))
     if package:
         (opp / "vendors/ascend_acts/op_api/lib").mkdir(parents=True, exist_ok=True)
@@ -217,7 +218,7 @@ def test_the_extension_replaces_the_fallback(tmp_path):
     chosen = select("complete", tmp_path, package=True)
     assert chosen["source"] == "extension" and chosen["imported"] and chosen["fallback"] == []
     assert chosen["detail"] == f"/stand-in/_npu_ops.so, op package {tmp_path / 'opp/vendors/ascend_acts'}"
-    assert chosen["kernels"] and chosen["runs"] == npu.EXTENSION
+    assert chosen["kernels"] and chosen["runs"] == backend_functions("sim").__name__
 
 
 @pytest.mark.slow
@@ -232,11 +233,10 @@ def test_an_extension_that_fails_to_load_falls_back(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["partial", "stale"])
 def test_a_stale_extension_falls_back_for_every_op(tmp_path, mode):
-    """An extension without every private op, or with another schema than the table's, runs nothing: the op layer
-    passes the current schema's arguments."""
+    """An extension without every private op, or with another schema than the table's, runs nothing: the launch
+    sequences pass the current schema's arguments."""
     chosen = select(mode, tmp_path, package=True)
-    functional = [op.name for op in TORCH_OPS if not op.inplace]
-    missing = [op for op in functional if op != "leaky_relu"] if mode == "partial" else ["leaky_relu"]
+    missing = [k.base for k in KERNELS if k.base != "leaky_relu"] if mode == "partial" else ["leaky_relu"]
     assert chosen["source"] == "fallback" and chosen["fallback"] == ALL_OPS and chosen["kernels"]
     assert f"has no NPU kernel with the current schema for {', '.join(missing)} (stale build" in chosen["detail"]
     assert chosen["runs"] == torch_ops.__name__
@@ -273,7 +273,7 @@ def test_op_package_lookup(tmp_path):
 @pytest.mark.skipif(not _npu_available(), reason="needs an Ascend NPU with torch_npu and CANN")
 def test_on_npu_the_extension_runs_the_kernels():
     assert npu.status().source == "extension", npu.status().detail
-    assert npu_kernels() is npu.extension_kernels
+    assert npu_kernels() is backend_functions("sim")
 
 
 # --- the fused Conv+BN+LeakyReLU ops: torch-op kernels for NPU tensors, checked on the CPU ---------

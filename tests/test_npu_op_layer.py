@@ -1,75 +1,67 @@
 """The NPU path goes through the op layer: the PrivateUse1 kernel of every public op validates the call as on the
-CPU, passes the extension's private ops (ascend_acts_npu::<op>) detached contiguous tensors, runs `X_` as
-`X(..., out=self)` and gives the results the layout the fake kernels promise.
+CPU, runs the launch sequence the emulator runs (the "sim" backend's functions) on detached contiguous tensors,
+runs `X_` as `X(..., out=self)` and gives the results the layout the fake kernels promise.
 
 No NPU here, so the PrivateUse1 kernels run on CPU tensors: `redispatch` with the PrivateUse1 key calls the kernel
-the op layer registered, and a stand-in extension (the private namespace defined here, whose CPU kernels run the
-"torch" backend and return contiguous results, as the C++ kernels do) plays the extension's part."""
+the op layer registered, the launcher sends the launches to the private ops (ascend_acts_npu::<kernel>) as it does
+for NPU tensors, and a stand-in extension (tests/npu_stand_in.py: the private namespace, whose CPU kernels launch
+on the emulator) plays the extension's part."""
 
 import pytest
 import torch
 
 import ascend_acts  # noqa: F401  (registers the ops)
 from ascend_acts.backends import npu
-from ascend_acts.op_table import NPU_NAMESPACE, TORCH_OPS
+from ascend_acts.backends.sim import emulator
+from ascend_acts.op_table import KERNELS, TORCH_OPS, torch_op
 from ascend_acts.ops._kernels import backend_functions, npu_kernels
+from npu_stand_in import npu_branch, private_ops
 
-torch_ops = backend_functions("torch")
+torch_ops, sim = backend_functions("torch"), backend_functions("sim")
 
 ON_NPU = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
 FUNCTIONAL_OPS = [op for op in TORCH_OPS if not op.inplace]
+pytestmark = pytest.mark.skipif(emulator.unavailable_reason() is not None, reason="the stand-in runs the emulator")
 
 
 @pytest.fixture(scope="module")
-def private_ops():
-    """Defines the private namespace as the extension does; yields the calls its kernels received."""
-    calls = []
-    library = torch.library.Library(NPU_NAMESPACE, "DEF")
-    for op in FUNCTIONAL_OPS:
-        library.define(op.name + op.schema)
-
-        def kernel(*args, name=op.name):
-            calls.append((name, args))
-            results = getattr(torch_ops, name)(*args)
-            if isinstance(results, torch.Tensor):
-                return results.contiguous()
-            return tuple(t.contiguous() for t in results)
-
-        library.impl(op.name, kernel, "CPU")
-        library.impl(op.name, kernel, "PrivateUse1")
-    yield calls
-    library._destroy()
+def standing_in():
+    with private_ops() as calls:
+        yield calls
 
 
 @pytest.fixture
-def extension(private_ops, monkeypatch):
-    """The process runs the stand-in extension: status() says so, as it would after loading it."""
+def extension(standing_in, monkeypatch):
+    """The process runs the stand-in extension: status() says so, as it would after loading it; launches take the
+    NPU branch. Yields the private-op calls (kernel base, arguments by name)."""
     monkeypatch.setattr(npu, "_status", npu.Status("extension", "stand-in", ()))
-    private_ops.clear()
-    return private_ops
+    npu_branch(monkeypatch)
+    standing_in.clear()
+    return standing_in
 
 
 def on_npu(name, *args):
     return getattr(torch.ops.ascend_acts, name).default.redispatch(ON_NPU, *args)
 
 
-def test_the_stand_in_defines_what_status_looks_for(private_ops):
-    assert all(npu.extension_has_kernel(op.name) for op in FUNCTIONAL_OPS)
+def test_the_stand_in_defines_what_status_looks_for(standing_in):
+    assert all(npu.extension_has_kernel(k.base) for k in KERNELS)
+    assert not npu.extension_has_kernel("no_such_kernel")
 
 
 def test_npu_kernels_are_chosen_per_call(extension, monkeypatch):
-    assert npu_kernels() is npu.extension_kernels
+    assert npu_kernels() is sim  # the emulator's launch sequence
     monkeypatch.setattr(npu, "_status", npu.Status("fallback", "not built", tuple(op.name for op in TORCH_OPS)))
     monkeypatch.setattr(npu, "_warned", True)
     assert npu_kernels() is torch_ops
 
 
-def test_the_extension_object_has_every_functional_op_and_out_where_the_op_has_an_in_place_variant(extension):
+def test_the_npu_functions_have_every_functional_op_and_out_where_the_op_has_an_in_place_variant(extension):
     x = torch.randn(5)
     for op in FUNCTIONAL_OPS:
-        assert callable(getattr(npu.extension_kernels, op.name)), op.name
+        assert callable(getattr(npu_kernels(), op.name)), op.name
     out = torch.empty(5)
-    assert npu.extension_kernels.leaky_relu(x, 0.2, out=out) is out
+    assert npu_kernels().leaky_relu(x, 0.2, out=out) is out
     assert torch.equal(out, torch.nn.functional.leaky_relu(x, 0.2)) and extension[-1][0] == "leaky_relu"
 
 
@@ -121,7 +113,7 @@ def test_in_place_runs_the_functional_private_op_into_the_target(extension):
     assert on_npu("leaky_relu_", view, 0.3) is None
     assert torch.equal(view, expected)  # a strided view: written through
     ((name, args),) = extension
-    assert name == "leaky_relu" and args[0].is_contiguous()
+    assert name == "leaky_relu" and args["x"].is_contiguous() and args["y"].is_contiguous()
 
 
 def meta(t):
@@ -147,7 +139,9 @@ def channels_last_calls():
 
 @pytest.mark.parametrize("name", list(channels_last_calls()))
 def test_results_have_the_layout_the_fake_kernel_promises(extension, name):
-    """channels_last in, channels_last out (the private ops return contiguous tensors), with the CPU's values."""
+    """channels_last in, channels_last out (the launch sequences allocate contiguous outputs), with the CPU's
+    values; one launch, of the op's first NPU kernel (the eval's default: our LeakyReLU after the platform's
+    convolution)."""
     arguments = channels_last_calls()[name]
     got, promised = on_npu(name, *arguments), getattr(torch.ops.ascend_acts, name)(*map(meta, arguments))
     expected = getattr(torch.ops.ascend_acts, name)(*arguments)
@@ -157,4 +151,5 @@ def test_results_have_the_layout_the_fake_kernel_promises(extension, name):
     for ours, cpu in zip(got, expected):
         torch.testing.assert_close(ours, cpu, rtol=1e-5, atol=1e-5)
     ((called, args),) = extension
-    assert called == name and all(a.is_contiguous() for a in args if isinstance(a, torch.Tensor))
+    assert called == torch_op(name).npu_kernels[0]
+    assert all(a.is_contiguous() for a in args.values() if isinstance(a, torch.Tensor))

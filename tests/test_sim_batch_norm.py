@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from ascend_acts import backends
-from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
+from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn_sim
 from markers import fast_only
 
 pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import ascend_acts
 from ascend_acts import backends
-from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
+from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn_sim
 from markers import fast_only
 
 pytestmark = pytest.mark.skipif(backends.unavailable_reason("sim") is not None, reason="emulator not built")
@@ -246,7 +246,7 @@ def test_fewer_items_than_cores():
 def test_pack_weight_layout():
     """CANN's FRACTAL_Z order: element [c1][i][j][mi][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero past C_out and
     C_in."""
-    from ascend_acts.ops.conv_bn_leaky_relu.sim import pack_weight
+    from ascend_acts.ops.conv_bn_leaky_relu.kernels import pack_weight
 
     weight = torch.arange(21 * 3 * 2 * 3, dtype=torch.float32).view(21, 3, 2, 3) + 1
     packed = pack_weight(weight, torch.float16)
@@ -265,7 +265,7 @@ def test_hazard_checker_catches_a_missing_flag(kernel, rule):
     120 images of 32 x 32 positions on 24 AI cores, at least five items each, so every ring slot (kRingSlots = 4)
     is reused."""
     from ascend_acts import _sim_tests
-    from ascend_acts.ops.conv_bn_leaky_relu.sim import pack_weight
+    from ascend_acts.ops.conv_bn_leaky_relu.kernels import pack_weight
 
     x = torch.randn(120, 3, 32, 32)
     weight = torch.randn(16, 3, 1, 1)

@@ -26,7 +26,7 @@ SELECT_TEMPORARY = 184 * 1024  # Select's temporary: the backward's buffers stay
 
 
 def backend():
-    from ascend_acts.ops.fused_bias_leaky_relu import sim as module
+    from ascend_acts.ops.fused_bias_leaky_relu import kernels as module
 
     return module
 

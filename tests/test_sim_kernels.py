@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from ascend_acts.backends import sim
+from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
 from ascend_acts.ops.leaky_relu import reference as leaky_relu_reference
-from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+from ascend_acts.ops.rrelu import kernels as rrelu_sim
 from ascend_acts.ops.rrelu import reference as rrelu_reference
 from ascend_acts.ops.rrelu import rng
-from ascend_acts.ops.rrelu import sim as rrelu_sim
 from markers import fast_only, slow
 
 pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))

@@ -4,7 +4,7 @@ Measured in a fresh process on 2^25 float16 elements (64 MiB per tensor): the re
 input exists, then its peak after the op (VmHWM, reset before the input by /proc/self/clear_refs; not
 ru_maxrss, which also holds the peak of the process that started this one, e.g. a large pytest run).
 The emulator keeps 2 bytes of bookkeeping per output byte of a launch, which the sim backend bounds by
-launching large tensors in pieces (ops/leaky_relu/sim.py, LAUNCH_BYTES).
+launching large tensors in pieces (ops/leaky_relu/kernels.py, LAUNCH_BYTES).
 """
 
 import subprocess
@@ -83,10 +83,10 @@ def test_pieces_give_the_one_launch_results(monkeypatch, dtype, inplace):
     import torch
 
     from ascend_acts.backends import sim
+    from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
     from ascend_acts.ops.leaky_relu import reference as leaky_relu_oracle
-    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+    from ascend_acts.ops.rrelu import kernels as rrelu_sim
     from ascend_acts.ops.rrelu import reference as rrelu_oracle
-    from ascend_acts.ops.rrelu import sim as rrelu_sim
 
     def tensor(a):  # shares a's memory; bfloat16 through its bits
         return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == ml_dtypes.bfloat16 else \
@@ -132,9 +132,9 @@ def test_an_output_overlapping_the_input_at_an_offset_is_written_after_every_pie
     import numpy as np
     import torch
 
-    from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
+    from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
+    from ascend_acts.ops.rrelu import kernels as rrelu_sim
     from ascend_acts.ops.rrelu import reference as rrelu_oracle
-    from ascend_acts.ops.rrelu import sim as rrelu_sim
 
     monkeypatch.setattr(leaky_relu_sim, "LAUNCH_BYTES", 4096)  # the elementwise family's
     buffer = -torch.arange(1, 5002, dtype=torch.float32)

@@ -12,10 +12,10 @@ import torch
 
 from ascend_acts.backends import sim
 from ascend_acts.backends.sim import timeline
-from ascend_acts.ops.conv_bn_leaky_relu import sim as conv_bn_sim
-from ascend_acts.ops.fused_bias_leaky_relu import sim as fused_bias_sim
-from ascend_acts.ops.leaky_relu import sim as leaky_relu_sim
-from ascend_acts.ops.rrelu import sim as rrelu_sim
+from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn_sim
+from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias_sim
+from ascend_acts.ops.leaky_relu import kernels as leaky_relu_sim
+from ascend_acts.ops.rrelu import kernels as rrelu_sim
 
 pytestmark = pytest.mark.skipif(sim.unavailable_reason() is not None, reason=str(sim.unavailable_reason()))
 

@@ -470,7 +470,7 @@ def check_eval_kernel(device):
     batch = torch.randn(64, 64, 32, 32).to(device)
     errors, times = {}, {}
     for path in ("aclnn", "fused"):
-        with _environment({"ASCEND_ACTS_EVAL_KERNEL": path}):  # read by the extension at each call
+        with _environment({"ASCEND_ACTS_EVAL_KERNEL": path}):  # read by the launch sequence at each call
             got = block(x.to(device))
             _sync(device)
             times[path] = median_ms(lambda: block(batch), device)

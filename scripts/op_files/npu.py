@@ -7,9 +7,9 @@
 - python/ascend_acts/csrc/acts_aclnn_ops.h: the two-phase aclnn API the op package build generates for each
   OpDef, declared by CANN's documented generation rule (included by the hand-written acts_aclnn.h);
 - python/ascend_acts/csrc/npu_registrations.inc: the torch_npu extension's private ops (op_table.NPU_NAMESPACE,
-  one per functional torch op, same schema) and their PrivateUse1 kernels, with each kernel function's declaration
-  from its schema (included at the end of npu_ops.cpp, where the hand-written definitions are: a definition whose
-  signature differs from the schema does not compile).
+  one per Kernel, schema `Kernel.npu_schema`) and their PrivateUse1 kernels, whole: each prepares the inputs,
+  checks the preallocated outputs and makes one aclnn call (included at the end of npu_ops.cpp, which holds only
+  the shared helpers).
 """
 
 from __future__ import annotations
@@ -163,12 +163,12 @@ def aclnn_header(table) -> str:
     return "\n".join(lines)
 
 
-# --- the extension's registrations ------------------------------------------------------------------------
+# --- the extension's private ops ------------------------------------------------------------------------
 _SCHEMA = re.compile(r"^\((?P<args>.*)\) -> (?P<returns>.*)$")
 
 
 def _schema_arguments(schema: str) -> list[tuple[str, str]]:
-    """'(Tensor self, float x) -> Tensor' -> [('Tensor', 'self'), ('float', 'x')]"""
+    """'(Tensor self, float x) -> ()' -> [('Tensor', 'self'), ('float', 'x')]"""
     args = _SCHEMA.match(schema).group("args")
     return [tuple(arg.strip().rsplit(" ", 1)) for arg in args.split(",") if arg.strip()]
 
@@ -182,14 +182,6 @@ def cpp_argument_type(schema_type: str) -> str:
     if re.fullmatch(r"int\[\d*\]", schema_type):
         return "at::IntArrayRef"
     return {"float": "double", "int": "int64_t", "bool": "bool"}[schema_type]
-
-
-def cpp_return_type(schema: str) -> str:
-    returns = _SCHEMA.match(schema).group("returns").strip()
-    if returns == "()":
-        return "void"
-    count = len(returns.strip("()").split(","))
-    return "at::Tensor" if count == 1 else f"std::tuple<{', '.join(['at::Tensor'] * count)}>"
 
 
 def _string_call(head: str, text: str, tail: str) -> list[str]:
@@ -206,22 +198,71 @@ def _string_call(head: str, text: str, tail: str) -> list[str]:
     return lines + [line + '"' + tail]
 
 
+def _statement(head: str, items: list[str], tail: str = ";") -> list[str]:
+    """`    head item, item...tail`, wrapped at WIDTH with continuation lines indented by eight."""
+    lines, line = [], "    " + head
+    for i, item in enumerate(items):
+        piece = item + (", " if i + 1 < len(items) else tail)
+        if len(line) + len(piece.rstrip()) > WIDTH and not line.endswith(head):
+            lines.append(line.rstrip())
+            line = " " * 8
+        line += piece
+    return lines + [line]
+
+
+def kernel_function(table, kernel) -> list[str]:
+    """The PrivateUse1 kernel of NPU_NAMESPACE::<base>: one launch of the AscendC kernel through its aclnn API, the
+    tensors as the caller gave them (inputs prepared for the device, outputs checked: the caller allocates them)."""
+    written = {t.name for t in kernel.outputs}
+    tensors = [a for a in kernel.npu_arguments if isinstance(a, table.Tensor)]
+    first = tensors[0].name
+    params = [f"{cpp_argument_type(kind)} {name}" for kind, name in _schema_arguments(kernel.npu_schema)]
+    summary = f"{kernel.op_type}: {kernel.summary}" if kernel.summary else kernel.op_type
+    lines = textwrap.wrap(summary, WIDTH, initial_indent="// ", subsequent_indent="// ")
+    lines += _declaration(f"void {kernel.op_type}", params, " {")
+    lines.append(f"    c10::OptionalDeviceGuard guard(at::device_of({first}));")
+    read = [t for t in tensors if t.name not in written]
+    required = [f"{t.name}_in = Prepared({t.name}, {first})" for t in read if not t.optional]
+    if required:
+        lines += _statement("const at::Tensor ", required)
+    for t in read:
+        if t.optional:
+            lines.append(f"    const std::optional<at::Tensor> {t.name}_in = PreparedOptional({t.name}, {first});")
+    for t in tensors:
+        if t.name in written:
+            lines.append(f'    CheckWritable({t.name}, {first}, "{kernel.base}", "{t.name}");')
+    lines.append(f"    if ({first}.numel() == 0) return;  // no launch over an empty grid")
+
+    def acl(t) -> str:
+        source = t.name if t.name in written else f"{t.name}_in"
+        return f"{t.name}_acl = {'AsAclOptional' if t.optional else 'AsAclShaped'}({source})"
+
+    lines += _statement("const AclTensor ", [acl(t) for t in tensors])
+    lists = [a for a in kernel.attrs if a.type == "list_int"]
+    if lists:
+        lines += _statement("const AclIntArray ", [f"{a.name}_acl = AsAclList({a.name})" for a in lists])
+    call = [f"{a.name}_acl.get()" if isinstance(a, table.Tensor) or a.type == "list_int" else a.name
+            for a in kernel.npu_arguments]
+    lines += _statement("ACTS_ACLNN(", [kernel.op_type, tensors[0].name, *call], ");")
+    lines += ["}", ""]
+    return lines
+
+
 def registrations(table) -> str:
     namespace = table.NPU_NAMESPACE
-    functional = [op for op in table.TORCH_OPS if not op.inplace]
     lines = [f"// {table.GENERATED_MARK}",
-             "// Included at the end of npu_ops.cpp: the declaration of each kernel function from its op's schema",
-             "// (a hand-written definition with another signature leaves this one undefined and TORCH_FN ambiguous),",
-             f"// then the private op {namespace}::<name> of every functional ascend_acts op (same schema) with its",
-             "// PrivateUse1 kernel. The op layer's PrivateUse1 kernel of ascend_acts::<name> calls it once it has",
-             "// validated and prepared the arguments (backends/npu.py).", "namespace {"]
-    for op in functional:
-        params = [f"{cpp_argument_type(kind)} {name}" for kind, name in _schema_arguments(op.schema)]
-        lines += _declaration(f"{cpp_return_type(op.schema)} {op.npu_function}", params)
+             f"// Included at the end of npu_ops.cpp (its helpers): the private op {namespace}::<base> of every",
+             "// AscendC kernel of the op table (schema: op_table.Kernel.npu_schema) and its PrivateUse1 kernel, one",
+             "// aclnn launch with the inputs, attributes and outputs in the OpDef's order. The op layer's launch",
+             "// sequence (python/ascend_acts/ops/<op>/kernels.py, through backends/launch.py) allocates the outputs",
+             "// and calls it.",
+             "namespace {"]
+    for kernel in table.KERNELS:
+        lines += kernel_function(table, kernel)
     lines += ["}  // namespace", "", f"TORCH_LIBRARY({namespace}, m) {{"]
-    for op in functional:
-        lines += _string_call("    m.def(", f"{op.name}{op.schema}", ");")
+    for kernel in table.KERNELS:
+        lines += _string_call("    m.def(", f"{kernel.base}{kernel.npu_schema}", ");")
     lines += ["}", "", f"TORCH_LIBRARY_IMPL({namespace}, PrivateUse1, m) {{"]
-    lines += [f'    m.impl("{op.name}", TORCH_FN({op.npu_function}));' for op in functional]
+    lines += [f'    m.impl("{kernel.base}", TORCH_FN({kernel.op_type}));' for kernel in table.KERNELS]
     lines += ["}", ""]
     return "\n".join(lines)

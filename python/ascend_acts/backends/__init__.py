@@ -2,7 +2,8 @@
 
 "reference" (the NumPy float64 oracle, the default) and "torch" (torch ops; also the NPU fallback) are always
 there; "sim" runs the AscendC kernels of op_kernel/ through our emulator (`backends.sim`) when its library is
-built. `ascend_acts.op_table` says which ops each implements and for which dtypes (BACKEND_DTYPES).
+built: the ops' `kernels` modules, the launch sequence NPU tensors run too (`backends.launch`).
+`ascend_acts.op_table` says which ops each implements and for which dtypes (BACKEND_DTYPES).
 
 The protocol (tensors in, tensors out): for each functional op of the table it implements, a backend has a
 function named as the op in the op's folder, `ascend_acts.ops.<TorchOp.folder>.<OP_MODULE[backend]>`, taking the
@@ -29,7 +30,7 @@ import importlib
 import os
 
 # name -> the module of each op's folder that holds the backend's functions: ascend_acts.ops.<folder>.<module>
-OP_MODULE = {"reference": "reference", "sim": "sim", "torch": "torch_ops"}
+OP_MODULE = {"reference": "reference", "sim": "kernels", "torch": "torch_ops"}
 # what a backend needs beyond the ops' folders: a module with `unavailable_reason() -> str | None`
 _REQUIRES = {"sim": "ascend_acts.backends.sim"}
 _ENV_VAR = "ASCEND_ACTS_BACKEND"

@@ -6,10 +6,12 @@ The op layer registers the PrivateUse1 kernel of every ascend_acts op itself, th
 results' layout), so every device accepts the same calls with the same errors and gives results the layout the
 fake kernels promise. What that kernel runs:
 
-- The torch_npu extension `ascend_acts._npu_ops` (python/ascend_acts/csrc/npu_ops.cpp), when it was built and
-  the AscendC custom op package is installed: `ExtensionKernels`, the extension's private ops
-  `ascend_acts_npu::<op>` (op_table.NPU_NAMESPACE: one per functional op, the public op's schema), whose
-  PrivateUse1 kernels only prepare the tensors for the device and call the package's generated aclnn API.
+- Our AscendC kernels, when the torch_npu extension `ascend_acts._npu_ops` (python/ascend_acts/csrc/) was built
+  and the AscendC custom op package is installed: the same launch sequence the emulator runs (the "sim" backend's
+  functions, `ascend_acts.ops.<op>.kernels`), whose launches on NPU tensors call the extension's private ops
+  `ascend_acts_npu::<kernel>` (op_table.NPU_NAMESPACE: one per AscendC kernel, `Kernel.npu_schema`; generated
+  C++ that only prepares the tensors for the device and calls the package's generated aclnn API;
+  `backends.launch`).
 - Otherwise the "torch" backend (`ascend_acts.ops.<op>.torch_ops`: torch built-ins on the device, the reference's
   results), behind a one-time warning that says why (`check_fallback_allowed`); ASCEND_ACTS_NPU_STRICT=1 turns
   that into an error.
@@ -33,7 +35,7 @@ from typing import Mapping, MutableMapping
 
 import torch
 
-from ..op_table import NPU_NAMESPACE, TORCH_OPS, torch_op
+from ..op_table import KERNELS, NPU_NAMESPACE, TORCH_OPS, kernel
 
 STRICT_ENV = "ASCEND_ACTS_NPU_STRICT"
 EXTENSION = "ascend_acts._npu_ops"
@@ -126,22 +128,22 @@ def has_npu_kernel(name: str) -> bool:
     return torch._C._dispatch_has_kernel_for_dispatch_key(f"ascend_acts::{name}", "PrivateUse1")
 
 
-def extension_has_kernel(name: str) -> bool:
-    """Whether the loaded extension defines the private op of functional op `name` with the table's schema and an
-    NPU kernel (a stale build may define another schema)."""
-    qualified = f"{NPU_NAMESPACE}::{name}"
+def extension_has_kernel(base: str) -> bool:
+    """Whether the loaded extension defines the private op of AscendC kernel `base` with the table's schema
+    (`Kernel.npu_schema`) and an NPU kernel (a stale build may define another schema)."""
+    qualified = f"{NPU_NAMESPACE}::{base}"
     try:
-        schema = str(torch._C._get_schema(qualified, ""))
+        schema = torch._C._get_schema(qualified, "")
     except RuntimeError:  # not defined
         return False
-    return (schema == qualified + torch_op(name).schema
-            and torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1"))
+    expected = torch._C.parse_schema(qualified + kernel(base).npu_schema)
+    return str(schema) == str(expected) and torch._C._dispatch_has_kernel_for_dispatch_key(qualified, "PrivateUse1")
 
 
 def _load_extension() -> Status:
     """Loads the extension if it and the op package are there. All ops run on it, or (it is missing, failed to
-    load or misses an op) all run on the fallback: a stale extension's other private ops may not match the
-    arguments the op layer passes either."""
+    load or misses a kernel) all run on the fallback: a stale extension's other private ops may not match the
+    arguments the launch sequences pass either."""
     everything = tuple(op.name for op in TORCH_OPS)
     path = extension_path()
     if path is None:
@@ -154,7 +156,7 @@ def _load_extension() -> Status:
         importlib.import_module(EXTENSION)
     except Exception as error:  # ImportError/OSError for a missing library; never fail `import ascend_acts`
         return Status("fallback", f"the extension {path} failed to load: {error}", everything)
-    missing = [op.name for op in TORCH_OPS if not op.inplace and not extension_has_kernel(op.name)]
+    missing = [k.base for k in KERNELS if not extension_has_kernel(k.base)]
     if missing:
         return Status("fallback", f"the extension {path} has no NPU kernel with the current schema for "
                                   f"{', '.join(missing)} (stale build? rebuild it)", everything)
@@ -186,38 +188,3 @@ def check_fallback_allowed() -> None:
     if not _warned:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
         _warned = True
-
-
-
-def _private_op(name: str, takes_out: bool):
-    """The backend-protocol function of functional op `name` over the private op ascend_acts_npu::<name>."""
-
-    def run(*args):
-        return getattr(getattr(torch.ops, NPU_NAMESPACE), name)(*args)
-
-    def run_into(*args, out: torch.Tensor | None = None):
-        result = run(*args)
-        return result if out is None else out.copy_(result)  # `out` may be the input: written after the kernel
-
-    function = run_into if takes_out else run
-    function.__name__ = name
-    return function
-
-
-class ExtensionKernels:
-    """The extension's kernels under the backend protocol (`ascend_acts.backends`), run by the op layer's
-    PrivateUse1 kernels: an attribute per functional op of the table, calling the private op on the arguments the
-    op layer validated and prepared (detached, contiguous); the ops with an in-place variant also take `out=` (the
-    op layer runs `X_` as `X(self, ..., out=self)`). The private ops return contiguous tensors: the op layer's
-    layout step gives the results the fake kernels' layout."""
-
-    __name__ = EXTENSION
-
-    def __init__(self) -> None:
-        in_place = {op.functional for op in TORCH_OPS if op.inplace}
-        for op in TORCH_OPS:
-            if not op.inplace:
-                setattr(self, op.name, _private_op(op.name, takes_out=op.name in in_place))
-
-
-extension_kernels = ExtensionKernels()

@@ -1,9 +1,11 @@
 """The device kernels of every op, one generic function: validate, then run the implementation's function of the
 op's name under the backend protocol (`ascend_acts.backends`).
 
-The CPU kernel runs the selected CPU backend; the NPU (PrivateUse1) kernel runs the torch_npu extension's private
-ops (`backends.npu.ExtensionKernels`) or, without the extension, the "torch" backend on the device behind the
-warning (or strict-mode error) of `backends.npu.check_fallback_allowed`. In-place ops `X_` run `X(..., out=self)`.
+The CPU kernel runs the selected CPU backend; the NPU (PrivateUse1) kernel runs the "sim" backend's functions, the
+launch sequence of our AscendC kernels (`ascend_acts.ops.<op>.kernels`: on NPU tensors they launch through the
+torch_npu extension's private ops, `backends.launch`) or, without the extension, the "torch" backend on the device
+behind the warning (or strict-mode error) of `backends.npu.check_fallback_allowed`. In-place ops `X_` run
+`X(..., out=self)`.
 A CPU backend's functions are found in the ops' folders by name (`BackendFunctions`).
 """
 
@@ -64,7 +66,7 @@ _AUTOCAST_KEYS = (torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)
 
 def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], Any]) -> Callable:
     """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name: `implementation()`
-    returns an object with an attribute per functional op (a `BackendFunctions`, or the NPU extension's ops)."""
+    returns an object with an attribute per functional op (a `BackendFunctions`)."""
     mutated = mutable_arguments(op)
 
     def run_in_place(function, target: torch.Tensor, args) -> None:
@@ -132,11 +134,12 @@ def resolved_in_place_kernel(op: TorchOp) -> Callable:
     return kernel
 
 
-def npu_kernels() -> BackendFunctions | npu.ExtensionKernels:
-    """What NPU tensors run, chosen per call: the extension's private ops when it loaded with every op, otherwise
-    the "torch" backend once the fallback is allowed (warns once; strict mode raises)."""
+def npu_kernels() -> BackendFunctions:
+    """What NPU tensors run, chosen per call: the launch sequence the emulator runs (the "sim" backend's functions),
+    its launches through the extension's private ops, when the extension loaded with every kernel; otherwise the
+    "torch" backend once the fallback is allowed (warns once; strict mode raises)."""
     if npu.status().source == "extension":
-        return npu.extension_kernels
+        return _BACKENDS["sim"]
     npu.check_fallback_allowed()
     return _BACKENDS["torch"]
 

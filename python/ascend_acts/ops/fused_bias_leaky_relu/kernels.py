@@ -1,9 +1,10 @@
-"""The fused bias + LeakyReLU kernels (op_kernel/ family "fused_bias_leaky_relu", StyleGAN2's fused_leaky_relu) on
-the emulator, the "sim" backend's functions: y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1,
+"""The fused bias + LeakyReLU kernels (op_kernel/ family "fused_bias_leaky_relu", StyleGAN2's fused_leaky_relu): on
+the emulator for CPU tensors (the "sim" backend's functions), through the op package on NPU tensors, one launch
+sequence for both (`backends.launch`): y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1,
 and its backward with the per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
 
-Large tensors run in pieces of whole channels: the emulator records, per output byte, which block wrote it (2 bytes
-each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous
+On the emulator large tensors run in pieces of whole channels: it records, per output byte, which block wrote it
+(2 bytes each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous
 copies of its channels. A channel belongs to one piece, so each grad_bias entry is still one kernel's complete
 float32 sum and every bias is read once over all pieces; results equal one launch's (y and dx bit for bit).
 `last_launch()` has the last piece's counters.
@@ -15,6 +16,7 @@ import math
 
 import torch
 
+from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
 
 LAUNCH_BYTES = 1 << 26
@@ -38,7 +40,7 @@ def _ncs(shape) -> tuple[int, int, int]:
 
 
 def _check_input(name: str, t: torch.Tensor) -> None:
-    emulator.check_dtype(t)
+    check_dtype(t)
     if t.dim() < 2:
         raise ValueError(f"{name}: expected a tensor of rank >= 2 with channels in dimension 1, got shape "
                          f"{tuple(t.shape)}")
@@ -57,10 +59,11 @@ def _check_bias(bias: torch.Tensor | None, like: torch.Tensor) -> None:
 
 
 def _channel_pieces(like: torch.Tensor) -> list[tuple[int, int]]:
-    """Channel ranges [c0, c1) of at most LAUNCH_BYTES each (a single channel may be more)."""
+    """Channel ranges [c0, c1) of at most LAUNCH_BYTES each on the emulator (a single channel may be more); all the
+    channels at once on an NPU."""
     n, c, s = _ncs(tuple(like.shape))
     channel_bytes = n * s * like.element_size()
-    step = c if channel_bytes == 0 else max(LAUNCH_BYTES // channel_bytes, 1)
+    step = c if channel_bytes == 0 or not on_emulator(like) else max(LAUNCH_BYTES // channel_bytes, 1)
     return [(c0, min(c0 + step, c)) for c0 in range(0, c, step)]
 
 
@@ -72,12 +75,15 @@ def _channels(t: torch.Tensor | None, piece: tuple[int, int], whole: bool) -> to
     return (t[c0:c1] if t.dim() == 1 else t[:, c0:c1]).contiguous()
 
 
-def _launch(kernel: str, like: torch.Tensor, has_bias: bool, buffers: dict, **attrs) -> None:
-    settings = emulator.settings()
-    n, c, s = _ncs(tuple(like.shape))
-    launch_tiling = emulator.binding().fused_bias_leaky_relu_tiling(
-        kernel, n, c, s, like.element_size(), has_bias, settings.platform, settings.vector_cores, **attrs)
-    emulator.launch(kernel, buffers, launch_tiling)
+def _launch(kernel: str, like: torch.Tensor, buffers: dict, **attrs) -> None:
+    def tiling():
+        settings = emulator.settings()
+        n, c, s = _ncs(tuple(like.shape))
+        return emulator.binding().fused_bias_leaky_relu_tiling(
+            kernel, n, c, s, like.element_size(), buffers["bias"] is not None, settings.platform,
+            settings.vector_cores, **attrs)
+
+    launch(kernel, buffers, attrs, tiling)
 
 
 def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None, negative_slope: float,
@@ -97,7 +103,7 @@ def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None, negati
         x_piece, y_piece = _channels(x, piece, whole), (y if whole else None)
         if y_piece is None:
             y_piece = torch.empty_like(x_piece)
-        _launch("fused_bias_leaky_relu", x_piece, b is not None,
+        _launch("fused_bias_leaky_relu", x_piece,
                 {"x": x_piece, "bias": _channels(b, piece, whole), "y": y_piece},
                 negative_slope=negative_slope, scale=scale)
         if not whole:
@@ -120,7 +126,7 @@ def fused_bias_leaky_relu_backward(grad_output: torch.Tensor, saved: torch.Tenso
     dy, kept = grad_output.detach().contiguous(), saved.detach().contiguous()
     b = None if bias is None else bias.detach().contiguous()
     dx = torch.empty_like(dy)
-    grad_bias = torch.empty(dy.shape[1], dtype=dy.dtype)
+    grad_bias = torch.empty(dy.shape[1], dtype=dy.dtype, device=dy.device)
     if dy.numel() == 0:  # no launch (as the forward); every channel sums no elements
         return dx, grad_bias.zero_()
     pieces = _channel_pieces(dy)
@@ -129,7 +135,7 @@ def fused_bias_leaky_relu_backward(grad_output: torch.Tensor, saved: torch.Tenso
         dy_piece = _channels(dy, piece, whole)
         dx_piece = dx if whole else torch.empty_like(dy_piece)
         grad_bias_piece = grad_bias if whole else torch.empty(dy_piece.shape[1], dtype=dy.dtype)
-        _launch("fused_bias_leaky_relu_grad", dy_piece, b is not None,
+        _launch("fused_bias_leaky_relu_grad", dy_piece,
                 {"dy": dy_piece, "saved": _channels(kept, piece, whole), "bias": _channels(b, piece, whole),
                  "dx": dx_piece, "grad_bias": grad_bias_piece},
                 negative_slope=negative_slope, scale=scale, saved_is_result=saved_is_result)

@@ -1,17 +1,21 @@
-"""LeakyReLU's kernels on the emulator: the "sim" backend's functions, and the helpers of their kernel family
-(op_kernel/ family "elementwise", RReLU's kernels too: `tiling`, `run`).
+"""LeakyReLU on our AscendC kernels: on the emulator for CPU tensors (the "sim" backend's functions), through the
+op package on NPU tensors (the NPU's functions once the extension is loaded), one launch sequence for both
+(`backends.launch`); and the helpers of their kernel family (op_kernel/ family "elementwise", RReLU's kernels too:
+`tiling`, `run`).
 
-Large tensors run in pieces: the emulator records, per output byte, which block wrote it (2 bytes each,
+On the emulator large tensors run in pieces: it records, per output byte, which block wrote it (2 bytes each,
 for the overlapping_core_writes and unwritten_output rules), so one launch over a 4 GiB output would hold
 8 GiB more. An op on more than LAUNCH_BYTES per operand runs as several launches, each with its own tiling
 and indexBase = the flat index of its first element (op_host/elementwise/elementwise_tiling.h), as a host may launch
-them in pieces; results are identical, RReLU noise included. `last_launch()` has the last piece's counters.
+them in pieces; results are identical, RReLU noise included. `last_launch()` has the last piece's counters. An NPU
+launches the whole tensor at once.
 """
 
 from __future__ import annotations
 
 import torch
 
+from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
 from ...op_table import kernel as table_kernel
 
@@ -39,13 +43,16 @@ def tiling(kernel: str, total_length: int, element_size: int, negative_slope: fl
         current.vector_cores if vector_cores is None else vector_cores, negative_slope, lower, span, index_base)
 
 
-def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], index_base: int = 0,
-         **attrs) -> torch.Tensor:
-    """`kernel` over `inputs` (its op-table inputs in order: the data tensors, then RReLU's seed), into `out`
-    (a new tensor when None), in pieces of at most LAUNCH_BYTES."""
+def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], attrs: dict, index_base: int = 0,
+        tiling_attrs: dict | None = None) -> torch.Tensor:
+    """`kernel` over `inputs` (its op-table inputs in order: the data tensors, then RReLU's seed) with the kernel's
+    attributes `attrs`, into `out` (a new tensor when None); on the emulator in pieces of at most LAUNCH_BYTES,
+    tiled with `tiling_attrs` (the host tiling's arguments, `attrs` when None)."""
     data = inputs[0]
-    emulator.check_dtype(data)
+    check_dtype(data)
     spec = table_kernel(kernel)
+    if index_base and not on_emulator(data):
+        raise ValueError("index_base: an NPU launches the whole tensor from flat index 0")
     result = torch.empty_like(data, memory_format=torch.contiguous_format) if out is None else out
     target = result if result.is_contiguous() else torch.empty_like(data, memory_format=torch.contiguous_format)
     flat_out = _flat(target)
@@ -56,15 +63,16 @@ def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...],
     shifted = any(_overlaps(flat_out, t) and flat_out.data_ptr() != t.data_ptr()
                   for t, split in zip(flats, per_element) if split)
     written = torch.empty_like(flat_out) if shifted else flat_out
-    step = max(LAUNCH_BYTES // data.element_size(), 1)
+    step = max(LAUNCH_BYTES // data.element_size(), 1) if on_emulator(data) else max(data.numel(), 1)
     # the emulator poisons outputs before a launch, so an output that aliases an input is launched into a
     # temporary of one piece's size, one for all pieces (allocated once: no allocator churn per piece)
     aliased = any(_overlaps(written, t) for t, split in zip(flats, per_element) if split)
-    scratch = torch.empty(min(step, written.numel()), dtype=written.dtype) if aliased else None
+    scratch = torch.empty(min(step, written.numel()), dtype=written.dtype, device=written.device) if aliased else None
     for start in range(0, max(data.numel(), 1), step):  # one (empty) launch for an empty tensor
         piece = slice(start, start + step)
         pieces = [t[piece] if split else t for t, split in zip(flats, per_element)]
-        _launch_piece(spec, written[piece], pieces, index_base + start, attrs, scratch)
+        _launch_piece(spec, written[piece], pieces, index_base + start, attrs,
+                      attrs if tiling_attrs is None else tiling_attrs, scratch)
     if written is not flat_out:
         flat_out.copy_(written)
     if target is not result:
@@ -72,22 +80,25 @@ def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...],
     return result
 
 
-def _launch_piece(spec, out, inputs, index_base, attrs, scratch) -> None:
+def _launch_piece(spec, out, inputs, index_base, attrs, tiling_attrs, scratch) -> None:
     target = out if scratch is None else scratch[:out.numel()]
-    settings = emulator.settings()
-    launch_tiling = emulator.binding().elementwise_tiling(
-        spec.base, out.numel(), out.element_size(), settings.platform, settings.vector_cores, index_base=index_base,
-        **attrs)
+
+    def tiling():
+        settings = emulator.settings()
+        return emulator.binding().elementwise_tiling(
+            spec.base, out.numel(), out.element_size(), settings.platform, settings.vector_cores,
+            index_base=index_base, **tiling_attrs)
+
     buffers = {t.name: tensor for t, tensor in zip(spec.inputs, inputs)} | {spec.outputs[0].name: target}
-    emulator.launch(spec.base, buffers, launch_tiling)
+    launch(spec.base, buffers, attrs, tiling)
     if target is not out:
         out.copy_(target)
 
 
 def leaky_relu(self: torch.Tensor, negative_slope: float, *, out: torch.Tensor | None = None) -> torch.Tensor:
-    return run("leaky_relu", out, (self,), negative_slope=negative_slope)
+    return run("leaky_relu", out, (self,), {"negative_slope": negative_slope})
 
 
 def leaky_relu_backward(grad_output: torch.Tensor, self: torch.Tensor, negative_slope: float,
                         saved_is_result: bool) -> torch.Tensor:
-    return run("leaky_relu_grad", None, (grad_output, self), negative_slope=negative_slope)
+    return run("leaky_relu_grad", None, (grad_output, self), {"negative_slope": negative_slope})

@@ -1,36 +1,54 @@
-"""The fused Conv2d + BatchNorm2d + LeakyReLU ops on the emulator (the "sim" backend's functions), on the kernels of
-its two families, as on the NPU:
-- training: the platform's convolution (torch's, computed as an NPU returns it: `platform_conv2d`), then the
-  BatchNorm + LeakyReLU training kernels (op_kernel/ family "batch_norm_leaky_relu"). The backward runs the
-  output-based (InPlace-ABN) kernel when the output was kept; when the conv output was kept instead (slope <= 0, a
-  zero bn_weight or a too large |bn_bias| / |bn_weight|) the BN part falls back to the NumPy oracle. Per-channel
-  statistics are float32 whatever the data type.
-- eval: the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the cube, img2col by LoadData 3Dv2,
-  with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and LeakyReLU on the vector unit; one MIX
-  launch). Grouped convolutions, layers the kernel has no tiling for (an output row of 16 channels must fit L0C,
-  and a band of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000 positions) and the eval
-  backward (needed only to train through an eval-mode block) run the reference backend.
+"""The fused Conv2d + BatchNorm2d + LeakyReLU ops on the AscendC kernels of its two families: on the emulator for CPU
+tensors (the "sim" backend's functions), through the op package on NPU tensors, one launch sequence for both
+(`backends.launch`):
+- training: the platform's convolution (`platform_conv2d`: torch_npu's on an NPU, torch's computed as an NPU
+  returns it on the CPU), then the BatchNorm + LeakyReLU training kernels (op_kernel/ family
+  "batch_norm_leaky_relu"), the running statistics updated on float32 copies. The backward runs the output-based
+  (InPlace-ABN) kernel when the output was kept; when the conv output was kept instead (slope <= 0, a zero
+  bn_weight or a too large |bn_bias| / |bn_weight|) the BN part has no kernel: the NumPy oracle on the emulator,
+  the torch backend's torch ops on an NPU. Per-channel statistics are float32 whatever the data type.
+- eval (`eval_path`): on the emulator the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the
+  cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and LeakyReLU
+  on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless
+  ASCEND_ACTS_EVAL_KERNEL=fused asks for the eval kernel: it has never been measured on an NPU (its modelled
+  figures: benchmarks/results/), so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has measured it.
+  Grouped convolutions, layers the kernel has no tiling for on the emulator (an output row of 16 channels must fit
+  L0C, and a band of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000 positions) and the eval
+  backward (needed only to train through an eval-mode block) run the reference backend on the CPU and torch ops
+  on an NPU.
 """
 
 from __future__ import annotations
 
+import os
+
 import torch
 
+from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
+from ..leaky_relu import kernels as elementwise
 from . import reference
 from . import torch_ops as platform
 
+EVAL_KERNEL_ENV = "ASCEND_ACTS_EVAL_KERNEL"
+
 
 def platform_conv2d(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
-    """The platform's convolution next to our kernels (torch's, as torch_npu's is on the NPU): conv2d(input, weight)
-    + bias computed in float32 and rounded to the input's dtype once, as an NPU convolution returns it."""
+    """The platform's convolution next to our kernels, contiguous: torch_npu's on an NPU; on the CPU torch's,
+    conv2d(input, weight) + bias computed in float32 and rounded to the input's dtype once, as an NPU convolution
+    returns it."""
+    if not on_emulator(input):
+        return platform.conv2d(input, weight, bias, stride, padding, dilation, groups).contiguous()
     f = torch.float32
     b = None if bias is None else bias.to(f)
     return platform.conv2d(input.to(f), weight.to(f), b, stride, padding, dilation, groups).to(input.dtype)
 
 
 def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups):
-    """Gradients of conv2d's input, weight and bias from float32 `grad_output`, in input's/weight's dtypes."""
+    """Gradients of conv2d's input, weight and bias from `grad_output`, in input's/weight's dtypes (on the CPU from
+    grad_output in float32, as an NPU computes them)."""
+    if not on_emulator(input):
+        return platform.conv2d_backward(grad_output.to(input.dtype), input, weight, stride, padding, dilation, groups)
     f = torch.float32
     grad_x, grad_w, grad_b = platform.conv2d_backward(grad_output.to(f), input.to(f), weight.to(f), stride, padding,
                                                       dilation, groups)
@@ -39,6 +57,11 @@ def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilati
 
 def _channel_floats(t: torch.Tensor) -> torch.Tensor:
     return t.detach().to(torch.float32).contiguous()
+
+
+def _per_channel(like: torch.Tensor, channels: int) -> torch.Tensor:
+    """A new float32 per-channel tensor on `like`'s device."""
+    return torch.empty(channels, dtype=torch.float32, device=like.device)
 
 
 def _nchw(shape) -> tuple[int, int, int]:
@@ -73,20 +96,26 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
     """y = leaky_relu(batch_norm(x) * weight + bias) over N, C, spatial `x`, with the batch mean and
     1 / sqrt(var + eps) per channel: (y, save_mean, save_invstd). The running statistics (float32, or both
     None) are updated in place as torch does (momentum, unbiased variance)."""
-    emulator.check_dtype(x)
+    check_dtype(x)
     _check_statistics(weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
-    n, c, plane = _nchw(x.shape)
+    c = x.shape[1]
+    if x.numel() == 0 and not on_emulator(x):  # the emulator's host tiling refuses it (ValueError); the private op
+        # would launch nothing and leave the statistics unwritten
+        raise ValueError(f"batch_norm_leaky_relu: training needs at least one value per channel, got shape "
+                         f"{tuple(x.shape)}")
     update = running_mean is not None
-    settings = emulator.settings()
-    launch_tiling = emulator.binding().batch_norm_leaky_relu_tiling(
-        "batch_norm_leaky_relu", n, c, plane, x.element_size(), settings.platform, settings.vector_cores,
-        negative_slope, eps, momentum, update)
+    attrs = {"negative_slope": negative_slope, "eps": eps, "momentum": momentum, "update_running_stats": update}
+    if update or on_emulator(x):
+        # the emulator takes None for statistics it does not update (it requires every output byte written)
+        statistics = (running_mean, running_var)
+    else:  # the OpDef's inputs are required: placeholders the kernel neither reads nor writes
+        statistics = (torch.zeros(c, device=x.device), torch.ones(c, device=x.device))
     y = torch.empty_like(x)
-    save_mean, save_invstd = torch.empty(c), torch.empty(c)
-    emulator.launch("batch_norm_leaky_relu", {
-        "x": x, "weight": weight, "bias": bias, "running_mean": running_mean if update else None,
-        "running_var": running_var if update else None, "y": y, "save_mean": save_mean, "save_invstd": save_invstd},
-        launch_tiling)
+    save_mean, save_invstd = _per_channel(x, c), _per_channel(x, c)
+    launch("batch_norm_leaky_relu", {
+        "x": x, "weight": weight, "bias": bias, "running_mean": statistics[0], "running_var": statistics[1], "y": y,
+        "save_mean": save_mean, "save_invstd": save_invstd}, attrs,
+        lambda: batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", x.shape, x.element_size(), **attrs))
     return y, save_mean, save_invstd
 
 
@@ -95,26 +124,24 @@ def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope:
     (dx, grad_weight, grad_bias)."""
     if not negative_slope > 0:
         raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got {negative_slope}")
-    emulator.check_dtype(dy)
+    check_dtype(dy)
     _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd)
     if not bool((weight != 0).all()):
         raise ValueError("weight: the output-based backward divides by weight (gamma); a zero entry needs the conv "
                          "output kept")
-    n, c, plane = _nchw(dy.shape)
-    settings = emulator.settings()
-    launch_tiling = emulator.binding().batch_norm_leaky_relu_tiling(
-        "batch_norm_leaky_relu_grad", n, c, plane, dy.element_size(), settings.platform, settings.vector_cores,
-        negative_slope)
-    dx, grad_weight, grad_bias = torch.empty_like(dy), torch.empty(c), torch.empty(c)
-    emulator.launch("batch_norm_leaky_relu_grad", {
+    c = dy.shape[1]
+    dx, grad_weight, grad_bias = torch.empty_like(dy), _per_channel(dy, c), _per_channel(dy, c)
+    launch("batch_norm_leaky_relu_grad", {
         "dy": dy, "y": y, "weight": weight, "bias": bias, "save_invstd": save_invstd, "dx": dx,
-        "grad_weight": grad_weight, "grad_bias": grad_bias}, launch_tiling)
+        "grad_weight": grad_weight, "grad_bias": grad_bias}, {"negative_slope": negative_slope},
+        lambda: batch_norm_leaky_relu_tiling("batch_norm_leaky_relu_grad", dy.shape, dy.element_size(),
+                                             negative_slope))
     return dx, grad_weight, grad_bias
 
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output):
-    emulator.check_dtype(input)
+    check_dtype(input)
     y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
     # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
     # dtype) once it has run
@@ -127,13 +154,17 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         with torch.no_grad():
             running_mean.copy_(staged[0])
             running_var.copy_(staged[1])
-    kept = torch.empty(0, dtype=input.dtype) if save_output else y
+    kept = input.new_empty(0) if save_output else y
     return out, kept, mean, invstd
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope):
-    emulator.check_dtype(input)
+    check_dtype(input)
+    if not saved_is_result and not on_emulator(input):  # no kernel for the BN part: the torch backend's maths
+        return platform.conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight,
+                                                          bn_bias, mean, invstd, stride, padding, dilation, groups,
+                                                          negative_slope)
     gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
     if saved_is_result:
         grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
@@ -184,29 +215,62 @@ def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
     """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
     `bias` is float32; x and weight share one dtype."""
-    emulator.check_dtype(x)
+    check_dtype(x)
     if weight.dtype != x.dtype:
         raise TypeError(f"weight must have the input's dtype {x.dtype}, got {weight.dtype}")
     if bias.dtype != torch.float32 or not bias.is_contiguous():
         raise TypeError(f"bias: the kernel takes a contiguous float32 bias, got {bias.dtype}")
-    launch_tiling = conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, stride, padding, dilation, x.element_size(),
-                                                   negative_slope)
-    y = torch.empty(reference.output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype)
-    emulator.launch("conv_bn_leaky_relu_eval", {"x": x, "weight": pack_weight(weight, x.dtype), "bias": bias, "y": y},
-                    launch_tiling)
+    y = torch.empty(reference.output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype,
+                    device=x.device)
+    attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
+             "negative_slope": negative_slope}
+    launch("conv_bn_leaky_relu_eval", {"x": x, "weight": pack_weight(weight, x.dtype), "bias": bias, "y": y}, attrs,
+           lambda: conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, stride, padding, dilation, x.element_size(),
+                                                  negative_slope))
     return y
 
 
-def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    emulator.check_dtype(input)
+def fused_eval_kernel_requested() -> bool:
+    """Whether an NPU runs the one-launch eval kernel: ASCEND_ACTS_EVAL_KERNEL unset or "aclnn" (the default), or
+    "fused" (to measure it on an NPU). Anything else is an error rather than a silent default."""
+    choice = os.environ.get(EVAL_KERNEL_ENV)
+    if choice is None or choice == "aclnn":
+        return False
+    if choice != "fused":
+        raise ValueError(f'ascend_acts: {EVAL_KERNEL_ENV} must be "aclnn" or "fused", got "{choice}"')
+    return True
+
+
+def eval_path(input, weight, stride, padding, dilation, groups) -> str:
+    """Which eval runs: "fused" (our eval kernel), "platform" (the platform's convolution + our LeakyReLU kernel,
+    an NPU's default) or "reference" (the CPU's oracle, where the emulator has no tiling). The emulator always runs
+    the fused kernel where it can: it is the only place that kernel runs until an NPU has measured it."""
+    if not on_emulator(input):
+        return "fused" if groups == 1 and fused_eval_kernel_requested() else "platform"
     if groups != 1 or not conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,
                                                              input.element_size()):
+        return "reference"
+    return "fused"
+
+
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+    check_dtype(input)
+    path = eval_path(input, weight, stride, padding, dilation, groups)
+    if path == "reference":
         return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope)
+    if path == "platform":
+        y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
+        return elementwise.leaky_relu(y, negative_slope)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
-        return torch.empty(shape, dtype=input.dtype)
+        return input.new_empty(shape)
     return eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
                        bias.detach().to(torch.float32).contiguous(), stride, padding, dilation, negative_slope)
 
 
-conv_bn_leaky_relu_eval_backward = reference.conv_bn_leaky_relu_eval_backward  # the reference backend's (above)
+def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
+                                     negative_slope):
+    """No kernel of ours: the reference backend's on the CPU, the torch backend's torch ops on an NPU."""
+    backend = reference if on_emulator(input) else platform
+    return backend.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
+                                                    negative_slope)

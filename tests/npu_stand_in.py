@@ -1,0 +1,82 @@
+"""A stand-in for the torch_npu extension, to drive the NPU branch of the launch sequences without a device.
+
+`private_ops()` defines the extension's private ops (ascend_acts_npu::<kernel>, the table's `Kernel.npu_schema`)
+with CPU kernels that check what the generated C++ checks (outputs preallocated contiguous, every tensor on one
+device) and launch the kernel on the emulator with its family's tiling, recording each call. `npu_branch()` makes
+`backends.launch` send CPU tensors to the private ops, as NPU tensors go, so every launch sequence takes the path
+an NPU runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from ascend_acts.backends import launch as launcher
+from ascend_acts.backends.sim import emulator
+from ascend_acts.op_table import KERNELS, NPU_NAMESPACE
+from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn
+from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias
+from ascend_acts.ops.leaky_relu import kernels as elementwise
+
+
+def _tiling(kernel, buffers, attrs):
+    """The host tiling the op package's tiling function would compute, from the private op's arguments alone."""
+    first = buffers[kernel.inputs[0].name]
+    if kernel.family == "elementwise":
+        if "lower" in attrs:  # RReLU: the float32 bounds (op_kernel/elementwise/rrelu_noise.h)
+            lower = torch.tensor(attrs["lower"], dtype=torch.float32)
+            floats = {"lower": float(lower), "span": float(torch.tensor(attrs["upper"], dtype=torch.float32) - lower)}
+        else:
+            floats = attrs
+        return elementwise.tiling(kernel.base, first.numel(), first.element_size(), **floats)
+    if kernel.family == "fused_bias_leaky_relu":
+        return fused_bias.tiling(kernel.base, first.shape, first.element_size(), buffers["bias"] is not None, **attrs)
+    if kernel.family == "batch_norm_leaky_relu":
+        return conv_bn.batch_norm_leaky_relu_tiling(kernel.base, first.shape, first.element_size(), **attrs)
+    packed = buffers["weight"]  # (C1, kh, kw, M1, 16, C0): C_out from the bias, as the OpDef's infer shape
+    weight_shape = (buffers["bias"].numel(), first.shape[1], packed.shape[1], packed.shape[2])
+    return conv_bn.conv_bn_leaky_relu_eval_tiling(first.shape, weight_shape, attrs["strides"], attrs["pads"],
+                                                  attrs["dilations"], first.element_size(), attrs["negative_slope"])
+
+
+def _kernel_function(kernel, calls):
+    def run(*arguments):
+        named = dict(zip((a.name for a in kernel.npu_arguments), arguments))
+        calls.append((kernel.base, named))
+        attrs = {a.name: named[a.name] for a in kernel.attrs}
+        buffers = {t.name: named[t.name] for t in (*kernel.inputs, *kernel.outputs)}
+        first = buffers[kernel.inputs[0].name]
+        for t in kernel.outputs:  # the generated C++'s CheckWritable
+            written = buffers[t.name]
+            assert written.is_contiguous() and written.device == first.device, (kernel.base, t.name)
+        if first.numel() == 0:  # the generated C++ launches nothing over an empty grid
+            return
+        if attrs.get("update_running_stats") is False:  # placeholders the kernel does not touch: the emulator
+            buffers.update({name: None for name in kernel.inplace})  # checks that by taking none
+        emulator.launch(kernel.base, {n: None if t is None else t.contiguous() for n, t in buffers.items()},
+                        _tiling(kernel, buffers, attrs))
+
+    return run
+
+
+@contextlib.contextmanager
+def private_ops():
+    """Defines the private namespace as the extension does; yields the list of (kernel, arguments by name) calls."""
+    calls = []
+    library = torch.library.Library(NPU_NAMESPACE, "DEF")
+    try:
+        for kernel in KERNELS:
+            library.define(kernel.base + kernel.npu_schema)
+            function = _kernel_function(kernel, calls)
+            library.impl(kernel.base, function, "CPU")
+            library.impl(kernel.base, function, "PrivateUse1")
+        yield calls
+    finally:
+        library._destroy()
+
+
+def npu_branch(monkeypatch) -> None:
+    """Launches over CPU tensors take the NPU branch of `backends.launch` (the private ops)."""
+    monkeypatch.setattr(launcher, "EMULATED_DEVICE_TYPE", None)
