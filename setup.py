@@ -42,7 +42,14 @@ def op_package(cann: Path):
     candidates = [Path(entry) for entry in os.environ.get("ASCEND_CUSTOM_OPP_PATH", "").split(":")
                   if entry and Path(entry).name == VENDOR]
     candidates.append(Path(os.environ.get("ASCEND_OPP_PATH") or cann / "opp", "vendors", VENDOR))
-    return next((d for d in candidates if (d / OP_API_LIBRARY_DIR / "libcust_opapi.so").is_file()), None)
+    return next((d for d in candidates if _is_file(d / OP_API_LIBRARY_DIR / "libcust_opapi.so")), None)
+
+
+def _is_file(path: Path) -> bool:
+    try:  # an entry that cannot be examined (EACCES, a name too long) is not the package
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def msopgen(cann: Path):

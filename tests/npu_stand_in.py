@@ -15,7 +15,7 @@ import torch
 
 from ascend_acts.backends import launch as launcher
 from ascend_acts.backends.sim import emulator
-from ascend_acts.op_table import KERNELS, NPU_NAMESPACE
+from ascend_acts.op_table import FLOAT_TYPES, KERNELS, NPU_NAMESPACE
 from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn
 from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias
 from ascend_acts.ops.leaky_relu import kernels as elementwise
@@ -51,6 +51,13 @@ def _kernel_function(kernel, calls):
         for t in kernel.outputs:  # the generated C++'s CheckWritable
             written = buffers[t.name]
             assert written.is_contiguous() and written.device == first.device, (kernel.base, t.name)
+            assert written.numel() == 0 or written.data_ptr() % 32 == 0, (kernel.base, t.name, "32-byte aligned")
+        # the OpDef's dtypes (AclType takes no float64): the combination is the first input's dtype's column
+        column = FLOAT_TYPES.index(str(first.dtype).removeprefix("torch."))
+        for t in (*kernel.inputs, *kernel.outputs):
+            given = buffers[t.name]
+            assert given is None or str(given.dtype).removeprefix("torch.") == t.dtypes[column], (
+                kernel.base, t.name, given.dtype, t.dtypes[column])
         if first.numel() == 0:  # the generated C++ launches nothing over an empty grid
             return
         if attrs.get("update_running_stats") is False:  # placeholders the kernel does not touch: the emulator

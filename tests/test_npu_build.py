@@ -626,3 +626,23 @@ def test_the_vendor_name_is_the_same_everywhere():
     assert 'VENDORED = Path("packages", "vendors", VENDOR)' in (ROOT / "setup.py").read_text()
     assert npu.VENDORED_PACKAGE.relative_to(Path(ascend_acts.__file__).parent) == Path("packages/vendors", npu.VENDOR)
     assert f'NPU_EXTENSION = "{npu.EXTENSION}"' in (ROOT / "setup.py").read_text()
+
+
+def test_the_carried_package_spelt_another_way_is_still_ours(vendored, tmp_path):
+    """A symlink to this install's package (or a `..` spelling) is not a user's other package."""
+    link = tmp_path / "link"
+    link.symlink_to(vendored.parent)
+    for spelling in (link / "ascend_acts", vendored.parent / ".." / "vendors" / "ascend_acts"):
+        env = {"ASCEND_CUSTOM_OPP_PATH": str(spelling)}
+        assert npu.use_vendored_op_package(env) == vendored
+        assert env["ASCEND_CUSTOM_OPP_PATH"] == str(spelling)  # already there: nothing prepended
+
+
+def test_an_entry_that_cannot_be_examined_fails_nothing(vendored, tmp_path):
+    """Python 3.11's Path.is_file raises for a name too long (or EACCES): neither import nor info may."""
+    too_long = f"/{'x' * 300}/ascend_acts"
+    env = {"ASCEND_CUSTOM_OPP_PATH": too_long}
+    assert npu.use_vendored_op_package(env) == vendored
+    assert env["ASCEND_CUSTOM_OPP_PATH"] == f"{vendored}:{too_long}"
+    assert npu.find_op_package(env) == vendored
+    assert info.npu_report(env)

@@ -188,3 +188,41 @@ def test_an_empty_training_batch_is_refused_on_both_branches(npu, monkeypatch):
     monkeypatch.setattr(launcher, "EMULATED_DEVICE_TYPE", "cpu")
     with pytest.raises(ValueError, match="no tiling for batch_norm_leaky_relu"):
         conv_bn.batch_norm_leaky_relu(x, torch.ones(3), torch.zeros(3), None, None, 0.2, 1e-5, 0.1)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, padding", [
+    ((2, 0, 7, 7), (6, 0, 3, 3), [1, 1, 1, 1]),   # no input channels: torch's convolution gives (2, 0, 7, 7)
+    ((2, 4, 0, 7), (6, 4, 1, 1), [1, 1, 0, 0]),   # an empty input: torch's convolution refuses it
+    ((1, 4, 1, 3000), (6, 4, 1, 1), [0, 0, 0, 0]),  # a layer the eval kernel's tiling cannot take
+])
+def test_the_fused_eval_on_an_npu_leaves_what_it_cannot_run_to_the_platform(npu, monkeypatch, x_shape, w_shape,
+                                                                               padding):
+    """Asked for the fused kernel, the NPU still runs empty inputs and untileable layers as torch's convolution (+ our
+    LeakyReLU), never a launch that writes nothing or fails in the op package's tiling."""
+    monkeypatch.setenv(conv_bn.EVAL_KERNEL_ENV, "fused")
+    x, w, b = torch.randn(x_shape), torch.randn(w_shape), torch.randn(w_shape[0])
+    geometry = ([1, 1], padding, [1, 1], 1)
+    try:
+        expected = torch.nn.functional.leaky_relu(conv_bn.platform_conv2d(x, w, b, *geometry), 0.2)
+    except RuntimeError as error:
+        with pytest.raises(RuntimeError, match=str(error).split("\n")[0][:40]):
+            sim.conv_bn_leaky_relu_eval(x, w, b, *geometry, 0.2)
+        return
+    got = sim.conv_bn_leaky_relu_eval(x, w, b, *geometry, 0.2)
+    assert "conv_bn_leaky_relu_eval" not in [base for base, _ in npu]
+    assert got.shape == expected.shape and torch.equal(got, expected)
+
+
+def test_training_without_running_stats_under_a_float64_default_dtype(npu, monkeypatch):
+    """The placeholders the OpDef requires for statistics it does not update are float32 whatever the default dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        x, w = torch.randn(2, 3, 6, 6, dtype=torch.float32), torch.randn(4, 3, 3, 3, dtype=torch.float32)
+        gamma, beta = torch.ones(4, dtype=torch.float32), torch.zeros(4, dtype=torch.float32)
+        got = sim.conv_bn_leaky_relu_train(x, w, None, gamma, beta, None, None, [1, 1], [1, 1, 1, 1], [1, 1], 1, 0.1,
+                                           1e-5, 0.2, True)
+    finally:
+        torch.set_default_dtype(previous)
+    assert [base for base, _ in npu] == ["batch_norm_leaky_relu"]  # the stand-in checked the OpDef's dtypes
+    assert got[0].dtype == torch.float32

@@ -59,7 +59,7 @@ def npu_report(env: Mapping[str, str] | None = None) -> list[str]:
         package_line = f"carried by this install (built with the extension) at {package}, on ${npu.CUSTOM_OPP_PATH}"
     elif package is not None:
         package_line = f"installed at {package}"
-        if (npu.VENDORED_PACKAGE / npu.OP_API_LIBRARY).is_file():
+        if npu.has_op_api(npu.VENDORED_PACKAGE):
             package_line += (f" (${npu.CUSTOM_OPP_PATH} names it, so this install's own package "
                              f"{npu.VENDORED_PACKAGE} is not used)")
     else:

@@ -68,7 +68,7 @@ def op_package_candidates(env: Mapping[str, str] | None = None) -> list[Path]:
     env = os.environ if env is None else env
     found = [Path(entry) for entry in env.get(CUSTOM_OPP_PATH, "").split(":")
              if entry and Path(entry).name == VENDOR]
-    if VENDORED_PACKAGE.is_dir() and VENDORED_PACKAGE not in found:
+    if _readable(VENDORED_PACKAGE.is_dir) and VENDORED_PACKAGE not in found:
         found.append(VENDORED_PACKAGE)
     cann = cann_home(env)
     opp = env.get("ASCEND_OPP_PATH") or (str(Path(cann[1], "opp")) if cann else None)
@@ -77,9 +77,31 @@ def op_package_candidates(env: Mapping[str, str] | None = None) -> list[Path]:
     return found
 
 
+def _readable(check) -> bool:
+    """`check()` (a Path test), False where the path cannot be examined (Python 3.11's is_file/is_dir raise for
+    EACCES or a name too long): an entry of ASCEND_CUSTOM_OPP_PATH must never fail `import ascend_acts`."""
+    try:
+        return check()
+    except OSError:
+        return False
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    """One directory however spelt (a symlink, `..`); equal paths where either cannot be examined."""
+    try:
+        return a == b or os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def has_op_api(vendor_dir: Path) -> bool:
+    """Whether a vendor directory holds the generated aclnn library."""
+    return _readable((vendor_dir / OP_API_LIBRARY).is_file)
+
+
 def find_op_package(env: Mapping[str, str] | None = None) -> Path | None:
     """The op package's vendor directory this process uses (the first candidate with the aclnn library), or None."""
-    return next((d for d in op_package_candidates(env) if (d / OP_API_LIBRARY).is_file()), None)
+    return next((d for d in op_package_candidates(env) if has_op_api(d)), None)
 
 
 def use_vendored_op_package(env: MutableMapping[str, str] | None = None) -> Path | None:
@@ -99,14 +121,14 @@ def use_vendored_op_package(env: MutableMapping[str, str] | None = None) -> Path
     same prepending for <dir>/vendors/<vendor> (tools/op_project_templates/ascendc/customize/scripts/install.sh,
     lines 270-282). Read once, early in CANN's initialisation: so at import, before torch_npu first uses the device."""
     env = os.environ if env is None else env
-    if not (VENDORED_PACKAGE / OP_API_LIBRARY).is_file():
+    if not has_op_api(VENDORED_PACKAGE):
         return None
     value = env.get(CUSTOM_OPP_PATH, "")
     entries = [Path(entry) for entry in value.split(":") if entry]
-    if any(entry != VENDORED_PACKAGE and entry.name == VENDOR and (entry / OP_API_LIBRARY).is_file()
+    if any(not _same_directory(entry, VENDORED_PACKAGE) and entry.name == VENDOR and has_op_api(entry)
            for entry in entries):
         return None
-    if VENDORED_PACKAGE not in entries:
+    if not any(_same_directory(entry, VENDORED_PACKAGE) for entry in entries):
         env[CUSTOM_OPP_PATH] = f"{VENDORED_PACKAGE}:{value}" if value else str(VENDORED_PACKAGE)
     return VENDORED_PACKAGE
 

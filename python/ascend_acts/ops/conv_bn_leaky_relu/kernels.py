@@ -109,7 +109,8 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
         # the emulator takes None for statistics it does not update (it requires every output byte written)
         statistics = (running_mean, running_var)
     else:  # the OpDef's inputs are required: placeholders the kernel neither reads nor writes
-        statistics = (torch.zeros(c, device=x.device), torch.ones(c, device=x.device))
+        statistics = (torch.zeros(c, dtype=torch.float32, device=x.device),  # float32 whatever the default dtype
+                      torch.ones(c, dtype=torch.float32, device=x.device))
     y = torch.empty_like(x)
     save_mean, save_invstd = _per_channel(x, c), _per_channel(x, c)
     launch("batch_norm_leaky_relu", {
@@ -245,12 +246,18 @@ def eval_path(input, weight, stride, padding, dilation, groups) -> str:
     """Which eval runs: "fused" (our eval kernel), "platform" (the platform's convolution + our LeakyReLU kernel,
     an NPU's default) or "reference" (the CPU's oracle, where the emulator has no tiling). The emulator always runs
     the fused kernel where it can: it is the only place that kernel runs until an NPU has measured it."""
-    if not on_emulator(input):
-        return "fused" if groups == 1 and fused_eval_kernel_requested() else "platform"
-    if groups != 1 or not conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,
-                                                             input.element_size()):
-        return "reference"
-    return "fused"
+    if not on_emulator(input) and not fused_eval_kernel_requested():
+        return "platform"
+    # the kernel takes groups = 1, a non-empty input (torch's convolution decides what an empty one gives, errors
+    # included) and a layer its tiling covers (the same pure function as the op package's: the emulator binding's,
+    # when this install has it; without it an NPU's op package refuses what it cannot tile)
+    fits = groups == 1 and input.numel() > 0 and (
+        (emulator.unavailable_reason() is not None and not on_emulator(input))
+        or conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,
+                                              input.element_size()))
+    if fits:
+        return "fused"
+    return "reference" if on_emulator(input) else "platform"
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
