@@ -30,11 +30,12 @@ enum class BatchNormPass : uint32_t { Forward = 0, Backward = 1 };
 namespace batch_norm_tiling {
 
 constexpr uint32_t kMaxTileLength = 16384;
-// Forward: x in, out out (dtype-sized, double-buffered); x as float, x squared, two accumulators.
-constexpr uint32_t kForwardQueues = 2, kForwardFloatBuffers = 4;
+// Forward: x in, out out (dtype-sized, double-buffered); x as float, x squared, two compensated accumulators
+// (sum and correction each).
+constexpr uint32_t kForwardQueues = 2, kForwardFloatBuffers = 6;
 // Backward: grad_out and output in, grad_input out; their float copies (dy, a -> z), dz, a scratch
-// product and two accumulators.
-constexpr uint32_t kBackwardQueues = 3, kBackwardFloatBuffers = 6;
+// product and two compensated accumulators (sum and correction each).
+constexpr uint32_t kBackwardQueues = 3, kBackwardFloatBuffers = 8;
 
 inline uint64_t RoundUp(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernel_operator.h"
+#include "../common/compensated_sum.h"
 #include "../common/float_compute.h"
 #include "../common/read_tiling.h"
 #include "batch_norm_leaky_relu_tiling_data.h"
@@ -74,9 +75,8 @@ __aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const Ascend
     AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)));
 }
 
-// acc[0, plane) += each plane of the tile in turn: the per-lane sums, and their rounding, are those of a walk one
-// plane at a time, however many planes one DMA moved (a tile-wide accumulator would leave more of the sum to
-// the final ReduceSum and change the result).
+// acc[0, plane) += each plane of the tile in turn (the plain sums of a channel that is not finite): the per-lane
+// sums, and their rounding, are those of a walk one plane at a time, however many planes one DMA moved.
 __aicore__ inline void AccumulatePlanes(const AscendC::LocalTensor<float>& acc,
                                         const AscendC::LocalTensor<float>& values, const PlaneTile& tile) {
     const uint32_t plane = tile.count / tile.planes;
