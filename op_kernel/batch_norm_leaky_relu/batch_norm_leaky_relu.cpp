@@ -109,24 +109,23 @@ private:
             Duplicate(sumSquaresComp, 0.0f, tiling_.tileLength);
         }
         bool first = true;
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
-                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                                              LoadAsFloat(values, tile);
-                                              if (first) {
-                                                  shift = FirstTileMean(values, squares, tile.count);
-                                                  first = false;
-                                              }
-                                              Adds(values, values, -shift, tile.count);
-                                              Mul(squares, values, values, tile.count);
-                                              if constexpr (kCompensated) {
-                                                  compensated_sum::Add(sum, sumComp, values, values, tile.count);
-                                                  compensated_sum::Add(sumSquares, sumSquaresComp, squares, squares,
-                                                                       tile.count);
-                                              } else {
-                                                  batch_norm_kernel::AccumulatePlanes(sum, values, tile);
-                                                  batch_norm_kernel::AccumulatePlanes(sumSquares, squares, tile);
-                                              }
-                                          });
+        batch_norm_kernel::ForEachTile<T>(
+            tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                LoadAsFloat(values, tile);
+                if (first) {
+                    shift = FirstTileMean(values, squares, tile.count);
+                    first = false;
+                }
+                Adds(values, values, -shift, tile.count);
+                Mul(squares, values, values, tile.count);
+                if constexpr (kCompensated) {
+                    compensated_sum::Add(sum, sumComp, values, values, tile.count);
+                    compensated_sum::Add(sumSquares, sumSquaresComp, squares, squares, tile.count);
+                } else {
+                    batch_norm_kernel::AccumulatePlanes(sum, values, tile);
+                    batch_norm_kernel::AccumulatePlanes(sumSquares, squares, tile);
+                }
+            });
         if constexpr (kCompensated) {
             total = compensated_sum::Total(sum, sumComp, values, tiling_.tileLength);
             totalSquares = compensated_sum::Total(sumSquares, sumSquaresComp, values, tiling_.tileLength);

@@ -112,20 +112,19 @@ private:
             Duplicate(sumComp, 0.0f, tiling_.tileLength);
             Duplicate(sumProductComp, 0.0f, tiling_.tileLength);
         }
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
-                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                                              LoadTile(tile);
-                                              Adds(centered, centered, -beta, tile.count);
-                                              Mul(product, dz, centered, tile.count);
-                                              if constexpr (kCompensated) {
-                                                  compensated_sum::Add(sum, sumComp, dz, dz, tile.count);
-                                                  compensated_sum::Add(sumProduct, sumProductComp, product, product,
-                                                                       tile.count);
-                                              } else {
-                                                  batch_norm_kernel::AccumulatePlanes(sum, dz, tile);
-                                                  batch_norm_kernel::AccumulatePlanes(sumProduct, product, tile);
-                                              }
-                                          });
+        batch_norm_kernel::ForEachTile<T>(
+            tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                LoadTile(tile);
+                Adds(centered, centered, -beta, tile.count);
+                Mul(product, dz, centered, tile.count);
+                if constexpr (kCompensated) {
+                    compensated_sum::Add(sum, sumComp, dz, dz, tile.count);
+                    compensated_sum::Add(sumProduct, sumProductComp, product, product, tile.count);
+                } else {
+                    batch_norm_kernel::AccumulatePlanes(sum, dz, tile);
+                    batch_norm_kernel::AccumulatePlanes(sumProduct, product, tile);
+                }
+            });
         if constexpr (kCompensated) {
             gradBeta = compensated_sum::Total(sum, sumComp, centered, tiling_.tileLength);
             sumGradTimesCentered = compensated_sum::Total(sumProduct, sumProductComp, centered, tiling_.tileLength);
