@@ -63,10 +63,7 @@ public:
         pipe_.InitBuffer(outQueue_, batch_norm_tiling::kBufferNum, tile * sizeof(T));
         pipe_.InitBuffer(valuesBuf_, tile * sizeof(float));
         pipe_.InitBuffer(squaresBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumSquaresBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumCompBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumSquaresCompBuf_, tile * sizeof(float));
+        pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float));
         pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
         stats_.Init(pipe_, tiling_.statsLength);
     }
@@ -91,23 +88,18 @@ private:
         stats_[ForwardSlot::Shift].SetValue(local, shift);
     }
 
-    // Sums of x - shift and (x - shift)^2 over the channel: per lane over the tiles, then over the lanes. Compensated
-    // (op_kernel/common/compensated_sum.h): over whole tiles, the terms their own scratch, then the lanes folded;
-    // plain: plane by plane (AccumulatePlanes), then ReduceSum.
+    // Sums of x - shift and (x - shift)^2 over the channel: each tile's values halved in place down to kSumLanes
+    // (pairwise), added per lane, then the lanes summed; compensated (op_kernel/common/compensated_sum.h) or plain.
     template <bool kCompensated>
     __aicore__ inline void SumChannel(uint32_t local, float& shift, float& total, float& totalSquares) {
+        using batch_norm_tiling::kSumLanes;
         LocalTensor<float> values = valuesBuf_.Get<float>();
         LocalTensor<float> squares = squaresBuf_.Get<float>();
-        LocalTensor<float> sum = sumBuf_.Get<float>();
-        LocalTensor<float> sumSquares = sumSquaresBuf_.Get<float>();
-        LocalTensor<float> sumComp = sumCompBuf_.Get<float>();
-        LocalTensor<float> sumSquaresComp = sumSquaresCompBuf_.Get<float>();
-        Duplicate(sum, 0.0f, tiling_.tileLength);
-        Duplicate(sumSquares, 0.0f, tiling_.tileLength);
-        if constexpr (kCompensated) {
-            Duplicate(sumComp, 0.0f, tiling_.tileLength);
-            Duplicate(sumSquaresComp, 0.0f, tiling_.tileLength);
-        }
+        LocalTensor<float> sum = sumsBuf_.Get<float>();
+        LocalTensor<float> sumSquares = sum[kSumLanes];
+        LocalTensor<float> sumComp = sum[2 * kSumLanes];
+        LocalTensor<float> sumSquaresComp = sum[3 * kSumLanes];
+        Duplicate(sum, 0.0f, batch_norm_tiling::kSumArrays * kSumLanes);
         bool first = true;
         batch_norm_kernel::ForEachTile<T>(
             tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
@@ -118,21 +110,23 @@ private:
                 }
                 Adds(values, values, -shift, tile.count);
                 Mul(squares, values, values, tile.count);
+                uint32_t lanes = compensated_sum::HalveTo(values, tile.count, kSumLanes);
+                compensated_sum::HalveTo(squares, tile.count, kSumLanes);
                 if constexpr (kCompensated) {
-                    compensated_sum::Add(sum, sumComp, values, values, tile.count);
-                    compensated_sum::Add(sumSquares, sumSquaresComp, squares, squares, tile.count);
+                    compensated_sum::Add(sum, sumComp, values, values, lanes);
+                    compensated_sum::Add(sumSquares, sumSquaresComp, squares, squares, lanes);
                 } else {
-                    batch_norm_kernel::AccumulatePlanes(sum, values, tile);
-                    batch_norm_kernel::AccumulatePlanes(sumSquares, squares, tile);
+                    Add(sum, sum, values, lanes);
+                    Add(sumSquares, sumSquares, squares, lanes);
                 }
             });
         if constexpr (kCompensated) {
-            total = compensated_sum::Total(sum, sumComp, values, tiling_.tileLength);
-            totalSquares = compensated_sum::Total(sumSquares, sumSquaresComp, values, tiling_.tileLength);
+            total = compensated_sum::Total(sum, sumComp, kSumLanes);
+            totalSquares = compensated_sum::Total(sumSquares, sumSquaresComp, kSumLanes);
         } else {
             LocalTensor<float> work = reduceWorkBuf_.Get<float>();
-            total = batch_norm_kernel::SumToScalar(values, sum, work, tiling_.tileLength);
-            totalSquares = batch_norm_kernel::SumToScalar(values, sumSquares, work, tiling_.tileLength);
+            total = batch_norm_kernel::SumToScalar(values, sum, work, kSumLanes);
+            totalSquares = batch_norm_kernel::SumToScalar(values, sumSquares, work, kSumLanes);
         }
     }
 
@@ -238,8 +232,7 @@ private:
     TPipe pipe_;
     TQue<QuePosition::VECIN, batch_norm_tiling::kBufferNum> inQueue_;
     TQue<QuePosition::VECOUT, batch_norm_tiling::kBufferNum> outQueue_;
-    TBuf<TPosition::VECCALC> valuesBuf_, squaresBuf_, sumBuf_, sumSquaresBuf_, sumCompBuf_, sumSquaresCompBuf_,
-        reduceWorkBuf_;
+    TBuf<TPosition::VECCALC> valuesBuf_, squaresBuf_, sumsBuf_, reduceWorkBuf_;
     ChannelStats<ForwardSlot> stats_;
     GlobalTensor<T> xGm_, outGm_;
     GlobalTensor<float> gammaGm_, betaGm_, runningMeanGm_, runningVarGm_, saveMeanGm_, saveInvStdGm_, runningMeanOutGm_,

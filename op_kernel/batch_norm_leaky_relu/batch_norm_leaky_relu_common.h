@@ -75,14 +75,6 @@ __aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const Ascend
     AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)));
 }
 
-// acc[0, plane) += each plane of the tile in turn (the plain sums of a channel that is not finite): the per-lane
-// sums, and their rounding, are those of a walk one plane at a time, however many planes one DMA moved.
-__aicore__ inline void AccumulatePlanes(const AscendC::LocalTensor<float>& acc,
-                                        const AscendC::LocalTensor<float>& values, const PlaneTile& tile) {
-    const uint32_t plane = tile.count / tile.planes;
-    for (uint32_t p = 0; p < tile.planes; ++p) AscendC::Add(acc, acc, values[p * plane], plane);
-}
-
 // A tile's bytes between GM (planes `planeStride` apart) and UB (back to back): GM gaps are in bytes.
 template <typename T>
 __aicore__ inline AscendC::DataCopyExtParams TileCopy(const PlaneTile& tile, bool toGm) {

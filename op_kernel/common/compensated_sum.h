@@ -38,23 +38,35 @@ __aicore__ inline void Add(const AscendC::LocalTensor<float>& acc, const AscendC
 }
 
 // Adds the sums at lane offset `from` into those at lane 0, over `count` lanes (from >= count: the ranges do not
-// overlap): the corrections first (small: plain addition), then the sums compensated. `y`: scratch of `count`.
+// overlap): the corrections first (small: plain addition), then the sums compensated (acc[from..] its own scratch).
 __aicore__ inline void FoldInto0(const AscendC::LocalTensor<float>& acc, const AscendC::LocalTensor<float>& comp,
-                                 const AscendC::LocalTensor<float>& y, uint32_t from, uint32_t count) {
+                                 uint32_t from, uint32_t count) {
     AscendC::Add(comp, comp, comp[from], count);
-    Add(acc, comp, acc[from], y, count);
+    Add(acc, comp, acc[from], acc[from], count);
 }
 
 // Halves the first `lanes` sums (upper part into lower part) down to at most one block of lanes; returns how many
 // are left.
 __aicore__ inline uint32_t FoldLanes(const AscendC::LocalTensor<float>& acc, const AscendC::LocalTensor<float>& comp,
-                                     const AscendC::LocalTensor<float>& y, uint32_t lanes) {
+                                     uint32_t lanes) {
     while (lanes > kFloatsPerBlock) {
         uint32_t half = HalfOf(lanes);
-        FoldInto0(acc, comp, y, half, lanes - half);
+        FoldInto0(acc, comp, half, lanes - half);
         lanes = half;
     }
     return lanes;
+}
+
+// Halves the first `count` of `values` in place (upper part added plainly into lower part) until at most `lanes`
+// are left; returns how many. Their sum is that of the `count`, with at most log2(count / lanes) roundings per
+// value: a pairwise sum, which costs about one vector addition per value, where a compensated one costs five.
+__aicore__ inline uint32_t HalveTo(const AscendC::LocalTensor<float>& values, uint32_t count, uint32_t lanes) {
+    while (count > lanes) {
+        uint32_t half = HalfOf(count);
+        AscendC::Add(values, values, values[half], count - half);
+        count = half;
+    }
+    return count;
 }
 
 // The sum of the first `lanes` (acc, comp) pairs, compensated on the scalar unit.
@@ -75,8 +87,8 @@ __aicore__ inline float SumOfLanes(const AscendC::LocalTensor<float>& acc, const
 // The sum of the first `lanes` (acc, comp) pairs as a scalar: lanes folded on the vector unit, the last block on
 // the scalar unit, all compensated. Overwrites acc and comp.
 __aicore__ inline float Total(const AscendC::LocalTensor<float>& acc, const AscendC::LocalTensor<float>& comp,
-                              const AscendC::LocalTensor<float>& y, uint32_t lanes) {
-    return SumOfLanes(acc, comp, FoldLanes(acc, comp, y, lanes));
+                              uint32_t lanes) {
+    return SumOfLanes(acc, comp, FoldLanes(acc, comp, lanes));
 }
 
 }  // namespace compensated_sum

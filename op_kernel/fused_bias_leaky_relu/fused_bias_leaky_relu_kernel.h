@@ -267,7 +267,7 @@ private:
     }
 
     // Per-lane compensated sums (op_kernel/common/compensated_sum.h) in accBuf_ and compBuf_; valuesBuf_ (free
-    // by then) is the scratch of their steps.
+    // by then) is the scratch of a tile's step.
     __aicore__ inline void ZeroSums() {
         AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
         AscendC::Duplicate(compBuf_.template Get<float>(), 0.0f, t_.tileLength);
@@ -282,15 +282,13 @@ private:
     __aicore__ inline void FoldRows(uint32_t pitch, uint32_t width) {
         uint64_t reached = t_.batch < t_.rowsPerTile ? t_.batch : t_.rowsPerTile;
         for (uint32_t k = 1; k < reached; ++k) {
-            compensated_sum::FoldInto0(accBuf_.template Get<float>(), compBuf_.template Get<float>(),
-                                       valuesBuf_.template Get<float>(), k * pitch, width);
+            compensated_sum::FoldInto0(accBuf_.template Get<float>(), compBuf_.template Get<float>(), k * pitch, width);
         }
     }
 
     // The sum of row 0's first `lanes` sums.
     __aicore__ inline float TotalOfLanes(uint32_t lanes) {
-        return compensated_sum::Total(accBuf_.template Get<float>(), compBuf_.template Get<float>(),
-                                      valuesBuf_.template Get<float>(), lanes);
+        return compensated_sum::Total(accBuf_.template Get<float>(), compBuf_.template Get<float>(), lanes);
     }
 
     // grad_bias of local channels [done, done + count), from floats, rounded once to T.
