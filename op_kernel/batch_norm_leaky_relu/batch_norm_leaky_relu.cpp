@@ -4,8 +4,8 @@
 //
 // Each core owns whole channels (see op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h), so the
 // reduction needs no cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
-// mean of the channel's first tile (the shifted-data variance: no cancellation when |mean| >> std), compensated so
-// their error does not grow with N * H * W; (2) normalise, centred first ((x - mean) * gamma * invstd + beta), +
+// mean of the channel's first tile (the shifted-data variance: no cancellation when |mean| >> std), pairwise within
+// a tile and compensated across tiles so their error does not grow with N * H * W; (2) normalise, centred first ((x - mean) * gamma * invstd + beta), +
 // LeakyReLU and the single write of `out`. GM traffic: x read twice, out written
 // once, O(C) floats of statistics. Half types are computed in float32 and rounded once (RINT).
 //

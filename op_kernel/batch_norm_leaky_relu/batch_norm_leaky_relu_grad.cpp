@@ -9,8 +9,8 @@
 //              = A * dz + B * (z - beta) + C,  A = gamma * invstd, B = -invstd * grad_gamma / n,
 //                                              C = -A * grad_beta / n
 //
-// Whole channels per core (no cross-core reduction); two passes over dy and a: (1) the two sums (compensated, so
-// their error does not grow with N * H * W), (2)
+// Whole channels per core (no cross-core reduction); two passes over dy and a: (1) the two sums (pairwise within a
+// tile, compensated across tiles: their error does not grow with N * H * W), (2)
 // grad_x, written once. Half types are computed in float32 and rounded once (RINT).
 #include "batch_norm_leaky_relu_common.h"
 
