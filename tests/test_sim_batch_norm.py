@@ -220,3 +220,32 @@ def test_training_convolution_is_torchs_in_float32(dtype, padding):
     torch.testing.assert_close(grads[0], grad_x[:, :, top:top + 9, left:left + 8].to(dtype), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(grads[1], grad_w.to(dtype), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(grads[2], grad_y.sum((0, 2, 3)).to(dtype), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("offset", [0.5, 50.0], ids=["centred", "offset"])
+def test_float32_error_stays_within_twice_torchs(offset):
+    """2^17 values per channel (GAN-sized: 32 x 64x64): the kernels' float32 error against float64 is at most twice
+    torch's own float32 error, plus one float32 ulp of the largest value, for the output and the three gradients.
+    Per-lane float32 sums over N*H*W values (the statistics, grad_beta, grad_gamma) grew their error with the count
+    (ten times torch's and more here); the compensated sums keep it torch's."""
+    shape = (32, 2, 64, 64)
+    generator = torch.Generator().manual_seed(0)
+    x = (torch.randn(shape, generator=generator, dtype=torch.float64) * 2 + offset).float()
+    weight, bias = torch.rand(2, generator=generator) + 0.5, torch.randn(2, generator=generator)
+    grad_out = torch.randn(shape, generator=generator, dtype=torch.float64).float()
+    out, _, save_invstd = run_forward(x, weight, bias, None, None, update=False)
+    grad_input, grad_weight, grad_bias = run_backward(grad_out, out, weight, bias, save_invstd)
+
+    def torch_bn(dtype):
+        leaves = [t.to(dtype).requires_grad_() for t in (x, weight, bias)]
+        y = F.leaky_relu(F.batch_norm(leaves[0], None, None, leaves[1], leaves[2], True, 0.0, EPS), SLOPE)
+        y.backward(grad_out.to(dtype))
+        return [y.detach()] + [leaf.grad for leaf in leaves]
+
+    exact, torchs = torch_bn(torch.float64), torch_bn(torch.float32)
+    for name, ours, theirs, expected in zip(["y", "grad_input", "grad_weight", "grad_bias"],
+                                            [out, grad_input, grad_weight, grad_bias], torchs, exact):
+        error = float((ours.double() - expected).abs().max())
+        torch_error = float((theirs.double() - expected).abs().max())
+        floor = torch.finfo(torch.float32).eps * float(expected.abs().max())
+        assert error <= 2 * torch_error + floor, f"{name}: {error:.2e} vs torch's {torch_error:.2e}"

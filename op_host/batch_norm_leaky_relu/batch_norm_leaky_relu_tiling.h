@@ -30,11 +30,11 @@ enum class BatchNormPass : uint32_t { Forward = 0, Backward = 1 };
 namespace batch_norm_tiling {
 
 constexpr uint32_t kMaxTileLength = 16384;
-// Forward: x in, out out (dtype-sized, double-buffered); x as float, x squared, two accumulators.
-constexpr uint32_t kForwardQueues = 2, kForwardFloatBuffers = 4;
-// Backward: grad_out and output in, grad_input out; their float copies (dy, a -> z), dz, a scratch
-// product and two accumulators.
-constexpr uint32_t kBackwardQueues = 3, kBackwardFloatBuffers = 6;
+// Forward: x in, out out (dtype-sized, double-buffered); x as float, x squared.
+constexpr uint32_t kForwardQueues = 2, kForwardFloatBuffers = 2;
+// Backward: grad_out and output in, grad_input out; their float copies (dy, a -> z), dz and a scratch
+// product. Both passes also hold a channel's sums (kSumArrays x kSumLanes floats).
+constexpr uint32_t kBackwardQueues = 3, kBackwardFloatBuffers = 4;
 
 inline uint64_t RoundUp(uint64_t value, uint64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 
@@ -49,7 +49,8 @@ inline uint64_t UbBytes(BatchNormPass pass, uint32_t dtypeSize, uint32_t tile, u
     uint32_t queues = pass == BatchNormPass::Forward ? kForwardQueues : kBackwardQueues;
     uint32_t floats = pass == BatchNormPass::Forward ? kForwardFloatBuffers : kBackwardFloatBuffers;
     return uint64_t(queues) * kBufferNum * tile * dtypeSize + uint64_t(floats) * tile * sizeof(float) +
-           uint64_t(ReduceWorkLength(tile)) * sizeof(float) + uint64_t(kStatsArrays) * statsLength * sizeof(float);
+           uint64_t(kSumArrays) * kSumLanes * sizeof(float) + uint64_t(ReduceWorkLength(tile)) * sizeof(float) +
+           uint64_t(kStatsArrays) * statsLength * sizeof(float);
 }
 
 }  // namespace batch_norm_tiling

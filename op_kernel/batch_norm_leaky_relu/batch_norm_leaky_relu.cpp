@@ -4,8 +4,9 @@
 //
 // Each core owns whole channels (see op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h), so the
 // reduction needs no cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
-// channel's first element (the shifted-data variance: no cancellation when |mean| >> std); (2)
-// normalise + affine + LeakyReLU and the single write of `out`. GM traffic: x read twice, out written
+// mean of the channel's first tile (the shifted-data variance: no cancellation when |mean| >> std), pairwise within
+// a tile and compensated across tiles so their error does not grow with N * H * W; (2) normalise, centred first ((x - mean) * gamma * invstd + beta), +
+// LeakyReLU and the single write of `out`. GM traffic: x read twice, out written
 // once, O(C) floats of statistics. Half types are computed in float32 and rounded once (RINT).
 //
 // Outputs besides `out`: save_mean, save_invstd (for the backward and for torch's BN semantics) and,
@@ -33,9 +34,8 @@ enum class ForwardSlot : uint32_t {
     Variance,
     InvStd,
     Scale,
-    Bias,
 };
-static_assert(static_cast<uint32_t>(ForwardSlot::Bias) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
+static_assert(static_cast<uint32_t>(ForwardSlot::Scale) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
 
 template <typename T>
 class BatchNormLeakyReluForward {
@@ -63,8 +63,7 @@ public:
         pipe_.InitBuffer(outQueue_, batch_norm_tiling::kBufferNum, tile * sizeof(T));
         pipe_.InitBuffer(valuesBuf_, tile * sizeof(float));
         pipe_.InitBuffer(squaresBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumSquaresBuf_, tile * sizeof(float));
+        pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float));
         pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
         stats_.Init(pipe_, tiling_.statsLength);
     }
@@ -76,41 +75,62 @@ public:
     }
 
 private:
-    // Pass 1: per-lane sums over the channel's tiles, then one reduction per sum.
+    // Pass 1: the channel's two shifted sums, compensated. A sum that is not finite (an inf or NaN in the channel,
+    // which the compensation turns into NaN) is taken again plainly: torch's inf or NaN.
     __aicore__ inline void AccumulateChannel(uint32_t local) {
-        LocalTensor<float> values = valuesBuf_.Get<float>();
-        LocalTensor<float> squares = squaresBuf_.Get<float>();
-        LocalTensor<float> sum = sumBuf_.Get<float>();
-        LocalTensor<float> sumSquares = sumSquaresBuf_.Get<float>();
-        Duplicate(sum, 0.0f, tiling_.tileLength);
-        Duplicate(sumSquares, 0.0f, tiling_.tileLength);
-        bool first = true;
-        float shift = 0.0f;
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
-                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                                              LoadAsFloat(values, tile);
-                                              if (first) {
-                                                  PipeBarrier<PIPE_ALL>();
-                                                  shift = values.GetValue(0);
-                                                  // an inf or NaN shift would turn every x - shift into NaN
-                                                  // (torch: an inf in the batch gives mean inf, not NaN)
-                                                  if (!(shift - shift == 0.0f)) shift = 0.0f;
-                                                  first = false;
-                                              }
-                                              Adds(values, values, -shift, tile.count);
-                                              Mul(squares, values, values, tile.count);
-                                              batch_norm_kernel::AccumulatePlanes(sum, values, tile);
-                                              batch_norm_kernel::AccumulatePlanes(sumSquares, squares, tile);
-                                          });
-        LocalTensor<float> work = reduceWorkBuf_.Get<float>();
-        float total = batch_norm_kernel::SumToScalar(values, sum, work, tiling_.tileLength);
-        float totalSquares = batch_norm_kernel::SumToScalar(values, sumSquares, work, tiling_.tileLength);
+        float shift = 0.0f, total = 0.0f, totalSquares = 0.0f;
+        SumChannel<true>(local, shift, total, totalSquares);
+        if (!compensated_sum::IsFinite(total) || !compensated_sum::IsFinite(totalSquares)) {
+            SumChannel<false>(local, shift, total, totalSquares);
+        }
         stats_[ForwardSlot::SumShifted].SetValue(local, total);
         stats_[ForwardSlot::SumSquaresShifted].SetValue(local, totalSquares);
         stats_[ForwardSlot::Shift].SetValue(local, shift);
     }
 
-    // Per channel of the core, vectorised over the channels: mean, invstd, the affine out = x*scale+bias,
+    // Sums of x - shift and (x - shift)^2 over the channel: each tile's values halved in place down to kSumLanes
+    // (pairwise), added per lane, then the lanes summed; compensated (op_kernel/common/compensated_sum.h) or plain.
+    template <bool kCompensated>
+    __aicore__ inline void SumChannel(uint32_t local, float& shift, float& total, float& totalSquares) {
+        using batch_norm_tiling::kSumLanes;
+        LocalTensor<float> values = valuesBuf_.Get<float>();
+        LocalTensor<float> squares = squaresBuf_.Get<float>();
+        LocalTensor<float> sum = sumsBuf_.Get<float>();
+        LocalTensor<float> sumSquares = sum[kSumLanes];
+        LocalTensor<float> sumComp = sum[2 * kSumLanes];
+        LocalTensor<float> sumSquaresComp = sum[3 * kSumLanes];
+        Duplicate(sum, 0.0f, batch_norm_tiling::kSumArrays * kSumLanes);
+        bool first = true;
+        batch_norm_kernel::ForEachTile<T>(
+            tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                LoadAsFloat(values, tile);
+                if (first) {
+                    shift = FirstTileMean(values, squares, tile.count);
+                    first = false;
+                }
+                Adds(values, values, -shift, tile.count);
+                Mul(squares, values, values, tile.count);
+                uint32_t lanes = compensated_sum::HalveTo(values, tile.count, kSumLanes);
+                compensated_sum::HalveTo(squares, tile.count, kSumLanes);
+                if constexpr (kCompensated) {
+                    compensated_sum::Add(sum, sumComp, values, values, lanes);
+                    compensated_sum::Add(sumSquares, sumSquaresComp, squares, squares, lanes);
+                } else {
+                    Add(sum, sum, values, lanes);
+                    Add(sumSquares, sumSquares, squares, lanes);
+                }
+            });
+        if constexpr (kCompensated) {
+            total = compensated_sum::Total(sum, sumComp, kSumLanes);
+            totalSquares = compensated_sum::Total(sumSquares, sumSquaresComp, kSumLanes);
+        } else {
+            LocalTensor<float> work = reduceWorkBuf_.Get<float>();
+            total = batch_norm_kernel::SumToScalar(values, sum, work, kSumLanes);
+            totalSquares = batch_norm_kernel::SumToScalar(values, sumSquares, work, kSumLanes);
+        }
+    }
+
+    // Per channel of the core, vectorised over the channels: mean, invstd, scale = gamma * invstd,
     // and the running statistics; written to GM once.
     __aicore__ inline void ComputeChannelAffine() {
         const uint32_t n = channelCount_;
@@ -119,7 +139,6 @@ private:
         LocalTensor<float> variance = stats_[ForwardSlot::Variance];
         LocalTensor<float> invStd = stats_[ForwardSlot::InvStd];
         LocalTensor<float> scale = stats_[ForwardSlot::Scale];
-        LocalTensor<float> bias = stats_[ForwardSlot::Bias];
         batch_norm_kernel::CopyIn(stats_[ForwardSlot::Gamma], gammaGm_, n);
         batch_norm_kernel::CopyIn(stats_[ForwardSlot::Beta], betaGm_, n);
         PipeBarrier<PIPE_ALL>();
@@ -140,10 +159,9 @@ private:
         Sqrt(scale, scale, n);
         Duplicate(invStd, 1.0f, n);
         Div(invStd, invStd, scale, n);
-        // out = x * scale + bias with scale = gamma * invstd, bias = beta - mean * scale
+        // out = (x - mean) * scale + beta with scale = gamma * invstd: centred first, no cancellation of a large
+        // x * scale against beta - mean * scale
         Mul(scale, stats_[ForwardSlot::Gamma], invStd, n);
-        Mul(bias, mean, scale, n);
-        Sub(bias, stats_[ForwardSlot::Beta], bias, n);
         PipeBarrier<PIPE_ALL>();
         batch_norm_kernel::CopyOut(saveMeanGm_, mean, n);
         batch_norm_kernel::CopyOut(saveInvStdGm_, invStd, n);
@@ -171,20 +189,33 @@ private:
         batch_norm_kernel::CopyOut(runningVarOutGm_, runningVar, n);
     }
 
-    // Pass 2: out = leaky_relu(x * scale + bias), rounded once to T.
+    // Pass 2: out = leaky_relu((x - mean) * scale + beta), rounded once to T.
     __aicore__ inline void NormalizeChannel(uint32_t local) {
         PipeBarrier<PIPE_ALL>();
+        float mean = stats_[ForwardSlot::Mean].GetValue(local);
         float scale = stats_[ForwardSlot::Scale].GetValue(local);
-        float bias = stats_[ForwardSlot::Bias].GetValue(local);
+        float beta = stats_[ForwardSlot::Beta].GetValue(local);
         LocalTensor<float> values = valuesBuf_.Get<float>();
         batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
                                           [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
                                               LoadAsFloat(values, tile);
+                                              Adds(values, values, -mean, tile.count);
                                               Muls(values, values, scale, tile.count);
-                                              Adds(values, values, bias, tile.count);
+                                              Adds(values, values, beta, tile.count);
                                               LeakyRelu(values, values, tiling_.negativeSlope, tile.count);
                                               batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
                                           });
+    }
+
+    // The shift: the mean of the channel's first tile (any value works, one near the channel's mean keeps
+    // E[(x-shift)^2] - E[x-shift]^2 from cancelling). `scratch`: a tile of floats.
+    __aicore__ inline float FirstTileMean(const LocalTensor<float>& values, const LocalTensor<float>& scratch,
+                                          uint32_t count) {
+        float mean = batch_norm_kernel::SumToScalar(scratch, values, reduceWorkBuf_.Get<float>(), count) /
+                     static_cast<float>(count);
+        // an inf or NaN shift would turn every x - shift into NaN (torch: an inf in the batch gives mean inf, not
+        // NaN); a mean that overflowed is no use either
+        return compensated_sum::IsFinite(mean) ? mean : 0.0f;
     }
 
     __aicore__ inline void LoadAsFloat(const LocalTensor<float>& values, const PlaneTile& tile) {
@@ -201,7 +232,7 @@ private:
     TPipe pipe_;
     TQue<QuePosition::VECIN, batch_norm_tiling::kBufferNum> inQueue_;
     TQue<QuePosition::VECOUT, batch_norm_tiling::kBufferNum> outQueue_;
-    TBuf<TPosition::VECCALC> valuesBuf_, squaresBuf_, sumBuf_, sumSquaresBuf_, reduceWorkBuf_;
+    TBuf<TPosition::VECCALC> valuesBuf_, squaresBuf_, sumsBuf_, reduceWorkBuf_;
     ChannelStats<ForwardSlot> stats_;
     GlobalTensor<T> xGm_, outGm_;
     GlobalTensor<float> gammaGm_, betaGm_, runningMeanGm_, runningVarGm_, saveMeanGm_, saveInvStdGm_, runningMeanOutGm_,

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernel_operator.h"
+#include "../common/compensated_sum.h"
 #include "../common/float_compute.h"
 #include "../common/read_tiling.h"
 #include "batch_norm_leaky_relu_tiling_data.h"
@@ -72,15 +73,6 @@ template <typename T>
 __aicore__ inline void CopyOut(const AscendC::GlobalTensor<T>& dst, const AscendC::LocalTensor<T>& src,
                                uint32_t count) {
     AscendC::DataCopyPad(dst, src, ContiguousBytes(count, sizeof(T)));
-}
-
-// acc[0, plane) += each plane of the tile in turn: the per-lane sums, and their rounding, are those of a walk one
-// plane at a time, however many planes one DMA moved (a tile-wide accumulator would leave more of the sum to
-// the final ReduceSum and change the result).
-__aicore__ inline void AccumulatePlanes(const AscendC::LocalTensor<float>& acc,
-                                        const AscendC::LocalTensor<float>& values, const PlaneTile& tile) {
-    const uint32_t plane = tile.count / tile.planes;
-    for (uint32_t p = 0; p < tile.planes; ++p) AscendC::Add(acc, acc, values[p * plane], plane);
 }
 
 // A tile's bytes between GM (planes `planeStride` apart) and UB (back to back): GM gaps are in bytes.

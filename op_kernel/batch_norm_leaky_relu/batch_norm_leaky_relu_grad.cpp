@@ -9,7 +9,8 @@
 //              = A * dz + B * (z - beta) + C,  A = gamma * invstd, B = -invstd * grad_gamma / n,
 //                                              C = -A * grad_beta / n
 //
-// Whole channels per core (no cross-core reduction); two passes over dy and a: (1) the two sums, (2)
+// Whole channels per core (no cross-core reduction); two passes over dy and a: (1) the two sums (pairwise within a
+// tile, compensated across tiles: their error does not grow with N * H * W), (2)
 // grad_x, written once. Half types are computed in float32 and rounded once (RINT).
 #include "batch_norm_leaky_relu_common.h"
 
@@ -60,8 +61,7 @@ public:
         pipe_.InitBuffer(preActivationBuf_, tile * sizeof(float));
         pipe_.InitBuffer(gradPreActivationBuf_, tile * sizeof(float));
         pipe_.InitBuffer(productBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumProductBuf_, tile * sizeof(float));
+        pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float));
         pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
         stats_.Init(pipe_, tiling_.statsLength);
     }
@@ -77,30 +77,56 @@ public:
     }
 
 private:
-    // Pass 1: grad_beta = sum dz and sum dz * (z - beta).
+    // Pass 1: grad_beta = sum dz and sum dz * (z - beta), compensated. A sum that is not finite (an inf or NaN
+    // in the channel, which the compensation turns into NaN) is taken again plainly: torch's inf or NaN.
     __aicore__ inline void AccumulateChannel(uint32_t local) {
+        float gradBeta = 0.0f, sumGradTimesCentered = 0.0f;
+        SumChannel<true>(local, gradBeta, sumGradTimesCentered);
+        if (!compensated_sum::IsFinite(gradBeta) || !compensated_sum::IsFinite(sumGradTimesCentered)) {
+            SumChannel<false>(local, gradBeta, sumGradTimesCentered);
+        }
+        stats_[BackwardSlot::GradBeta].SetValue(local, gradBeta);
+        stats_[BackwardSlot::SumGradTimesCentered].SetValue(local, sumGradTimesCentered);
+    }
+
+    // Sums of dz and dz * (z - beta) over the channel: each tile's values halved in place down to kSumLanes
+    // (pairwise), added per lane, then the lanes summed; compensated (op_kernel/common/compensated_sum.h) or plain.
+    template <bool kCompensated>
+    __aicore__ inline void SumChannel(uint32_t local, float& gradBeta, float& sumGradTimesCentered) {
+        using batch_norm_tiling::kSumLanes;
         PipeBarrier<PIPE_ALL>();
         float beta = stats_[BackwardSlot::Beta].GetValue(local);
         LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
         LocalTensor<float> centered = preActivationBuf_.Get<float>();
         LocalTensor<float> product = productBuf_.Get<float>();
-        LocalTensor<float> sum = sumBuf_.Get<float>();
-        LocalTensor<float> sumProduct = sumProductBuf_.Get<float>();
-        Duplicate(sum, 0.0f, tiling_.tileLength);
-        Duplicate(sumProduct, 0.0f, tiling_.tileLength);
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
-                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                                              LoadTile(tile);
-                                              Adds(centered, centered, -beta, tile.count);
-                                              Mul(product, dz, centered, tile.count);
-                                              batch_norm_kernel::AccumulatePlanes(sum, dz, tile);
-                                              batch_norm_kernel::AccumulatePlanes(sumProduct, product, tile);
-                                          });
-        LocalTensor<float> work = reduceWorkBuf_.Get<float>();
-        float gradBeta = batch_norm_kernel::SumToScalar(product, sum, work, tiling_.tileLength);
-        float sumGradTimesCentered = batch_norm_kernel::SumToScalar(product, sumProduct, work, tiling_.tileLength);
-        stats_[BackwardSlot::GradBeta].SetValue(local, gradBeta);
-        stats_[BackwardSlot::SumGradTimesCentered].SetValue(local, sumGradTimesCentered);
+        LocalTensor<float> sum = sumsBuf_.Get<float>();
+        LocalTensor<float> sumProduct = sum[kSumLanes];
+        LocalTensor<float> sumComp = sum[2 * kSumLanes];
+        LocalTensor<float> sumProductComp = sum[3 * kSumLanes];
+        Duplicate(sum, 0.0f, batch_norm_tiling::kSumArrays * kSumLanes);
+        batch_norm_kernel::ForEachTile<T>(
+            tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                LoadTile(tile);
+                Adds(centered, centered, -beta, tile.count);
+                Mul(product, dz, centered, tile.count);
+                uint32_t lanes = compensated_sum::HalveTo(dz, tile.count, kSumLanes);
+                compensated_sum::HalveTo(product, tile.count, kSumLanes);
+                if constexpr (kCompensated) {
+                    compensated_sum::Add(sum, sumComp, dz, dz, lanes);
+                    compensated_sum::Add(sumProduct, sumProductComp, product, product, lanes);
+                } else {
+                    Add(sum, sum, dz, lanes);
+                    Add(sumProduct, sumProduct, product, lanes);
+                }
+            });
+        if constexpr (kCompensated) {
+            gradBeta = compensated_sum::Total(sum, sumComp, kSumLanes);
+            sumGradTimesCentered = compensated_sum::Total(sumProduct, sumProductComp, kSumLanes);
+        } else {
+            LocalTensor<float> work = reduceWorkBuf_.Get<float>();
+            gradBeta = batch_norm_kernel::SumToScalar(product, sum, work, kSumLanes);
+            sumGradTimesCentered = batch_norm_kernel::SumToScalar(product, sumProduct, work, kSumLanes);
+        }
     }
 
     // grad_gamma, grad_beta to GM; A, B, C of grad_x = A * dz + B * (z - beta) + C.
@@ -182,8 +208,7 @@ private:
     TPipe pipe_;
     TQue<QuePosition::VECIN, batch_norm_tiling::kBufferNum> gradOutQueue_, outputQueue_;
     TQue<QuePosition::VECOUT, batch_norm_tiling::kBufferNum> gradInputQueue_;
-    TBuf<TPosition::VECCALC> gradBuf_, preActivationBuf_, gradPreActivationBuf_, productBuf_, sumBuf_, sumProductBuf_,
-        reduceWorkBuf_;
+    TBuf<TPosition::VECCALC> gradBuf_, preActivationBuf_, gradPreActivationBuf_, productBuf_, sumsBuf_, reduceWorkBuf_;
     ChannelStats<BackwardSlot> stats_;
     GlobalTensor<T> gradOutGm_, outputGm_, gradInputGm_;
     GlobalTensor<float> gammaGm_, betaGm_, invStdGm_, gradGammaGm_, gradBetaGm_;

@@ -34,6 +34,10 @@ constexpr uint32_t kFloatRepeat = 64;    // floats per 256-byte vector repeat
 constexpr uint32_t kFloatsPerBlock = 8;  // floats per 32-byte block
 // GM double buffering: two UB buffers per queue.
 constexpr uint32_t kBufferNum = 2;
+// A channel's sums: kSumArrays arrays (two sums, each with its compensation) of kSumLanes floats, the lanes each
+// tile is halved down to.
+constexpr uint32_t kSumLanes = 256;
+constexpr uint32_t kSumArrays = 4;
 // Per-core channel arrays (the kernels' StatsSlot enums): forward 12, backward 10; sized for 12.
 constexpr uint32_t kStatsArrays = 12;
 

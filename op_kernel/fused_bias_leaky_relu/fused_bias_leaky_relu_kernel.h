@@ -19,6 +19,7 @@
 #pragma once
 
 #include "kernel_operator.h"
+#include "../common/compensated_sum.h"
 #include "../common/float_compute.h"
 #include "../common/read_tiling.h"
 #include "fused_bias_leaky_relu_tiling_data.h"
@@ -50,15 +51,8 @@ __aicore__ inline uint32_t RepeatLanes(uint32_t count) {
     return (count + kFloatRepeat - 1) / kFloatRepeat * kFloatRepeat;
 }
 
-// The lower part of `lanes` sums halved: at least half, whole 32-byte blocks of floats (vector operands start
-// on one).
-__aicore__ inline uint32_t HalfOf(uint32_t lanes) {
-    using fused_bias_tiling::kFloatsPerBlock;
-    return ((lanes + 1) / 2 + kFloatsPerBlock - 1) / kFloatsPerBlock * kFloatsPerBlock;
-}
-
-// value - value is 0 exactly when value is finite, NaN for +-inf and NaN.
-__aicore__ inline bool IsFinite(float value) { return value - value == 0.0f; }
+using compensated_sum::HalfOf;
+using compensated_sum::IsFinite;
 
 // Visits the tiles of channel `channel` (Rows mode) in a fixed order: rows front to back.
 template <typename Visit>
@@ -196,8 +190,7 @@ private:
         ForEachRowTile(t_, firstChannel_ + local, [&](const Tile& tile) ACTS_AICORE_LAMBDA { Step(tile, bias); });
         if constexpr (kBackward) {
             FoldRows(t_.rowPitch, t_.tileWidth);
-            uint32_t lanes = FoldLanes(t_.tileWidth);
-            float sum = SumOfLanes(lanes);
+            float sum = TotalOfLanes(t_.tileWidth);
             if (!IsFinite(sum)) sum = PlainRowChannelSum(local, bias);
             sumsBuf_.template Get<float>().SetValue(inBlock, sum);
         }
@@ -273,68 +266,29 @@ private:
         for (uint32_t k = 1; k < reached; ++k) AscendC::Add(plain, plain, plain[k * pitch], width);
     }
 
-    // Kahan summation per lane: the sum of the terms added is acc - comp, comp holding the low-order part the
-    // rounded acc lost (with the opposite sign), which the next term added to the lane makes up for.
+    // Per-lane compensated sums (op_kernel/common/compensated_sum.h) in accBuf_ and compBuf_; valuesBuf_ (free
+    // by then) is the scratch of a tile's step.
     __aicore__ inline void ZeroSums() {
         AscendC::Duplicate(accBuf_.template Get<float>(), 0.0f, t_.tileLength);
         AscendC::Duplicate(compBuf_.template Get<float>(), 0.0f, t_.tileLength);
     }
 
-    // (acc, comp) += term over `count` lanes, Kahan's step: y = term - comp, t = acc + y, comp = (t - acc) - y,
-    // acc = t. y goes to valuesBuf_ (free by then); comp holds t while acc is still needed, and acc + y is then
-    // recomputed (the same bits). Separate vector instructions: no compiler can reassociate them away.
-    __aicore__ inline void CompensatedAdd(const AscendC::LocalTensor<float>& acc,
-                                          const AscendC::LocalTensor<float>& comp,
-                                          const AscendC::LocalTensor<float>& term, uint32_t count) {
-        AscendC::LocalTensor<float> y = valuesBuf_.template Get<float>();
-        AscendC::Sub(y, term, comp, count);
-        AscendC::Add(comp, acc, y, count);
-        AscendC::Sub(comp, comp, acc, count);
-        AscendC::Sub(comp, comp, y, count);
-        AscendC::Add(acc, acc, y, count);
-    }
-
-    // Adds the sums at lane offset `from` (acc and comp) into those at lane 0, over `count` lanes: the
-    // corrections first (small: plain addition), then the sums compensated.
-    __aicore__ inline void FoldInto0(uint32_t from, uint32_t count) {
-        AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
-        AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
-        AscendC::Add(comp, comp, comp[from], count);
-        CompensatedAdd(acc, comp, acc[from], count);
+    __aicore__ inline void CompensatedAdd(const AscendC::LocalTensor<float>& term, uint32_t count) {
+        compensated_sum::Add(accBuf_.template Get<float>(), compBuf_.template Get<float>(), term,
+                             valuesBuf_.template Get<float>(), count);
     }
 
     // Row 0 of the sums += their other rows (those the tiles reached), over the first `width` lanes.
     __aicore__ inline void FoldRows(uint32_t pitch, uint32_t width) {
         uint64_t reached = t_.batch < t_.rowsPerTile ? t_.batch : t_.rowsPerTile;
-        for (uint32_t k = 1; k < reached; ++k) FoldInto0(k * pitch, width);
+        for (uint32_t k = 1; k < reached; ++k) {
+            compensated_sum::FoldInto0(accBuf_.template Get<float>(), compBuf_.template Get<float>(), k * pitch, width);
+        }
     }
 
-    // Halves the `lanes` sums of row 0 (upper part into lower part; vector operands start on 32-byte blocks)
-    // down to at most one block of lanes; returns how many are left.
-    __aicore__ inline uint32_t FoldLanes(uint32_t lanes) {
-        using fused_bias_tiling::kFloatsPerBlock;
-        while (lanes > kFloatsPerBlock) {
-            uint32_t half = HalfOf(lanes);
-            FoldInto0(half, lanes - half);
-            lanes = half;
-        }
-        return lanes;
-    }
-
-    // The sum of the first `lanes` (acc, comp) pairs, compensated on the scalar unit.
-    __aicore__ inline float SumOfLanes(uint32_t lanes) {
-        AscendC::LocalTensor<float> acc = accBuf_.template Get<float>();
-        AscendC::LocalTensor<float> comp = compBuf_.template Get<float>();
-        AscendC::PipeBarrier<PIPE_ALL>();
-        float sum = acc.GetValue(0), correction = comp.GetValue(0);
-        for (uint32_t i = 1; i < lanes; ++i) {
-            correction += comp.GetValue(i);
-            float y = acc.GetValue(i) - correction;
-            float next = sum + y;
-            correction = (next - sum) - y;
-            sum = next;
-        }
-        return sum - correction;
+    // The sum of row 0's first `lanes` sums.
+    __aicore__ inline float TotalOfLanes(uint32_t lanes) {
+        return compensated_sum::Total(accBuf_.template Get<float>(), compBuf_.template Get<float>(), lanes);
     }
 
     // grad_bias of local channels [done, done + count), from floats, rounded once to T.
@@ -386,7 +340,7 @@ private:
                 AscendC::Add(*plain, *plain, result, span);
                 return;
             }
-            CompensatedAdd(accBuf_.template Get<float>(), compBuf_.template Get<float>(), result, span);
+            CompensatedAdd(result, span);
         } else {
             AddBias(values, span, bias);
             AscendC::LeakyRelu(values, values, t_.negativeSlope, span);
