@@ -201,7 +201,7 @@ def distributed_worker(rank: int, args) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["cpu", "npu"], default="cpu")
-    parser.add_argument("--backend", choices=["reference", "sim"], default="reference",
+    parser.add_argument("--backend", choices=["reference", "sim", "torch"], default="reference",
                         help="CPU kernels: NumPy reference or the AscendC kernels in the emulator")
     parser.add_argument("--epochs", type=int, default=30, help="passes over the 1797 digits")
     parser.add_argument("--steps", type=int, default=0, help="train this many steps instead of --epochs")

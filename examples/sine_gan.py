@@ -20,7 +20,7 @@ def main(argv=None) -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--slope", type=float, default=0.2, help="the discriminator's LeakyReLU negative_slope")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--backend", choices=["reference", "sim"], default="reference")
+    parser.add_argument("--backend", choices=["reference", "sim", "torch"], default="reference")
     parser.add_argument("--out", type=Path, default=Path("outputs/sine_gan.png"), help="figure path")
     parser.add_argument("--quick", action="store_true", help="smoke run: 20 steps")
     args = parser.parse_args(argv)

@@ -89,7 +89,7 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--slopes", type=float, nargs="+", default=list(SLOPES))
-    parser.add_argument("--backend", choices=["reference", "sim"], default="reference")
+    parser.add_argument("--backend", choices=["reference", "sim", "torch"], default="reference")
     parser.add_argument("--out", type=Path, default=Path("outputs/slope_sweep"))
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 seed, 20 steps")
     args = parser.parse_args(argv)

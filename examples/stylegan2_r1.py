@@ -283,7 +283,7 @@ def main(argv=None) -> None:
     parser.add_argument("--impl", choices=sorted(ACTIVATIONS), default="ascend",
                         help="FusedLeakyReLU: ascend_acts.nn.FusedLeakyReLU or torch's composite")
     parser.add_argument("--device", choices=["cpu", "npu"], default="cpu")
-    parser.add_argument("--backend", choices=["reference", "sim"], default="reference",
+    parser.add_argument("--backend", choices=["reference", "sim", "torch"], default="reference",
                         help="CPU kernels of --impl ascend: NumPy reference or the AscendC kernels in the emulator")
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--batch", type=int, default=32)
