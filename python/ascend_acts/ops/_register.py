@@ -7,12 +7,9 @@ import torch
 
 from ..backends import npu
 from ..op_table import TORCH_OPS, TorchOp
-from ._kernels import cpu_backend, device_kernel, npu_kernels, resolved_in_place_kernel
+from ._kernels import AUTOCAST_KEYS, cpu_backend, device_kernel, npu_kernels, resolved_in_place_kernel
 from ._library import lib
 from ._semantics import SEMANTICS
-
-AUTOCAST_KEYS = (("cpu", torch._C.DispatchKey.AutocastCPU),
-                 ("privateuseone", torch._C.DispatchKey.AutocastPrivateUse1))
 
 
 def _returns_nothing(*args):

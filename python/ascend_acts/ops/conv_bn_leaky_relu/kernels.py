@@ -26,6 +26,7 @@ import torch
 
 from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
+from ...numerics.layout import batch_channels_spatial
 from ..leaky_relu import kernels as elementwise
 from . import reference
 from . import torch_ops as platform
@@ -64,21 +65,12 @@ def _per_channel(like: torch.Tensor, channels: int) -> torch.Tensor:
     return torch.empty(channels, dtype=torch.float32, device=like.device)
 
 
-def _nchw(shape) -> tuple[int, int, int]:
-    """N, C and the spatial size of an N, C, spatial shape."""
-    n, c = shape[:2]
-    plane = 1
-    for size in shape[2:]:
-        plane *= size
-    return n, c, plane
-
-
 def batch_norm_leaky_relu_tiling(kernel: str, shape, element_size: int, negative_slope: float = 0.0, eps: float = 0.0,
            momentum: float = 0.0, update_running_stats: bool = False, platform: str | None = None,
            vector_cores: int | None = None):
     """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial shape."""
     current = emulator.settings()
-    n, c, plane = _nchw(tuple(shape))
+    n, c, plane = batch_channels_spatial(tuple(shape))
     return emulator.binding().batch_norm_leaky_relu_tiling(
         kernel, n, c, plane, element_size, current.platform if platform is None else platform,
         current.vector_cores if vector_cores is None else vector_cores, negative_slope, eps, momentum,

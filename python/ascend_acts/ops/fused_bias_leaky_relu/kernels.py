@@ -18,6 +18,7 @@ import torch
 
 from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
+from ...numerics.layout import batch_channels_spatial
 
 LAUNCH_BYTES = 1 << 26
 
@@ -28,15 +29,10 @@ def tiling(kernel: str, shape, element_size: int, has_bias: bool = True, negativ
     """The op_host tiling (ascend_acts._sim.FusedBiasLeakyReluTiling) of `kernel` for an input of `shape`
     (N, C, spatial...); only the sizes are used, so they may exceed what fits in memory."""
     current = emulator.settings()
-    n, c, s = _ncs(tuple(shape))
+    n, c, s = batch_channels_spatial(tuple(shape))
     return emulator.binding().fused_bias_leaky_relu_tiling(
         kernel, n, c, s, element_size, has_bias, current.platform if platform is None else platform,
         current.vector_cores if vector_cores is None else vector_cores, negative_slope, scale, saved_is_result)
-
-
-def _ncs(shape) -> tuple[int, int, int]:
-    """N, C and S = prod(shape[2:]) of a shape of rank >= 2."""
-    return shape[0], shape[1], math.prod(shape[2:])
 
 
 def _check_input(name: str, t: torch.Tensor) -> None:
@@ -61,7 +57,7 @@ def _check_bias(bias: torch.Tensor | None, like: torch.Tensor) -> None:
 def _channel_pieces(like: torch.Tensor) -> list[tuple[int, int]]:
     """Channel ranges [c0, c1) of at most LAUNCH_BYTES each on the emulator (a single channel may be more); all the
     channels at once on an NPU."""
-    n, c, s = _ncs(tuple(like.shape))
+    n, c, s = batch_channels_spatial(tuple(like.shape))
     channel_bytes = n * s * like.element_size()
     step = c if channel_bytes == 0 or not on_emulator(like) else max(LAUNCH_BYTES // channel_bytes, 1)
     return [(c0, min(c0 + step, c)) for c0 in range(0, c, step)]
@@ -78,7 +74,7 @@ def _channels(t: torch.Tensor | None, piece: tuple[int, int], whole: bool) -> to
 def _launch(kernel: str, like: torch.Tensor, buffers: dict, **attrs) -> None:
     def tiling():
         settings = emulator.settings()
-        n, c, s = _ncs(tuple(like.shape))
+        n, c, s = batch_channels_spatial(tuple(like.shape))
         return emulator.binding().fused_bias_leaky_relu_tiling(
             kernel, n, c, s, like.element_size(), buffers["bias"] is not None, settings.platform,
             settings.vector_cores, **attrs)
