@@ -88,46 +88,25 @@ private:
         stats_[ForwardSlot::Shift].SetValue(local, shift);
     }
 
-    // Sums of x - shift and (x - shift)^2 over the channel: each tile's values halved in place down to kSumLanes
-    // (pairwise), added per lane, then the lanes summed; compensated (op_kernel/common/compensated_sum.h) or plain.
+    // Sums of x - shift and (x - shift)^2 over the channel (batch_norm_kernel::ChannelSums).
     template <bool kCompensated>
     __aicore__ inline void SumChannel(uint32_t local, float& shift, float& total, float& totalSquares) {
-        using batch_norm_tiling::kSumLanes;
         LocalTensor<float> values = valuesBuf_.Get<float>();
         LocalTensor<float> squares = squaresBuf_.Get<float>();
-        LocalTensor<float> sum = sumsBuf_.Get<float>();
-        LocalTensor<float> sumSquares = sum[kSumLanes];
-        LocalTensor<float> sumComp = sum[2 * kSumLanes];
-        LocalTensor<float> sumSquaresComp = sum[3 * kSumLanes];
-        Duplicate(sum, 0.0f, batch_norm_tiling::kSumArrays * kSumLanes);
+        batch_norm_kernel::ChannelSums<kCompensated> sums(sumsBuf_.Get<float>());
         bool first = true;
-        batch_norm_kernel::ForEachTile<T>(
-            tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                LoadAsFloat(values, tile);
-                if (first) {
-                    shift = FirstTileMean(values, squares, tile.count);
-                    first = false;
-                }
-                Adds(values, values, -shift, tile.count);
-                Mul(squares, values, values, tile.count);
-                uint32_t lanes = compensated_sum::HalveTo(values, tile.count, kSumLanes);
-                compensated_sum::HalveTo(squares, tile.count, kSumLanes);
-                if constexpr (kCompensated) {
-                    compensated_sum::Add(sum, sumComp, values, values, lanes);
-                    compensated_sum::Add(sumSquares, sumSquaresComp, squares, squares, lanes);
-                } else {
-                    Add(sum, sum, values, lanes);
-                    Add(sumSquares, sumSquares, squares, lanes);
-                }
-            });
-        if constexpr (kCompensated) {
-            total = compensated_sum::Total(sum, sumComp, kSumLanes);
-            totalSquares = compensated_sum::Total(sumSquares, sumSquaresComp, kSumLanes);
-        } else {
-            LocalTensor<float> work = reduceWorkBuf_.Get<float>();
-            total = batch_norm_kernel::SumToScalar(values, sum, work, kSumLanes);
-            totalSquares = batch_norm_kernel::SumToScalar(values, sumSquares, work, kSumLanes);
-        }
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
+                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                                              LoadAsFloat(values, tile);
+                                              if (first) {
+                                                  shift = FirstTileMean(values, squares, tile.count);
+                                                  first = false;
+                                              }
+                                              Adds(values, values, -shift, tile.count);
+                                              Mul(squares, values, values, tile.count);
+                                              sums.Add(values, squares, tile.count);
+                                          });
+        sums.Totals(values, reduceWorkBuf_.Get<float>(), total, totalSquares);
     }
 
     // Per channel of the core, vectorised over the channels: mean, invstd, scale = gamma * invstd,

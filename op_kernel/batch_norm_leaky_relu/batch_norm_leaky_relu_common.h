@@ -133,5 +133,50 @@ __aicore__ inline float SumToScalar(const AscendC::LocalTensor<float>& result,
     return result.GetValue(0);
 }
 
+// The two per-lane sums a pass takes over one channel (forward: x - shift and its square; backward: dz and
+// dz * (z - beta)), in one buffer of kSumArrays * kSumLanes floats: each tile's values halved in place down to
+// kSumLanes (pairwise), added per lane, compensated (op_kernel/common/compensated_sum.h) or plain, then the lanes
+// summed.
+template <bool kCompensated>
+class ChannelSums {
+public:
+    __aicore__ inline explicit ChannelSums(const AscendC::LocalTensor<float>& buffer)
+        : first_(buffer), second_(buffer[batch_norm_tiling::kSumLanes]),
+          firstComp_(buffer[2 * batch_norm_tiling::kSumLanes]), secondComp_(buffer[3 * batch_norm_tiling::kSumLanes]) {
+        AscendC::Duplicate(buffer, 0.0f, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes);
+    }
+
+    // Adds a tile of `count` values of each (both halved in place: scratch afterwards).
+    __aicore__ inline void Add(const AscendC::LocalTensor<float>& first, const AscendC::LocalTensor<float>& second,
+                               uint32_t count) {
+        using batch_norm_tiling::kSumLanes;
+        uint32_t lanes = compensated_sum::HalveTo(first, count, kSumLanes);
+        compensated_sum::HalveTo(second, count, kSumLanes);
+        if constexpr (kCompensated) {
+            compensated_sum::Add(first_, firstComp_, first, first, lanes);
+            compensated_sum::Add(second_, secondComp_, second, second, lanes);
+        } else {
+            AscendC::Add(first_, first_, first, lanes);
+            AscendC::Add(second_, second_, second, lanes);
+        }
+    }
+
+    // The two channel totals; `scratch` (a float of result) and `work` serve the plain ReduceSum.
+    __aicore__ inline void Totals(const AscendC::LocalTensor<float>& scratch, const AscendC::LocalTensor<float>& work,
+                                  float& first, float& second) const {
+        using batch_norm_tiling::kSumLanes;
+        if constexpr (kCompensated) {
+            first = compensated_sum::Total(first_, firstComp_, kSumLanes);
+            second = compensated_sum::Total(second_, secondComp_, kSumLanes);
+        } else {
+            first = SumToScalar(scratch, first_, work, kSumLanes);
+            second = SumToScalar(scratch, second_, work, kSumLanes);
+        }
+    }
+
+private:
+    AscendC::LocalTensor<float> first_, second_, firstComp_, secondComp_;
+};
+
 }  // namespace batch_norm_kernel
 }  // namespace ascend_acts

@@ -89,44 +89,23 @@ private:
         stats_[BackwardSlot::SumGradTimesCentered].SetValue(local, sumGradTimesCentered);
     }
 
-    // Sums of dz and dz * (z - beta) over the channel: each tile's values halved in place down to kSumLanes
-    // (pairwise), added per lane, then the lanes summed; compensated (op_kernel/common/compensated_sum.h) or plain.
+    // Sums of dz and dz * (z - beta) over the channel (batch_norm_kernel::ChannelSums).
     template <bool kCompensated>
     __aicore__ inline void SumChannel(uint32_t local, float& gradBeta, float& sumGradTimesCentered) {
-        using batch_norm_tiling::kSumLanes;
         PipeBarrier<PIPE_ALL>();
         float beta = stats_[BackwardSlot::Beta].GetValue(local);
         LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
         LocalTensor<float> centered = preActivationBuf_.Get<float>();
         LocalTensor<float> product = productBuf_.Get<float>();
-        LocalTensor<float> sum = sumsBuf_.Get<float>();
-        LocalTensor<float> sumProduct = sum[kSumLanes];
-        LocalTensor<float> sumComp = sum[2 * kSumLanes];
-        LocalTensor<float> sumProductComp = sum[3 * kSumLanes];
-        Duplicate(sum, 0.0f, batch_norm_tiling::kSumArrays * kSumLanes);
-        batch_norm_kernel::ForEachTile<T>(
-            tiling_, firstChannel_ + local, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                LoadTile(tile);
-                Adds(centered, centered, -beta, tile.count);
-                Mul(product, dz, centered, tile.count);
-                uint32_t lanes = compensated_sum::HalveTo(dz, tile.count, kSumLanes);
-                compensated_sum::HalveTo(product, tile.count, kSumLanes);
-                if constexpr (kCompensated) {
-                    compensated_sum::Add(sum, sumComp, dz, dz, lanes);
-                    compensated_sum::Add(sumProduct, sumProductComp, product, product, lanes);
-                } else {
-                    Add(sum, sum, dz, lanes);
-                    Add(sumProduct, sumProduct, product, lanes);
-                }
-            });
-        if constexpr (kCompensated) {
-            gradBeta = compensated_sum::Total(sum, sumComp, kSumLanes);
-            sumGradTimesCentered = compensated_sum::Total(sumProduct, sumProductComp, kSumLanes);
-        } else {
-            LocalTensor<float> work = reduceWorkBuf_.Get<float>();
-            gradBeta = batch_norm_kernel::SumToScalar(product, sum, work, kSumLanes);
-            sumGradTimesCentered = batch_norm_kernel::SumToScalar(product, sumProduct, work, kSumLanes);
-        }
+        batch_norm_kernel::ChannelSums<kCompensated> sums(sumsBuf_.Get<float>());
+        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
+                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+                                              LoadTile(tile);
+                                              Adds(centered, centered, -beta, tile.count);
+                                              Mul(product, dz, centered, tile.count);
+                                              sums.Add(dz, product, tile.count);
+                                          });
+        sums.Totals(product, reduceWorkBuf_.Get<float>(), gradBeta, sumGradTimesCentered);
     }
 
     // grad_gamma, grad_beta to GM; A, B, C of grad_x = A * dz + B * (z - beta) + C.
