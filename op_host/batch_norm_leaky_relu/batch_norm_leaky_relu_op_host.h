@@ -8,7 +8,7 @@
 
 namespace optiling {
 
-// Attributes in OpDef order: negative_slope, then (forward only) eps, momentum, update_running_stats.
+// Attributes in OpDef order: negative_slope, then (forward only) eps, momentum, update_running_stats, relu.
 template <ascend_acts::BatchNormPass kPass>
 ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
@@ -24,11 +24,12 @@ ge::graphStatus BatchNormLeakyReluTilingFunc(gert::TilingContext* context) {
     float eps = forward ? *attrs->GetAttrPointer<float>(1) : 0.0f;
     float momentum = forward ? *attrs->GetAttrPointer<float>(2) : 0.0f;
     bool update = forward ? *attrs->GetAttrPointer<bool>(3) : false;
+    bool relu = forward ? *attrs->GetAttrPointer<bool>(4) : false;
 
     ascend_acts::BatchNormLeakyReluTiling tiling;
-    if (!ascend_acts::ComputeBatchNormLeakyReluTiling(kPass, static_cast<uint32_t>(batch),
-                                                      static_cast<uint32_t>(channels), plane, elementSize, slope, eps,
-                                                      momentum, update, platform.GetCoreNumAiv(), ubBytes, tiling)) {
+    if (!ascend_acts::ComputeBatchNormLeakyReluTiling(
+            kPass, static_cast<uint32_t>(batch), static_cast<uint32_t>(channels), plane, elementSize, slope, eps,
+            momentum, update, relu, platform.GetCoreNumAiv(), ubBytes, tiling)) {
         return ge::GRAPH_FAILED;
     }
     return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);

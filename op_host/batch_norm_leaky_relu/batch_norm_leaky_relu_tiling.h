@@ -29,7 +29,6 @@ enum class BatchNormPass : uint32_t { Forward = 0, Backward = 1 };
 
 namespace batch_norm_tiling {
 
-constexpr uint32_t kMaxTileLength = 16384;
 // Forward: x in, out out (dtype-sized, double-buffered); x as float, x squared.
 constexpr uint32_t kForwardQueues = 2, kForwardFloatBuffers = 2;
 // Backward: grad_out and output in, grad_input out; their float copies (dy, a -> z), dz and a scratch
@@ -59,8 +58,8 @@ inline uint64_t UbBytes(BatchNormPass pass, uint32_t dtypeSize, uint32_t tile, u
 // channels alone do not fit the Unified Buffer.
 inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, uint32_t channels, uint64_t planeSize,
                                             uint32_t dtypeSize, float negativeSlope, float eps, float momentum,
-                                            bool updateRunningStats, uint32_t vectorCoreNum, uint64_t ubBytes,
-                                            BatchNormLeakyReluTiling& tiling) {
+                                            bool updateRunningStats, bool relu, uint32_t vectorCoreNum,
+                                            uint64_t ubBytes, BatchNormLeakyReluTiling& tiling) {
     using namespace batch_norm_tiling;
     if (batch == 0 || channels == 0 || planeSize == 0 || vectorCoreNum == 0 || dtypeSize == 0) return false;
     uint32_t cores = std::min(channels, vectorCoreNum);
@@ -74,8 +73,9 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     uint64_t longest = std::min<uint64_t>(RoundUp(wholePlanes ? planeSize * batch : planeSize, kFloatRepeat),
                                           kMaxTileLength);
     uint32_t tile = static_cast<uint32_t>(longest);
-    // the backward selects dz with Select (tensor-tensor mode), which needs its UB reserve
-    uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward);
+    // the backward selects dz, and the forward's ReLU its output, with Select (tensor-tensor mode), which needs its
+    // UB reserve
+    uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward || relu);
     while (tile >= kFloatRepeat && UbBytes(pass, dtypeSize, tile, statsLength) > usable) tile -= kFloatRepeat;
     if (tile < kFloatRepeat) return false;
 
@@ -92,6 +92,7 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     tiling.eps = eps;
     tiling.momentum = momentum;
     tiling.updateRunningStats = updateRunningStats ? 1 : 0;
+    tiling.relu = relu ? 1 : 0;
     double count = double(batch) * double(planeSize);
     tiling.inverseCount = static_cast<float>(1.0 / count);
     tiling.unbiasFactor = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;

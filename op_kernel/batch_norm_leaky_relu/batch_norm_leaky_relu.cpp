@@ -1,6 +1,7 @@
 // BatchNorm2d (training: batch statistics) + LeakyReLU forward, on the output of the convolution.
 //
 //   out = leaky_relu((x - mean) * invstd * gamma + beta, slope),  mean/var over N, H, W per channel
+//   (or, with tiling.relu, torch's relu: z < 0 ? +0 : z, so -0, NaN and +inf stay and -inf gives +0)
 //
 // Each core owns whole channels (see op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h), so the
 // reduction needs no cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
@@ -168,7 +169,7 @@ private:
         batch_norm_kernel::CopyOut(runningVarOutGm_, runningVar, n);
     }
 
-    // Pass 2: out = leaky_relu((x - mean) * scale + beta), rounded once to T.
+    // Pass 2: out = leaky_relu((x - mean) * scale + beta) (or relu), rounded once to T.
     __aicore__ inline void NormalizeChannel(uint32_t local) {
         PipeBarrier<PIPE_ALL>();
         float mean = stats_[ForwardSlot::Mean].GetValue(local);
@@ -181,9 +182,30 @@ private:
                                               Adds(values, values, -mean, tile.count);
                                               Muls(values, values, scale, tile.count);
                                               Adds(values, values, beta, tile.count);
-                                              LeakyRelu(values, values, tiling_.negativeSlope, tile.count);
+                                              Activate(values, tile.count);
                                               batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
                                           });
+    }
+
+    // ReLU as torch's (z < 0 ? +0 : z): LeakyReLU with slope 0 would give -0 for a negative z and NaN for -inf,
+    // Maxs's NaN result is unspecified; a compare and Select decide every value. The zeros reuse the squares
+    // buffer and the mask the sums buffer, both idle in pass 2.
+    __aicore__ inline void Activate(const LocalTensor<float>& values, uint32_t count) {
+        if (!tiling_.relu) {
+            LeakyRelu(values, values, tiling_.negativeSlope, count);
+            return;
+        }
+        static_assert(batch_norm_tiling::kMaxTileLength / 8 <=
+                          batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float),
+                      "the ReLU mask must fit the sums buffer");
+        LocalTensor<uint8_t> negative = sumsBuf_.Get<uint8_t>();
+        LocalTensor<float> zeros = squaresBuf_.Get<float>();
+        // CompareScalar works on whole 256-byte repeats; the tile buffers are multiples of one
+        uint32_t lanes = (count + batch_norm_tiling::kFloatRepeat - 1) / batch_norm_tiling::kFloatRepeat *
+                         batch_norm_tiling::kFloatRepeat;
+        CompareScalar(negative, values, 0.0f, CMPMODE::LT, lanes);
+        Duplicate(zeros, 0.0f, count);
+        Select(values, negative, zeros, values, SELMODE::VSEL_TENSOR_TENSOR_MODE, count);
     }
 
     // The shift: the mean of the channel's first tile (any value works, one near the channel's mean keeps

@@ -26,12 +26,14 @@ struct BatchNormLeakyReluTiling {
     uint32_t updateRunningStats;  // 0 or 1
     float inverseCount;           // 1 / (N * H * W)
     float unbiasFactor;           // n / (n - 1), n = N * H * W: the running variance is the unbiased one
+    uint32_t relu;                // 0 or 1 (forward): torch's ReLU, z < 0 ? +0 : z, instead of LeakyReLU
 };
 
 namespace batch_norm_tiling {
 
-constexpr uint32_t kFloatRepeat = 64;    // floats per 256-byte vector repeat
-constexpr uint32_t kFloatsPerBlock = 8;  // floats per 32-byte block
+constexpr uint32_t kMaxTileLength = 16384;  // elements
+constexpr uint32_t kFloatRepeat = 64;       // floats per 256-byte vector repeat
+constexpr uint32_t kFloatsPerBlock = 8;     // floats per 32-byte block
 // GM double buffering: two UB buffers per queue.
 constexpr uint32_t kBufferNum = 2;
 // A channel's sums: kSumArrays arrays (two sums, each with its compensation) of kSumLanes floats, the lanes each

@@ -158,10 +158,11 @@ KERNELS: tuple[Kernel, ...] = (
            outputs=(Tensor("y"), per_channel("save_mean"), per_channel("save_invstd"), per_channel("running_mean"),
                     per_channel("running_var")),
            attrs=(_FLOATS_ATTR_SLOPE, Attr("eps", "float", 1e-5), Attr("momentum", "float", 0.1),
-                  Attr("update_running_stats", "bool", True)),
+                  Attr("update_running_stats", "bool", True), Attr("relu", "bool", False)),
            tiling="optiling::BatchNormLeakyReluTilingFunc<ascend_acts::BatchNormPass::Forward>",
            inplace=("running_mean", "running_var"),
-           summary="y = leaky_relu(batch_norm(x)) over N,C,spatial x in training; updates the running statistics",
+           summary="y = leaky_relu(batch_norm(x)) (or relu) over N,C,spatial x in training; updates the running "
+                   "statistics",
            **_BATCH_NORM),
     Kernel("batch_norm_leaky_relu_grad",
            inputs=(Tensor("dy"), Tensor("y"), per_channel("weight"), per_channel("bias"), per_channel("save_invstd")),
@@ -247,19 +248,19 @@ TORCH_OPS: tuple[TorchOp, ...] = (
     TorchOp("conv_bn_leaky_relu_train",
             f"(Tensor input, Tensor weight, Tensor? bias, Tensor bn_weight, Tensor bn_bias, Tensor(a!)? running_mean, "
             f"Tensor(b!)? running_var, {_GEOMETRY}, float momentum, float eps, float negative_slope, "
-            "bool save_output) -> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
+            "bool save_output, bool relu=False) -> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
             ("batch_norm_leaky_relu",)),
     TorchOp("conv_bn_leaky_relu_train_backward",
             f"(Tensor grad_out, Tensor saved, bool saved_is_result, Tensor input, Tensor weight, Tensor bn_weight, "
-            f"Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, float negative_slope) "
+            f"Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, float negative_slope, bool relu=False) "
             "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
             ("batch_norm_leaky_relu_grad",)),
     TorchOp("conv_bn_leaky_relu_eval",
-            f"(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope) -> Tensor",
+            f"(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, bool relu=False) -> Tensor",
             ("leaky_relu", "conv_bn_leaky_relu_eval")),  # aclnn conv + ours; the fused kernel on request
     TorchOp("conv_bn_leaky_relu_eval_backward",
-            f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope) "
-            "-> (Tensor, Tensor, Tensor)",
+            f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, "
+            "bool relu=False) -> (Tensor, Tensor, Tensor)",
             ()),
     # StyleGAN2's bias + LeakyReLU * scale (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu); the
     # bias is over dim 1 of an input of rank >= 2

@@ -26,10 +26,11 @@ struct Platform {
     uint64_t ub;
 };
 
-static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t plane, uint32_t size,
-                           const Platform& p) {
+static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t plane, uint32_t size, const Platform& p,
+                           bool relu) {
     BatchNormLeakyReluTiling t{};
-    bool ok = ComputeBatchNormLeakyReluTiling(pass, n, c, plane, size, 0.2f, 1e-5f, 0.1f, true, p.vectorCores, p.ub, t);
+    bool ok = ComputeBatchNormLeakyReluTiling(pass, n, c, plane, size, 0.2f, 1e-5f, 0.1f, true, relu, p.vectorCores,
+                                              p.ub, t);
     CHECK(ok, "%s N=%u C=%u plane=%llu size=%u: no tiling", p.name, n, c, (unsigned long long)plane, size);
     if (!ok) return;
     using namespace batch_norm_tiling;
@@ -47,8 +48,9 @@ static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t 
     // capacities and alignment
     CHECK(t.statsLength >= most && t.statsLength % kFloatsPerBlock == 0, "statsLength %u for %u", t.statsLength, most);
     CHECK(t.tileLength % kFloatRepeat == 0 && (uint64_t(t.tileLength) * size) % 32 == 0, "tile %u", t.tileLength);
-    // the backward's Select writes a temporary in the top 8 KiB of UB (AscendC's TMP_UB_OFFSET)
-    const uint64_t ub = pass == BatchNormPass::Backward ? p.ub - 8 * 1024 : p.ub;
+    // Select (the backward's, the forward's ReLU) writes a temporary in the top 8 KiB of UB (AscendC's TMP_UB_OFFSET)
+    const uint64_t ub = pass == BatchNormPass::Backward || relu ? p.ub - 8 * 1024 : p.ub;
+    CHECK(t.relu == (relu ? 1u : 0u), "relu %u", t.relu);
     CHECK(UbBytes(pass, size, t.tileLength, t.statsLength) <= ub, "UB %llu > %llu",
           (unsigned long long)UbBytes(pass, size, t.tileLength, t.statsLength), (unsigned long long)ub);
     CHECK(t.reduceWorkLength >= (t.tileLength + kFloatRepeat - 1) / kFloatRepeat && t.reduceWorkLength % 8 == 0,
@@ -168,17 +170,18 @@ int main(int argc, char** argv) {
         for (BatchNormPass pass : {BatchNormPass::Forward, BatchNormPass::Backward})
             for (uint32_t c : channels)
                 for (uint64_t plane : planes)
-                    for (uint32_t size : {2u, 4u}) CheckBatchNorm(pass, 3, c, plane, size, p);
+                    for (uint32_t size : {2u, 4u})
+                        for (bool relu : {false, true}) CheckBatchNorm(pass, 3, c, plane, size, p, relu);
 
     // refusals: empty shapes; statistics of one core's channels larger than UB
     BatchNormLeakyReluTiling bn{};
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 0, 4, 16, 4, 0.2f, 1e-5f, 0.1f, true, 48, 192 * 1024,
-                                           bn),
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 0, 4, 16, 4, 0.2f, 1e-5f, 0.1f, true, false, 48,
+                                           192 * 1024, bn),
           "N=0");
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 4, 0, 4, 0.2f, 1e-5f, 0.1f, true, 48, 192 * 1024,
-                                           bn),
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 4, 0, 4, 0.2f, 1e-5f, 0.1f, true, false, 48,
+                                           192 * 1024, bn),
           "HW=0");
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 1u << 20, 4, 4, 0.2f, 1e-5f, 0.1f, true, 1,
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 1u << 20, 4, 4, 0.2f, 1e-5f, 0.1f, true, false, 1,
                                            192 * 1024, bn),
           "stats");
 

@@ -20,9 +20,10 @@ aclnnStatus aclnnActsRreluGrad(void* workspace, uint64_t workspaceSize, aclOpExe
 aclnnStatus aclnnActsBatchNormLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
                                                         const aclTensor* bias, aclTensor* runningMeanRef,
                                                         aclTensor* runningVarRef, double negativeSlope, double eps,
-                                                        double momentum, bool updateRunningStats, aclTensor* yOut,
-                                                        aclTensor* saveMeanOut, aclTensor* saveInvstdOut,
-                                                        uint64_t* workspaceSize, aclOpExecutor** executor);
+                                                        double momentum, bool updateRunningStats, bool relu,
+                                                        aclTensor* yOut, aclTensor* saveMeanOut,
+                                                        aclTensor* saveInvstdOut, uint64_t* workspaceSize,
+                                                        aclOpExecutor** executor);
 aclnnStatus aclnnActsBatchNormLeakyRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                         aclrtStream stream);
 aclnnStatus aclnnActsBatchNormLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* y,

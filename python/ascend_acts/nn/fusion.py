@@ -1,4 +1,5 @@
-"""When a Conv2d -> BatchNorm2d (-> LeakyReLU) run of modules may execute as the fused op, and running it.
+"""When a Conv2d -> BatchNorm2d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the fused op, and
+running it.
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact nn.Conv2d /
@@ -16,7 +17,7 @@ from torch import nn
 from torch.nn.modules import module as _module_globals
 
 from ..ops._library import values_unknown
-from ..ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
+from ..ops.conv_bn_leaky_relu.function import conv_bn_activation, conv_bn_leaky_relu_tensor_momentum
 from ..sync_batch_norm import sync_conv_bn_leaky_relu
 from .activation import LeakyReLU
 from .sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
@@ -51,6 +52,24 @@ def plain_leaky_relu(act: nn.Module) -> bool:
     return type(act) in _ACTIVATIONS and _untouched(act)
 
 
+def plain_relu(act: nn.Module) -> bool:
+    """An exact nn.ReLU (in place or not: the fused op's output is a new tensor that nothing else sees)."""
+    return type(act) is nn.ReLU and _untouched(act)
+
+
+IDENTITY_SLOPE = 1.0  # no activation: LeakyReLU with slope 1 is z * 1 = z exactly, and invertible (InPlace-ABN)
+
+
+def activation_of(act: nn.Module | None, bn: nn.Module) -> tuple[float, bool] | None:
+    """(negative_slope, relu) of the fused op that computes `act` after `bn`, or None if it cannot: an untouched
+    LeakyReLU or ReLU (a synchronised BN has no ReLU mode: its ReLU runs as a module after the fused run)."""
+    if act is not None and plain_leaky_relu(act):
+        return act.negative_slope, False
+    if act is not None and plain_relu(act) and type(bn) not in _SYNC_BATCH_NORMS:
+        return 0.0, True
+    return None
+
+
 def readable_numbers(bn: nn.Module, negative_slope, input: torch.Tensor) -> bool:
     """bn.eps, bn.momentum and the slope may be tensors (torch's functionals read them as numbers): the fused op
     takes their values, which a graph or fake tensors cannot read; there the modules run, as torch's do."""
@@ -71,8 +90,8 @@ def fused_device(input) -> bool:
 
 
 def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slope: float,
-                               input: torch.Tensor) -> torch.Tensor:
-    """leaky_relu(bn(conv(input)), negative_slope) through the fused op, with nn.BatchNorm2d.forward's
+                               input: torch.Tensor, relu: bool = False) -> torch.Tensor:
+    """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op, with nn.BatchNorm2d.forward's
     bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it before F.batch_norm:
     a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics update) and
     counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before the
@@ -83,19 +102,23 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slo
     momentum, eps, negative_slope = _number(bn.momentum), _number(bn.eps), _number(negative_slope)
     factor = 0.0 if momentum is None else momentum
     statistics = not bn.training or bn.track_running_stats
-    sync = {"process_group": bn.process_group} if type(bn) in _SYNC_BATCH_NORMS else None
-    fused = conv_bn_leaky_relu if sync is None else sync_conv_bn_leaky_relu
+    if type(bn) in _SYNC_BATCH_NORMS:
+        assert not relu, "a synchronised BN has no ReLU mode (activation_of)"
+        fused, options = sync_conv_bn_leaky_relu, {"process_group": bn.process_group}
+    else:
+        fused, options = conv_bn_activation, {"relu": relu}
     if counts and momentum is None:
         if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
             # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor
             factor = 1.0 / bn.num_batches_tracked.to(torch.float64)
-            fused = conv_bn_leaky_relu_tensor_momentum if sync is None else sync_conv_bn_leaky_relu
+            if fused is conv_bn_activation:
+                fused = conv_bn_leaky_relu_tensor_momentum
         else:
             factor = 1.0 / float(bn.num_batches_tracked)
     try:
         return fused(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
                      bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,
-                     eps, negative_slope, conv.stride, conv.padding, conv.dilation, conv.groups, **(sync or {}))
+                     eps, negative_slope, conv.stride, conv.padding, conv.dilation, conv.groups, **options)
     except Exception as error:
         if counts and not isinstance(error, RECOMPUTATION_STOPPED):
             bn.num_batches_tracked.sub_(1)

@@ -12,7 +12,7 @@ from torch._prims_common import suggest_memory_format
 
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
-from .torch_ops import conv2d, conv2d_backward
+from .torch_ops import activation_gradient, conv2d, conv2d_backward
 
 
 def memory_format(input: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
@@ -38,7 +38,7 @@ def in_format(t: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
 # included, and torch differentiates it to any order. Computed in float32 (float64 stays float64).
 def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                      bn_bias, mean, invstd, stride, padding, dilation, groups,
-                                                     negative_slope):
+                                                     negative_slope, relu=False):
     c, layout = compute_dtype(input.dtype), memory_format(input, weight)
     x, w = input.to(c), weight.to(c)
     y = conv2d(x, w, None, stride, padding, dilation, groups)  # the conv bias cancels in the batch statistics
@@ -50,7 +50,7 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     xhat = (y - channel(batch_mean)) * channel(invstd)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     grad = grad_out.to(c)
-    dz = torch.where(xhat * gamma + beta > 0, grad, grad * negative_slope)
+    dz = activation_gradient(xhat * gamma + beta, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dxhat = dz * gamma
     dy = channel(invstd) * (dxhat - dxhat.mean((0, 2, 3), keepdim=True)
@@ -61,12 +61,12 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
 
 
 def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                                 negative_slope):
+                                                 negative_slope, relu=False):
     c, layout = compute_dtype(input.dtype), memory_format(input, weight)
     x, w = input.to(c), weight.to(c)
     pre = conv2d(x, w, bias.to(c), stride, padding, dilation, groups)
     grad = grad_out.to(c)
-    dz = torch.where(pre > 0, grad, grad * negative_slope)
+    dz = activation_gradient(pre, grad, negative_slope, relu)
     grad_input, grad_weight, grad_bias = conv2d_backward(dz, x, w, stride, padding, dilation, groups)
     return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
             grad_bias.to(bias.dtype))
@@ -88,7 +88,7 @@ def _as(t, dtype):
 
 
 def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tangents, stride, padding,
-                                 dilation, groups, negative_slope, like):
+                                 dilation, groups, negative_slope, like, relu=False):
     """Tangent of the training output along tangents (input, weight, bias, bn_weight, bn_bias); a conv bias
     tangent cancels in the batch statistics."""
     c = compute_dtype(input.dtype)
@@ -107,11 +107,12 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
         z_t = z_t + xhat * channel(gamma_t)
     if beta_t is not None:
         z_t = z_t + channel(beta_t)
-    out_t = torch.where(xhat * gamma + beta > 0, z_t, z_t * negative_slope)
+    out_t = activation_gradient(xhat * gamma + beta, z_t, negative_slope, relu)
     return in_format(out_t.to(like.dtype), memory_format(input, weight))
 
 
-def conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like):
+def conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like,
+                                relu=False):
     """Tangent of the eval output along tangents (input, weight, bias)."""
     c = compute_dtype(input.dtype)
     input_t, weight_t, bias_t = (_as(t, c) for t in tangents)
@@ -121,5 +122,5 @@ def conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents, stride, padding, 
     pre_t = torch.zeros_like(pre) if pre_t is None else pre_t
     if bias_t is not None:
         pre_t = pre_t + channel(bias_t)
-    out_t = torch.where(pre > 0, pre_t, pre_t * negative_slope)
+    out_t = activation_gradient(pre, pre_t, negative_slope, relu)
     return in_format(out_t.to(like.dtype), memory_format(input, weight))

@@ -10,6 +10,7 @@ import torch
 
 from .._library import values_unknown
 from .semantics import output_determines_batch_norm
+from .torch_ops import activation
 from .torch_ops import conv2d as platform_conv2d
 from .validation import Checked, check_arguments, overlapping_statistics
 
@@ -42,6 +43,16 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     Every argument is checked before anything is computed or written: a call that raises changes nothing.
     `momentum` is a number here; nn.ConvBNLeakyReLU2d handles momentum=None (cumulative average).
     """
+    return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
+                              eps, negative_slope, stride, padding, dilation, groups)
+
+
+def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
+                       training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0, dilation=1,
+                       groups=1, relu=False):
+    """conv_bn_leaky_relu, or with relu=True torch's relu in place of the LeakyReLU (negative_slope is then unused).
+    ReLU is not invertible: training keeps the conv output, which the backward needs anyway to tell z <= 0 from
+    z > 0 and to rebuild x-hat where the output is 0 (the least any backward of batch_norm + relu can keep)."""
     args = check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
                            eps, negative_slope, stride, padding, dilation, groups)
     geometry = (args.stride, args.padding, args.dilation, args.groups)
@@ -55,38 +66,40 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
                                                          args.eps)
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
                     torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
-                return ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope)
-        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
+                return ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
+                                                   relu)
+        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
     if _is_empty(args.output_shape):
-        return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args)
+        return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args, relu)
     if args.no_input_channels:  # the conv output is its bias alone, which only torch's ops take
-        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
+        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
     if overlapping_statistics(running_mean, running_var):
-        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args)
+        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
 
     c_out = weight.shape[0]
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
-    invertible = output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype)
+    invertible = not relu and output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype)
     # the op updates running_mean/running_var itself, as torch's batch_norm does
     out, _, _, _ = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, running_mean, running_var,
-                                                *geometry, args.momentum, args.eps, args.negative_slope, invertible)
+                                                *geometry, args.momentum, args.eps, args.negative_slope, invertible,
+                                                relu)
     return out
 
 
 def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, running_var, bn_weight, bn_bias,
                                       training, momentum: torch.Tensor, eps, negative_slope, stride, padding,
-                                      dilation, groups):
+                                      dilation, groups, relu=False):
     """conv_bn_leaky_relu with a 0-dim tensor `momentum` (and running statistics): momentum=None's
     1 / num_batches_tracked under torch.compile, where that number is data-dependent and the op's float argument
     cannot take it. In training the op runs with momentum 1 on zeroed copies of the running statistics (which it
     sets to the batch statistics exactly: 0 * 0 + 1 * batch); torch's update is then made here with the tensor."""
     if not training:
-        return conv_bn_leaky_relu(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, False, 0.0, eps,
-                                  negative_slope, stride, padding, dilation, groups)
+        return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, False, 0.0, eps,
+                                  negative_slope, stride, padding, dilation, groups, relu)
     batch_mean, batch_var = torch.zeros_like(running_mean), torch.zeros_like(running_var)
-    out = conv_bn_leaky_relu(input, weight, bias, batch_mean, batch_var, bn_weight, bn_bias, True, 1.0, eps,
-                             negative_slope, stride, padding, dilation, groups)
+    out = conv_bn_activation(input, weight, bias, batch_mean, batch_var, bn_weight, bn_bias, True, 1.0, eps,
+                             negative_slope, stride, padding, dilation, groups, relu)
     if out.numel():  # an empty batch leaves the running statistics as they are (as torch)
         with torch.no_grad():
             running_mean.mul_(1 - momentum).add_(batch_mean * momentum)
@@ -100,10 +113,11 @@ def _is_empty(shape: torch.Size) -> bool:
     return shape.numel() == 0 if torch.jit.is_tracing() else math.prod(shape) == 0
 
 
-def _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args: Checked) -> torch.Tensor:
+def _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args: Checked,
+             relu: bool) -> torch.Tensor:
     """torch's own composite, for what only it reproduces: an empty training batch (an empty output still connected
     to the parameters, zero gradients, running statistics untouched: pass None), an eval fold that is not finite, and
     expanded running statistics in training (torch's batch_norm updates their shared elements in its own order)."""
     conv = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
     out = F.batch_norm(conv, running_mean, running_var, bn_weight, bn_bias, args.batch_stats, args.momentum, args.eps)
-    return F.leaky_relu(out, args.negative_slope)
+    return activation(out, args.negative_slope, relu)

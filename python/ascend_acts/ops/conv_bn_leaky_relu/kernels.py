@@ -67,14 +67,14 @@ def _per_channel(like: torch.Tensor, channels: int) -> torch.Tensor:
 
 def batch_norm_leaky_relu_tiling(kernel: str, shape, element_size: int, negative_slope: float = 0.0, eps: float = 0.0,
            momentum: float = 0.0, update_running_stats: bool = False, platform: str | None = None,
-           vector_cores: int | None = None):
+           vector_cores: int | None = None, relu: bool = False):
     """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial shape."""
     current = emulator.settings()
     n, c, plane = batch_channels_spatial(tuple(shape))
     return emulator.binding().batch_norm_leaky_relu_tiling(
         kernel, n, c, plane, element_size, current.platform if platform is None else platform,
         current.vector_cores if vector_cores is None else vector_cores, negative_slope, eps, momentum,
-        update_running_stats)
+        update_running_stats, relu)
 
 
 def _check_statistics(**tensors) -> None:
@@ -84,8 +84,8 @@ def _check_statistics(**tensors) -> None:
 
 
 def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_slope: float, eps: float,
-                          momentum: float):
-    """y = leaky_relu(batch_norm(x) * weight + bias) over N, C, spatial `x`, with the batch mean and
+                          momentum: float, relu: bool = False):
+    """y = leaky_relu(batch_norm(x) * weight + bias) (or torch's relu) over N, C, spatial `x`, with the batch mean and
     1 / sqrt(var + eps) per channel: (y, save_mean, save_invstd). The running statistics (float32, or both
     None) are updated in place as torch does (momentum, unbiased variance)."""
     check_dtype(x)
@@ -96,7 +96,8 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
         raise ValueError(f"batch_norm_leaky_relu: training needs at least one value per channel, got shape "
                          f"{tuple(x.shape)}")
     update = running_mean is not None
-    attrs = {"negative_slope": negative_slope, "eps": eps, "momentum": momentum, "update_running_stats": update}
+    attrs = {"negative_slope": negative_slope, "eps": eps, "momentum": momentum, "update_running_stats": update,
+             "relu": relu}
     if update or on_emulator(x):
         # the emulator takes None for statistics it does not update (it requires every output byte written)
         statistics = (running_mean, running_var)
@@ -133,7 +134,7 @@ def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope:
 
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
-                             dilation, groups, momentum, eps, negative_slope, save_output):
+                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False):
     check_dtype(input)
     y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
     # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
@@ -142,7 +143,7 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
     staged = [t.detach().to(torch.float32, copy=True).contiguous() for t in (running_mean, running_var)] \
         if update else [None, None]
     out, mean, invstd = batch_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
-                                              negative_slope, eps, momentum)
+                                              negative_slope, eps, momentum, relu)
     if update:
         with torch.no_grad():
             running_mean.copy_(staged[0])
@@ -152,12 +153,12 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
-                                      invstd, stride, padding, dilation, groups, negative_slope):
+                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False):
     check_dtype(input)
     if not saved_is_result and not on_emulator(input):  # no kernel for the BN part: the torch backend's maths
         return platform.conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                           bn_bias, mean, invstd, stride, padding, dilation, groups,
-                                                          negative_slope)
+                                                          negative_slope, relu)
     gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
     if saved_is_result:
         grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
@@ -170,7 +171,8 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
             return t.detach().to(f).contiguous().numpy()
 
         grads = reference.batch_norm_leaky_relu_backward(
-            array(grad_out), array(saved), False, array(gamma), array(beta), array(mean), array(invstd), negative_slope)
+            array(grad_out), array(saved), False, array(gamma), array(beta), array(mean), array(invstd), negative_slope,
+            relu)
         grad_y, grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
     grad_input, grad_weight, grad_bias = platform_conv2d_backward(grad_y, input, weight, stride, padding, dilation,
                                                                   groups)
@@ -252,24 +254,29 @@ def eval_path(input, weight, stride, padding, dilation, groups) -> str:
     return "reference" if on_emulator(input) else "platform"
 
 
-def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
+    """ReLU: the eval kernel has no relu mode, so it runs as the identity (slope 1: x * 1 is x, -0.0 and NaN
+    included) and torch's relu follows."""
     check_dtype(input)
     path = eval_path(input, weight, stride, padding, dilation, groups)
     if path == "reference":
-        return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope)
+        return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope,
+                                                 relu)
     if path == "platform":
         y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
-        return elementwise.leaky_relu(y, negative_slope)
+        return torch.relu(y) if relu else elementwise.leaky_relu(y, negative_slope)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
         return input.new_empty(shape)
-    return eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
-                       bias.detach().to(torch.float32).contiguous(), stride, padding, dilation, negative_slope)
+    y = eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
+                    bias.detach().to(torch.float32).contiguous(), stride, padding, dilation,
+                    1.0 if relu else negative_slope)
+    return torch.relu_(y) if relu else y
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                     negative_slope):
+                                     negative_slope, relu=False):
     """No kernel of ours: the reference backend's on the CPU, the torch backend's torch ops on an NPU."""
     backend = reference if on_emulator(input) else platform
     return backend.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                                    negative_slope)
+                                                    negative_slope, relu)

@@ -95,8 +95,16 @@ def conv2d_backward(grad, x, weight, stride, padding, dilation, groups):
     return np.ascontiguousarray(grad_input), grad_weight, grad.sum(axis=(0, 2, 3))
 
 
-def _leaky(z, slope):
+def _leaky(z, slope, relu=False):
+    if relu:
+        return np.where(z < 0, z.dtype.type(0), z)  # torch's relu: -0.0 and NaN stay
     return np.where(z > 0, z, z * z.dtype.type(slope))
+
+
+def _activation_gradient(z, grad_out, slope, relu=False):
+    if relu:
+        return reference_batch_norm.relu_gradient(grad_out, z)
+    return np.where(z > 0, grad_out, grad_out * grad_out.dtype.type(slope))
 
 
 def batch_statistics(y):
@@ -105,35 +113,35 @@ def batch_statistics(y):
     return mean, ((y - channel_view(mean)) ** 2).mean(axis=(0, 2, 3))
 
 
-def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, groups, eps, slope):
+def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, groups, eps, slope, relu=False):
     """(out, conv output, batch mean, batch invstd, biased batch variance); gamma/beta are arrays (ones/zeros
     when absent)."""
     y = conv2d(x, weight, bias, stride, padding, dilation, groups)
     mean, variance = batch_statistics(y)
     invstd = 1.0 / np.sqrt(variance + y.dtype.type(eps))
     z = (y - channel_view(mean)) * channel_view(invstd) * channel_view(gamma) + channel_view(beta)
-    return _leaky(z, slope), y, mean, invstd, variance
+    return _leaky(z, slope, relu), y, mean, invstd, variance
 
 
 def train_backward(grad_out, saved, saved_is_result, x, weight, gamma, beta, mean, invstd, stride, padding, dilation,
-                   groups, slope):
+                   groups, slope, relu=False):
     """Gradients for (input, weight, bias, gamma, beta). `saved` is the output when saved_is_result,
     else the conv output."""
     dy, grad_gamma, grad_beta = batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean,
-                                                               invstd, slope)
+                                                               invstd, slope, relu)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, weight, stride, padding, dilation, groups)
     return grad_input, grad_weight, grad_bias, grad_gamma, grad_beta
 
 
-def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope):
-    """Gradients for (conv output, gamma, beta) of the BN + LeakyReLU part."""
+def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope, relu=False):
+    """Gradients for (conv output, gamma, beta) of the BN + LeakyReLU (or ReLU) part."""
     if saved_is_result:
         z = np.where(saved > 0, saved, saved / saved.dtype.type(slope))
         xhat = (z - channel_view(beta)) / channel_view(gamma)
     else:
         xhat = (saved - channel_view(mean)) * channel_view(invstd)
         z = xhat * channel_view(gamma) + channel_view(beta)
-    dz = np.where(z > 0, grad_out, grad_out * grad_out.dtype.type(slope))
+    dz = _activation_gradient(z, grad_out, slope, relu)
     grad_gamma = (dz * xhat).sum(axis=(0, 2, 3))
     grad_beta = dz.sum(axis=(0, 2, 3))
     dxhat = dz * channel_view(gamma)
@@ -142,15 +150,15 @@ def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta
     return dy, grad_gamma, grad_beta
 
 
-def eval_forward(x, weight, bias, stride, padding, dilation, groups, slope):
-    """Eval: conv with the BN-folded weight and bias, then LeakyReLU."""
-    return _leaky(conv2d(x, weight, bias, stride, padding, dilation, groups), slope)
+def eval_forward(x, weight, bias, stride, padding, dilation, groups, slope, relu=False):
+    """Eval: conv with the BN-folded weight and bias, then LeakyReLU (or ReLU)."""
+    return _leaky(conv2d(x, weight, bias, stride, padding, dilation, groups), slope, relu)
 
 
-def eval_backward(grad_out, x, weight, bias, stride, padding, dilation, groups, slope):
+def eval_backward(grad_out, x, weight, bias, stride, padding, dilation, groups, slope, relu=False):
     """Recomputes the pre-activation for the mask (works for any slope); (grad_input, grad_weight, grad_bias)."""
     pre = conv2d(x, weight, bias, stride, padding, dilation, groups)
-    dz = np.where(pre > 0, grad_out, grad_out * grad_out.dtype.type(slope))
+    dz = _activation_gradient(pre, grad_out, slope, relu)
     return conv2d_backward(dz, x, weight, stride, padding, dilation, groups)
 
 
@@ -165,7 +173,7 @@ def _tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
-                             dilation, groups, momentum, eps, negative_slope, save_output):
+                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), None if bias is None else bias.detach().to(c),
@@ -173,7 +181,7 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         kept = torch.empty(0, dtype=input.dtype) if save_output else y.to(input.dtype)
         out = torch.empty_like(y) if kept is y else y  # normalised in place unless y itself is kept
         mean, invstd, variance = reference_batch_norm.forward(y.numpy(), _array(bn_weight, c), _array(bn_bias, c),
-                                                              eps, negative_slope, out.numpy())
+                                                              eps, negative_slope, out.numpy(), relu)
         mean, invstd = torch.from_numpy(mean), torch.from_numpy(invstd)
         update_running_statistics(running_mean, running_var, mean, torch.from_numpy(variance),
                                   y.numel() // max(y.shape[1], 1), momentum)
@@ -181,36 +189,43 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
-                                      invstd, stride, padding, dilation, groups, negative_slope):
+                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         grad = grad_out.detach().to(c)
         grad_y = grad if grad_out.dtype != c else torch.empty_like(grad)  # in place only in our own copy
         grad_gamma, grad_beta = reference_batch_norm.backward(
             grad.numpy(), _array(saved, c), saved_is_result, _array(bn_weight, c), _array(bn_bias, c), _array(mean, c),
-            _array(invstd, c), negative_slope, grad_y.numpy())
+            _array(invstd, c), negative_slope, grad_y.numpy(), relu)
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(
             grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups)
         return (grad_input.to(input.dtype), grad_weight.to(weight.dtype), grad_bias.to(weight.dtype),
                 _tensor(grad_gamma, bn_weight), _tensor(grad_beta, bn_bias))
 
 
-def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), bias.detach().to(c), stride, padding,
                             dilation, groups)
-        leaky_relu_reference.forward(y.numpy(), negative_slope, out=y.numpy())
+        if relu:
+            reference_batch_norm.relu_in_place(y.numpy())
+        else:
+            leaky_relu_reference.forward(y.numpy(), negative_slope, out=y.numpy())
         return y.to(input.dtype)
 
 
-def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    """Recomputes the pre-activation for the LeakyReLU mask (works for any slope): nothing else is kept."""
+def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
+                                     relu=False):
+    """Recomputes the pre-activation for the LeakyReLU (or ReLU) mask (works for any slope): nothing else is kept."""
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         x, w = input.detach().to(c), weight.detach().to(c)
         pre = platform_conv2d(x, w, bias.detach().to(c), stride, padding, dilation, groups)
         grad_pre = pre.numpy()  # overwritten with the gradient through the LeakyReLU
-        leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
+        if relu:
+            np.copyto(grad_pre, reference_batch_norm.relu_gradient(_array(grad_out, c), grad_pre))
+        else:
+            leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
         grads = platform_conv2d_backward(pre, x, w, stride, padding, dilation, groups)
         return tuple(g.to(like.dtype) for g, like in zip(grads, (input, weight, bias)))

@@ -49,8 +49,19 @@ def _leaky_relu_in_place(z: np.ndarray, slope) -> None:
         np.multiply(z, slope_factors(z > 0, slope, z.dtype), out=z)
 
 
-def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slope: float, out: np.ndarray):
-    """BatchNorm2d (batch statistics) + LeakyReLU of y (N, C, H, W), written into out (which may be y).
+def relu_in_place(z: np.ndarray) -> None:
+    """z = z < 0 ? +0 : z, torch's relu (-0.0 and NaN stay; -inf gives +0, where z * 0 would give NaN)."""
+    np.copyto(z, 0, where=z < 0)
+
+
+def relu_gradient(grad: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """torch's relu backward (threshold_backward: 0 where relu(z) <= 0, else grad; grad * 0 would give -0 or NaN)."""
+    return np.where(z <= 0, grad.dtype.type(0), grad)
+
+
+def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slope: float, out: np.ndarray,
+            relu: bool = False):
+    """BatchNorm2d (batch statistics) + LeakyReLU (or ReLU) of y (N, C, H, W), written into out (which may be y).
     Returns (mean, invstd, biased variance), per channel, in y's dtype."""
     n, c = y.shape[:2]
     dtype = y.dtype
@@ -78,7 +89,10 @@ def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slop
         np.subtract(rows_in[start:stop], shift[start:stop], out=block)
         block *= scale[start:stop]
         block += bias[start:stop]
-        _leaky_relu_in_place(block, slope)
+        if relu:
+            relu_in_place(block)
+        else:
+            _leaky_relu_in_place(block, slope)
 
     with np.errstate(invalid="ignore", over="ignore"):
         _for_rows(n * c, size, normalise)
@@ -98,9 +112,10 @@ def _merge(sums: np.ndarray, squares: np.ndarray, size: int):
 
 
 def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_result: bool, gamma: np.ndarray,
-             beta: np.ndarray, mean: np.ndarray, invstd: np.ndarray, slope: float, grad_y: np.ndarray):
-    """Gradient of the BatchNorm + LeakyReLU part, written into grad_y (which may be grad_out). `saved` is
-    the output when saved_is_result (then slope > 0 and gamma has no zero), else the conv output.
+             beta: np.ndarray, mean: np.ndarray, invstd: np.ndarray, slope: float, grad_y: np.ndarray,
+             relu: bool = False):
+    """Gradient of the BatchNorm + LeakyReLU (or ReLU) part, written into grad_y (which may be grad_out). `saved` is
+    the output when saved_is_result (then slope > 0, no relu, and gamma has no zero), else the conv output.
     Returns (grad_gamma, grad_beta) in the arrays' dtype."""
     n, c = grad_out.shape[:2]
     dtype = grad_out.dtype
@@ -123,6 +138,8 @@ def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_result: bool, gam
             u = rows_saved[start:stop] - shift[start:stop]
             z = u * scale[start:stop]
             z += bias[start:stop]
+            if relu:
+                return relu_gradient(rows_grad[start:stop], z), u
             return rows_grad[start:stop] * slope_factors(z > 0, slope, dtype), u
 
     sums_dz, sums_dz_u = np.empty(n * c, dtype), np.empty(n * c, dtype)

@@ -143,7 +143,7 @@ def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
 
 
 def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
-                momentum, eps, negative_slope, save_output):
+                momentum, eps, negative_slope, save_output, relu=False):
     _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var)
     shape = conv_output_shape(input, weight, stride, padding, dilation)
     c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
@@ -153,7 +153,7 @@ def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_v
 
 
 def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
-                         padding, dilation, groups, negative_slope):
+                         padding, dilation, groups, negative_slope, relu=False):
     _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation)
     layout = derivatives.memory_format(input, weight)
@@ -161,19 +161,26 @@ def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_wei
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
 
 
-def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
     _check_eval(input, weight, bias)
     shape = conv_output_shape(input, weight, stride, padding, dilation)
     return _empty(shape, input, derivatives.memory_format(input, weight))
 
 
-def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
     _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation)
     layout = derivatives.memory_format(input, weight)
     return _empty(input.shape, input, layout), _empty(weight.shape, weight, layout), torch.empty_like(bias)
 
 
 # --- autograd: reverse mode through the backward ops, forward mode by jvp rules in torch ops -----------
+_RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' arguments
+
+
+def _relu(inputs: tuple, position: int = _RELU) -> bool:
+    """The `relu` argument; a caller that left it out (it has a default) gets the schema's False."""
+    return bool(inputs[position]) if len(inputs) > position else False
+
 class _Train(OpFunction):
     @staticmethod
     def forward(*args):
@@ -181,7 +188,9 @@ class _Train(OpFunction):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        input, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, ctx.negative_slope, ctx.save_output = inputs
+        input, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, ctx.negative_slope, ctx.save_output = \
+            inputs[:_RELU]
+        ctx.relu = _relu(inputs)
         ctx.geometry, ctx.has_bias = geometry, bias is not None
         out, conv_out, mean, invstd = output
         ctx.mark_non_differentiable(conv_out, mean, invstd)
@@ -193,16 +202,16 @@ class _Train(OpFunction):
         saved, input, weight, bn_weight, bn_bias, mean, invstd = ctx.saved_tensors
         grads = ops.conv_bn_leaky_relu_train_backward(
             grad_out, saved, ctx.save_output, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
-            ctx.negative_slope)
+            ctx.negative_slope, ctx.relu)
         grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
         return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
-                None, None, None, None, None, None, None, None, None, None)
+                None, None, None, None, None, None, None, None, None, None, None)
 
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bn_weight, bn_bias, invstd = ctx.saved_tensors
         out_tangent = derivatives.conv_bn_leaky_relu_train_jvp(
-            input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out)
+            input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out, ctx.relu)
         return out_tangent, None, None, None
 
 
@@ -213,21 +222,23 @@ class _Eval(OpFunction):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs
+        input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs[:_EVAL_RELU]
+        ctx.relu = _relu(inputs, _EVAL_RELU)
         ctx.save_for_backward(input, weight, bias)
         ctx.save_for_forward(output, input, weight, bias)
 
     @staticmethod
     def backward(ctx, grad_out):
         input, weight, bias = ctx.saved_tensors
-        grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope)
-        return (*grads, None, None, None, None, None)
+        grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope,
+                                                     ctx.relu)
+        return (*grads, None, None, None, None, None, None)
 
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bias = ctx.saved_tensors
         return derivatives.conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
-                                                    ctx.negative_slope, out)
+                                                    ctx.negative_slope, out, ctx.relu)
 
 
 def _train_vmap(info, in_dims, input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):
@@ -254,10 +265,14 @@ def _cast_conv_arguments(args, dtype, device_type):
     return (*map(cast, args[:3]), *args[3:])
 
 
+_SLOPE, _SAVE_OUTPUT = 13, 14  # conv_bn_leaky_relu_train's arguments negative_slope, save_output
+
+
 def _cast_train_arguments(args, dtype, device_type):
     args = _cast_conv_arguments(args, dtype, device_type)
-    if args[-1]:  # keep only the output if x-hat can be rebuilt from it in the dtype it now has
-        args = (*args[:-1], output_determines_batch_norm(args[3], args[4], args[-2], args[0].dtype))
+    if args[_SAVE_OUTPUT]:  # keep only the output if x-hat can be rebuilt from it in the dtype it now has
+        keep = output_determines_batch_norm(args[3], args[4], args[_SLOPE], args[0].dtype)
+        args = (*args[:_SAVE_OUTPUT], keep, *args[_SAVE_OUTPUT + 1:])
     return args
 
 

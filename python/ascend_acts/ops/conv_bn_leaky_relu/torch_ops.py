@@ -61,8 +61,21 @@ def update_running_statistics(running_mean, running_var, mean, variance, count: 
             running.copy_(running.to(batch.dtype) * (1 - momentum) + batch * momentum)
 
 
+def activation(z: torch.Tensor, negative_slope: float, relu: bool) -> torch.Tensor:
+    """The ops' activation: torch's relu (z < 0 ? +0 : z) or leaky_relu (slope 0 gives -0.0 for a negative z)."""
+    return F.relu(z) if relu else F.leaky_relu(z, negative_slope)
+
+
+def activation_gradient(z: torch.Tensor, grad: torch.Tensor, negative_slope: float, relu: bool) -> torch.Tensor:
+    """The gradient through `activation` at z, as torch's relu backward (0 where z <= 0, NaN passes the gradient) or
+    leaky_relu backward (grad * slope where not z > 0); differentiable."""
+    if relu:
+        return torch.where(z <= 0, grad.new_zeros(()), grad)
+    return torch.where(z > 0, grad, grad * negative_slope)
+
+
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
-                             dilation, groups, momentum, eps, negative_slope, save_output):
+                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False):
     c = compute_dtype(input.dtype)
     y = conv2d(input, weight, bias, stride, padding, dilation, groups)
     yc = y.to(c)
@@ -70,14 +83,14 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
     variance = yc.var((0, 2, 3), unbiased=False)
     invstd = torch.rsqrt(variance + eps)
     z = (yc - channel(mean)) * channel(invstd) * channel(bn_weight.to(c)) + channel(bn_bias.to(c))
-    out = F.leaky_relu(z, negative_slope).to(input.dtype)
+    out = activation(z, negative_slope, relu).to(input.dtype)
     kept = input.new_empty(0) if save_output else y
     update_running_statistics(running_mean, running_var, mean, variance, y.numel() // max(y.shape[1], 1), momentum)
     return out, kept, mean, invstd
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
-                                      invstd, stride, padding, dilation, groups, negative_slope):
+                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False):
     c = compute_dtype(input.dtype)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     saved, grad = saved.to(c), grad_out.to(c)
@@ -87,7 +100,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
     else:
         xhat = (saved - channel(mean.to(c))) * channel(invstd.to(c))
         z = xhat * gamma + beta
-    dz = torch.where(z > 0, grad, grad * negative_slope)
+    dz = activation_gradient(z, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dxhat = dz * gamma
     dy = channel(invstd.to(c)) * (dxhat - dxhat.mean((0, 2, 3), keepdim=True)
@@ -97,13 +110,14 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
-def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope):
-    return F.leaky_relu(conv2d(input, weight, bias, stride, padding, dilation, groups), negative_slope)
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
+    return activation(conv2d(input, weight, bias, stride, padding, dilation, groups), negative_slope, relu)
 
 
-def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope):
+def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
+                                     relu=False):
     pre = conv2d(input, weight, bias, stride, padding, dilation, groups)
-    dz = torch.where(pre > 0, grad_out, grad_out * negative_slope)
+    dz = activation_gradient(pre, grad_out, negative_slope, relu)
     return conv2d_backward(dz, input, weight, stride, padding, dilation, groups)
 
 
