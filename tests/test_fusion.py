@@ -96,8 +96,7 @@ def _instance_forward(m):
 
 # (what is done to the converted block, on which child): the children must run one by one
 UNFUSABLE = {
-    "forward hook on conv": (_forward_hook, 0), "forward hook on bn": (_forward_hook, 1),
-    "forward hook on act": (_forward_hook, 2), "pre-hook on conv": (_pre_hook, 0), "pre-hook on act": (_pre_hook, 2),
+    "forward hook on conv": (_forward_hook, 0), "forward hook on bn": (_forward_hook, 1), "pre-hook on conv": (_pre_hook, 0),
     "backward hook on bn": (_backward_hook, 1), "instance forward on bn": (_instance_forward, 1),
     "hook-based spectral_norm on conv": (nn.utils.spectral_norm, 0),
     "parametrized spectral_norm on conv": (nn.utils.parametrizations.spectral_norm, 0),
@@ -124,6 +123,20 @@ def test_children_run_one_by_one_when_fusing_could_differ(change, training):
     assert all(torch.equal(a, b) for a, b in zip(converted.state_dict().values(), original.state_dict().values()))
 
 
+@pytest.mark.parametrize("hook", [_forward_hook, _pre_hook])
+def test_a_hooked_activation_runs_itself_after_the_fused_conv_bn(hook):
+    """Conv2d -> BatchNorm2d followed by anything else fuses with no activation; the hooked module then runs."""
+    original = block()
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    calls = []
+    converted[2].register_forward_hook(lambda *a: calls.append(1))
+    hook(original[2]), hook(converted[2])
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    out, fused = fused_calls(converted, x)
+    assert fused == 1 and calls == [1]
+    torch.testing.assert_close(out, original(x))
+
+
 @pytest.mark.parametrize("hook", ["forward", "forward_pre", "full_backward"])
 def test_global_module_hooks_are_honoured(hook):
     converted = ascend_acts.convert(block())
@@ -148,14 +161,22 @@ def test_subclasses_and_mismatches_are_not_fused():
         def forward(self, x):
             return super().forward(x) * 2
 
+    class MyReLU(nn.ReLU):
+        pass
+
     x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
-    for model in (nn.Sequential(MyConv(3, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU()),
-                  nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), MyLeaky()),
-                  nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())):
+    model = nn.Sequential(MyConv(3, 4, 3), nn.BatchNorm2d(4), nn.LeakyReLU()).double()
+    expected = model(x)
+    out, fused = fused_calls(ascend_acts.convert(model), x)
+    assert fused == 0 and torch.equal(out, expected)
+    # a subclassed activation runs itself, after Conv2d -> BatchNorm2d fused with no activation
+    for model in (nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), MyLeaky()),
+                  nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), MyReLU())):
         model = model.double()
         expected = model(x)
         out, fused = fused_calls(ascend_acts.convert(model), x)
-        assert fused == 0 and torch.equal(out, expected)
+        assert fused == 1
+        torch.testing.assert_close(out, expected)
     mismatch = ascend_acts.convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(5), nn.LeakyReLU()).double())
     with pytest.raises(RuntimeError, match="running_mean should contain 4 elements not 5"):
         mismatch(x)  # torch's own error, from the children

@@ -1,0 +1,194 @@
+"""Conv2d -> BatchNorm2d -> ReLU, and Conv2d -> BatchNorm2d with no activation (followed by anything else or by the
+end of the Sequential), fused by `convert`: as the unconverted torch model on every CPU backend (values, gradients,
+running statistics, steps, checkpoints, train/eval, channels_last, compile, double backward); torch's relu bit for
+bit (+0.0 for negatives, -0.0 and NaN kept, 0 for -inf), while the public LeakyReLU with slope 0 keeps -0.0."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ascend_acts
+from markers import slow
+from op_counter import OpCounter
+
+TAILS = {
+    "relu": lambda: [nn.ReLU()],
+    "relu inplace": lambda: [nn.ReLU(inplace=True)],
+    "none then conv": lambda: [nn.Conv2d(8, 4, 1)],
+    "none then dropout": lambda: [nn.Dropout(0.0)],
+    "none at the end": lambda: [],
+}
+
+
+def model_with(tail: str, dtype=torch.float32, **bn) -> nn.Sequential:
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.BatchNorm2d(8, **bn), *TAILS[tail]()).to(dtype)
+    if model[1].affine:
+        with torch.no_grad():  # about half the BN outputs negative
+            model[1].weight.uniform_(0.5, 1.5), model[1].bias.uniform_(-0.5, 0.5)
+    return model
+
+
+def dtype_of(backend):
+    return torch.float64 if backend == "reference" else torch.float32  # the kernels have no float64
+
+
+def tolerance(dtype):
+    return dict(rtol=1e-10, atol=1e-10) if dtype == torch.float64 else dict(rtol=2e-4, atol=2e-4)
+
+
+def no_negative_zero(t):
+    return not torch.signbit(t[t == 0]).any()
+
+
+@pytest.mark.parametrize("bn", [{}, {"momentum": None}, {"affine": False}, {"track_running_stats": False}],
+                         ids=["default", "momentum=None", "affine=False", "no running stats"])
+@pytest.mark.parametrize("tail", TAILS)
+def test_runs_fuse_and_train_like_torch(tail, bn, backend):
+    dtype = dtype_of(backend)
+    original = model_with(tail, dtype, **bn)
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    tol = tolerance(dtype)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for m in (original, converted)]
+    for step, training in enumerate([True, True, False, True, False]):
+        original.train(training), converted.train(training)
+        x = torch.randn(3, 3, 6, 6, dtype=dtype)
+        if step == 3:
+            x = x.contiguous(memory_format=torch.channels_last)
+        xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+        with OpCounter() as counter:
+            got = converted(xc)
+        assert counter.fused == 1
+        assert "relu" not in counter.calls and "batch_norm" not in "".join(counter.calls)  # nothing aten of its own
+        expected = original(xs)
+        torch.testing.assert_close(got, expected, **tol)
+        if tail.startswith("relu"):
+            assert no_negative_zero(got) and bool((got == 0).any())
+        for optimizer, out, x_ in zip(optimizers, (expected, got), (xs, xc)):
+            optimizer.zero_grad()
+            (out * torch.linspace(-1, 1, out.numel(), dtype=dtype).view_as(out)).sum().backward()
+            optimizer.step()
+        torch.testing.assert_close(xc.grad, xs.grad, **tol)
+        for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
+            torch.testing.assert_close(a, b, **tol, msg=f"step {step}: {key}")  # num_batches_tracked included
+    # a checkpoint round trip: the converted model's state loads into torch's and back
+    again = model_with(tail, dtype, **bn)
+    again.load_state_dict(converted.state_dict())
+    converted.load_state_dict(again.state_dict())
+    x = torch.randn(2, 3, 6, 6, dtype=dtype)
+    torch.testing.assert_close(converted.eval()(x), again.eval()(x), **tol)
+
+
+def test_the_op_keeps_the_conv_output_for_relu_and_only_the_output_with_no_activation():
+    """ReLU is not invertible: the op keeps the conv output (what the backward needs to rebuild x-hat where the
+    output is 0); no activation is slope 1, invertible: only the output (InPlace-ABN)."""
+    for tail, kept_conv_output in (("relu", True), ("none at the end", False)):
+        model = ascend_acts.convert(model_with(tail))
+        saved = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+            out = model(torch.randn(2, 3, 6, 6))
+        big = [t for t in saved if t.shape == out.shape]
+        assert len(big) == 1 and (big[0] is not out) == kept_conv_output
+
+
+def _bn_inputs(dtype=torch.float32):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5, 5, dtype=dtype)
+    weight = torch.randn(4, 3, 1, 1, dtype=dtype)
+    gamma = torch.tensor([1.0, 3e38, 1.0, -2.0], dtype=dtype)  # 3e38: (y - mean) * scale overflows to +-inf
+    beta = torch.tensor([0.0, 0.0, -5.0, 0.5], dtype=dtype)
+    return x, weight, gamma, beta
+
+
+def test_relu_is_torchs_bit_for_bit_and_slope_zero_keeps_negative_zero(backend):
+    from ascend_acts.ops.conv_bn_leaky_relu.function import conv_bn_activation
+
+    x, weight, gamma, beta = _bn_inputs()
+    conv = F.conv2d(x, weight)
+    for relu in (True, False):
+        got = conv_bn_activation(x, weight, None, None, None, gamma, beta, True, 0.1, 1e-5, 0.0, relu=relu)
+        z = F.batch_norm(conv, None, None, gamma, beta, True, 0.1, 1e-5)
+        expected = F.relu(z) if relu else F.leaky_relu(z, 0.0)
+        finite = torch.isfinite(z) & (z.abs() > 1e-3)  # values whose sign does not depend on rounding
+        assert torch.equal(torch.signbit(got[finite]), torch.signbit(expected[finite]))
+        torch.testing.assert_close(got[finite], expected[finite])
+        negative_infinity = z == -torch.inf
+        assert bool(negative_infinity.any())
+        if relu:  # torch's relu: -inf gives +0, negatives +0
+            assert torch.equal(got[negative_infinity], torch.zeros_like(got[negative_infinity]))
+            assert no_negative_zero(got) and not got[negative_infinity].signbit().any()
+        else:  # torch's leaky_relu(z, 0): z * 0, -0.0 for negatives and NaN for -inf
+            assert bool(got[negative_infinity].isnan().all())
+            assert bool(torch.signbit(got[finite & (z < 0)]).all())
+    public = ascend_acts.conv_bn_leaky_relu(x, weight, None, None, None, gamma, beta, True, negative_slope=0.0)
+    assert bool(torch.signbit(public[(z < -1e-3) & torch.isfinite(z)]).all())
+
+
+def test_relu_gradient_is_torchs_at_zero_and_for_infinite_gradients(backend):
+    from ascend_acts.ops.conv_bn_leaky_relu.function import conv_bn_activation
+
+    dtype = dtype_of(backend)
+    x, weight, gamma, beta = _bn_inputs(dtype)
+    gamma = torch.tensor([1.0, 2.0, 1.0, -2.0], dtype=dtype)
+    grad = torch.randn(2, 4, 5, 5, dtype=dtype)
+    grad[0, 0, 0, :] = -torch.inf  # torch's relu backward gives 0 where the output is 0, not -inf * 0 = NaN
+    results = []
+    for ours in (True, False):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, gamma, beta)]
+        if ours:
+            out = conv_bn_activation(leaves[0], leaves[1], None, None, None, leaves[2], leaves[3], True, relu=True)
+        else:
+            out = F.relu(F.batch_norm(F.conv2d(leaves[0], leaves[1]), None, None, leaves[2], leaves[3], True))
+        mask = (out == 0)[0, 0, 0]
+        results.append(torch.autograd.grad(out, leaves, grad))
+    assert bool(mask.any())
+    for a, b in zip(*results):
+        assert torch.equal(a.isnan(), b.isnan())
+        torch.testing.assert_close(a, b, equal_nan=True, **tolerance(dtype))
+
+
+@pytest.mark.parametrize("tail", ["relu", "none at the end"])
+def test_double_backward_as_torch(tail, backend):
+    dtype = dtype_of(backend)
+    original = model_with(tail, dtype)
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    x = torch.randn(3, 3, 5, 5, dtype=dtype)
+    penalties = []
+    for model in (original, converted):
+        xi = x.clone().requires_grad_()
+        (g,) = torch.autograd.grad(model(xi).square().sum(), xi, create_graph=True)
+        penalty = g.square().sum()
+        penalties.append((penalty, torch.autograd.grad(penalty, list(model.parameters()))))
+    torch.testing.assert_close(penalties[1][0], penalties[0][0], **tolerance(dtype))
+    for a, b in zip(penalties[1][1], penalties[0][1]):
+        torch.testing.assert_close(a, b, **tolerance(dtype))
+
+
+def test_a_failed_call_changes_nothing():
+    model = ascend_acts.convert(model_with("relu"))
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(RuntimeError):
+        model(torch.randn(2, 3, 6, 6, dtype=torch.float64))  # float32 weights
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+@slow
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("tail", ["relu", "none then conv"])
+def test_compile_fullgraph(tail, training, backend):
+    original = model_with(tail).train(training)
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
+    x = torch.randn(3, 3, 6, 6)
+    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    yc, ys = compiled(xc), original(xs)
+    torch.testing.assert_close(yc, ys, **tolerance(torch.float32))
+    (gc,) = torch.autograd.grad(yc.sum(), xc)
+    (gs,) = torch.autograd.grad(ys.sum(), xs)
+    torch.testing.assert_close(gc, gs, **tolerance(torch.float32))
+    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
+        torch.testing.assert_close(a, b, **tolerance(torch.float32), msg=key)
