@@ -96,7 +96,8 @@ def _instance_forward(m):
 
 # (what is done to the converted block, on which child): the children must run one by one
 UNFUSABLE = {
-    "forward hook on conv": (_forward_hook, 0), "forward hook on bn": (_forward_hook, 1), "pre-hook on conv": (_pre_hook, 0),
+    "forward hook on conv": (_forward_hook, 0), "forward hook on bn": (_forward_hook, 1),
+    "pre-hook on conv": (_pre_hook, 0),
     "backward hook on bn": (_backward_hook, 1), "instance forward on bn": (_instance_forward, 1),
     "hook-based spectral_norm on conv": (nn.utils.spectral_norm, 0),
     "parametrized spectral_norm on conv": (nn.utils.parametrizations.spectral_norm, 0),

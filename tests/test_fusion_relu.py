@@ -67,7 +67,7 @@ def test_runs_fuse_and_train_like_torch(tail, bn, backend):
         torch.testing.assert_close(got, expected, **tol)
         if tail.startswith("relu"):
             assert no_negative_zero(got) and bool((got == 0).any())
-        for optimizer, out, x_ in zip(optimizers, (expected, got), (xs, xc)):
+        for optimizer, out in zip(optimizers, (expected, got)):
             optimizer.zero_grad()
             (out * torch.linspace(-1, 1, out.numel(), dtype=dtype).view_as(out)).sum().backward()
             optimizer.step()
@@ -88,7 +88,12 @@ def test_the_op_keeps_the_conv_output_for_relu_and_only_the_output_with_no_activ
     for tail, kept_conv_output in (("relu", True), ("none at the end", False)):
         model = ascend_acts.convert(model_with(tail))
         saved = []
-        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+
+        def keep(t, saved=saved):
+            saved.append(t)
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
             out = model(torch.randn(2, 3, 6, 6))
         big = [t for t in saved if t.shape == out.shape]
         assert len(big) == 1 and (big[0] is not out) == kept_conv_output

@@ -12,9 +12,12 @@ affine=False, eval with or without running statistics).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import nn
 from torch.nn.modules import module as _module_globals
+from torch.nn.utils import parametrize
 
 from ..ops._library import values_unknown
 from ..ops.conv_bn_leaky_relu.function import conv_bn_activation, conv_bn_leaky_relu_tensor_momentum
@@ -34,18 +37,55 @@ _BATCH_NORMS = (nn.BatchNorm2d, *_SYNC_BATCH_NORMS)
 
 def _untouched(module: nn.Module) -> bool:
     """No hooks on the module and no forward assigned to the instance: its forward is its class's."""
-    return not any(getattr(module, name) for name in _HOOK_DICTS) and "forward" not in module.__dict__
+    return _touched(module, "") is None
+
+
+def _touched(module: nn.Module, role: str) -> str | None:
+    """Why the module's forward may not be its class's (a hook, an instance forward), or None."""
+    if any(getattr(module, name) for name in _HOOK_DICTS):
+        return f"a hook on the {role}"
+    if "forward" in module.__dict__:
+        return f"a custom forward on the {role}"
+    return None
 
 
 def no_global_hooks() -> bool:
     return not any(getattr(_module_globals, name) for name in _GLOBAL_HOOK_DICTS)
 
 
+_NO_KERNEL_YET = (nn.BatchNorm1d, nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d,
+                  nn.GroupNorm, nn.LayerNorm)
+
+
+def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
+    """Why `bn(conv(x))` is not exactly what the fused op computes before its activation, or None when it is.
+    The one rule for Sequential's forward, ConvBNLeakyReLU2d and `ascend_acts.explain`."""
+    if parametrize.is_parametrized(conv):
+        return "a parametrization on the conv (spectral_norm, weight_norm...)"
+    if type(conv) is not nn.Conv2d:
+        if isinstance(conv, (nn.ConvTranspose2d, nn.Linear)):
+            return f"{type(conv).__name__} runs are not fused yet"
+        return f"the conv is a {type(conv).__name__}, not exactly nn.Conv2d (its forward may differ)"
+    if bn is None:
+        return "no normalisation after the conv"
+    if parametrize.is_parametrized(bn):
+        return "a parametrization on the norm"
+    if type(bn) not in _BATCH_NORMS:
+        if isinstance(bn, _NO_KERNEL_YET):
+            return f"{type(bn).__name__}: no kernel yet"
+        return f"the norm is a {type(bn).__name__}, not exactly nn.BatchNorm2d"
+    if conv.padding_mode != "zeros":
+        return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
+    if bn.num_features != conv.out_channels:
+        return "the BatchNorm's num_features differs from the conv's out_channels"
+    if (bn.running_mean is None) != (bn.running_var is None):
+        return "only one of running_mean and running_var"
+    return _touched(conv, "conv") or _touched(bn, "norm")
+
+
 def plain_conv_bn(conv: nn.Module, bn: nn.Module) -> bool:
     """`bn(conv(x))` is exactly what conv_bn_leaky_relu computes before its activation."""
-    return (type(conv) is nn.Conv2d and type(bn) in _BATCH_NORMS and conv.padding_mode == "zeros"
-            and bn.num_features == conv.out_channels and (bn.running_mean is None) == (bn.running_var is None)
-            and _untouched(conv) and _untouched(bn))
+    return conv_bn_obstacle(conv, bn) is None
 
 
 def plain_leaky_relu(act: nn.Module) -> bool:
@@ -70,6 +110,19 @@ def activation_of(act: nn.Module | None, bn: nn.Module) -> tuple[float, bool] | 
     return None
 
 
+def activation_obstacle(act: nn.Module | None, bn: nn.Module) -> str | None:
+    """Why an activation module after the BN is not part of the fused run (it then runs itself), or None."""
+    if act is None or activation_of(act, bn) is not None:
+        return None
+    if isinstance(act, (nn.LeakyReLU, nn.ReLU)):
+        if type(act) not in (*_ACTIVATIONS, nn.ReLU):
+            return f"the activation is a {type(act).__name__}, not exactly torch's"
+        if type(act) is nn.ReLU and type(bn) in _SYNC_BATCH_NORMS:
+            return "a synchronised BatchNorm has no ReLU mode yet: the ReLU runs itself"
+        return _touched(act, "activation")
+    return None
+
+
 def readable_numbers(bn: nn.Module, negative_slope, input: torch.Tensor) -> bool:
     """bn.eps, bn.momentum and the slope may be tensors (torch's functionals read them as numbers): the fused op
     takes their values, which a graph or fake tensors cannot read; there the modules run, as torch's do."""
@@ -79,23 +132,64 @@ def readable_numbers(bn: nn.Module, negative_slope, input: torch.Tensor) -> bool
     return not tensors or not values_unknown(input)
 
 
-def _number(value):
-    """A tensor attribute's value, as torch's argument parser reads a tensor given for a float."""
-    return value.item() if isinstance(value, torch.Tensor) else value
-
-
 def fused_device(input) -> bool:
     """Devices with kernels for the fused op (CPU backends, the NPU); others (CUDA, meta) run the modules."""
     return isinstance(input, torch.Tensor) and input.device.type in ("cpu", torch._C._get_privateuse1_backend_name())
 
 
+class Decision(NamedTuple):
+    """What Sequential's forward does with the modules from one position: `length` modules (2: conv and BN with no
+    activation, 3: with it) as the fused op with (negative_slope, relu), or none (length 0) and why not."""
+    length: int = 0
+    negative_slope: float = IDENTITY_SLOPE
+    relu: bool = False
+    reason: str | None = None
+
+
+_NOT_A_CONV = Decision(reason="not a convolution")
+
+
+def decide(modules: list, i: int, input) -> Decision:
+    """Whether modules[i:] start a run Sequential's forward fuses, for this input (the modules as they are now)."""
+    conv = modules[i]
+    if type(conv) is not nn.Conv2d and not isinstance(conv, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+        return _NOT_A_CONV  # the common case first: cheap
+    if i + 1 >= len(modules):
+        return Decision(reason="no normalisation after the conv")
+    bn = modules[i + 1]
+    if not no_global_hooks():
+        return Decision(reason="a global module hook")
+    obstacle = conv_bn_obstacle(conv, bn)
+    if obstacle is not None:
+        return Decision(reason=obstacle)
+    if not fused_device(input):
+        return Decision(reason=f"an input on {getattr(input, 'device', type(input).__name__)}: no kernels there")
+    if input.dim() != 4:  # torch's Conv2d takes a 3-D (unbatched) input and its BatchNorm2d raises
+        return Decision(reason="an unbatched (3-D) input")
+    act = modules[i + 2] if i + 2 < len(modules) else None
+    activation = activation_of(act, bn)
+    slope, relu = activation or (IDENTITY_SLOPE, False)
+    if not readable_numbers(bn, slope, input):
+        return Decision(reason="eps, momentum or the slope is a tensor a graph cannot read")
+    return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn))
+
+
+# `ascend_acts.explain` listens to Sequential's decisions and runs (explain.py); None when nobody does
+listener = None
+
+
+def _number(value):
+    """A tensor attribute's value, as torch's argument parser reads a tensor given for a float."""
+    return value.item() if isinstance(value, torch.Tensor) else value
+
+
 def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slope: float,
                                input: torch.Tensor, relu: bool = False) -> torch.Tensor:
-    """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op, with nn.BatchNorm2d.forward's
-    bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it before F.batch_norm:
-    a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics update) and
-    counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before the
-    op writes anything) takes the count back: it changes nothing."""
+    """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op, with
+    nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
+    before F.batch_norm: a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics
+    update) and counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before
+    the op writes anything) takes the count back: it changes nothing."""
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
     if counts:
         bn.num_batches_tracked.add_(1)

@@ -11,17 +11,11 @@ reprs and class-name checks (`weights_init`) see what they saw before.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from torch import nn
 
-from .fusion import (
-    IDENTITY_SLOPE,
-    activation_of,
-    conv_bn_leaky_relu_modules,
-    fused_device,
-    no_global_hooks,
-    plain_conv_bn,
-    readable_numbers,
-)
+from . import fusion
 
 __all__ = ["Sequential"]
 
@@ -29,22 +23,18 @@ __all__ = ["Sequential"]
 class Sequential(nn.Sequential):
     def forward(self, input):
         modules = list(self._modules.values())
-        hook_free = no_global_hooks()
+        listener = fusion.listener
         i = 0
         while i < len(modules):
-            run = modules[i:i + 3]
-            if hook_free and len(run) >= 2 and _fusable_conv_bn(run[0], run[1], input):
-                activation = activation_of(run[2] if len(run) == 3 else None, run[1])
-                slope, relu = activation or (IDENTITY_SLOPE, False)
-                if readable_numbers(run[1], slope, input):
-                    input = conv_bn_leaky_relu_modules(run[0], run[1], slope, input, relu)
-                    i += 2 if activation is None else 3
-                    continue
-            input = modules[i](input)
-            i += 1
+            decision = fusion.decide(modules, i, input)
+            if listener is not None:
+                listener.decided(self, i, decision)
+            count = decision.length or 1
+            with nullcontext() if listener is None else listener.running(self, i, count):
+                if decision.length:
+                    input = fusion.conv_bn_leaky_relu_modules(modules[i], modules[i + 1], decision.negative_slope,
+                                                              input, decision.relu)
+                else:
+                    input = modules[i](input)
+            i += count
         return input
-
-
-def _fusable_conv_bn(conv, bn, input) -> bool:
-    # a 3-D (unbatched) input runs the modules: torch's Conv2d takes it and its BatchNorm2d raises
-    return plain_conv_bn(conv, bn) and fused_device(input) and input.dim() == 4
