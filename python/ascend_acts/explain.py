@@ -1,0 +1,289 @@
+"""`ascend_acts.explain(model, *inputs)`: which Conv -> Norm -> activation runs among a model's nn.Sequential children
+`convert` fuses, why the others are not, and the activation memory each keeps for backward with and without it.
+
+The model runs once on a converted deep copy and once on an unconverted one (the original, its parameters, buffers,
+their version counters and the CPU random state are left as they were). Whether a run fuses is what the converted
+copy's Sequential decided while running (nn/fusion.py's `decide`, heard through `fusion.listener`), so explain
+cannot disagree with what runs. The bytes are measured, not computed: every tensor autograd saves during a run's
+modules (torch.autograd.graph.saved_tensors_hooks), each storage counted once, parameters and buffers left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_map
+
+from .conversion import convert
+from .nn import Sequential as FusingSequential
+from .nn import fusion
+
+__all__ = ["explain", "Explanation", "Run"]
+
+_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)
+_NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.GroupNorm)
+_ACTIVATIONS = (nn.LeakyReLU, nn.ReLU)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One Conv -> Norm (-> activation) run: `path` the Sequential and child indices (`main[3:6]`), `pattern` the
+    modules' classes, `fused` whether its conv and norm ran as the fused op, `reason` why not (or what of the run
+    was left out), and the bytes of activations kept for backward by its modules in torch and once converted
+    (None: the run did not execute)."""
+    path: str
+    pattern: str
+    fused: bool
+    reason: str
+    saved_bytes_torch: int | None
+    saved_bytes_converted: int | None
+
+
+class Explanation:
+    """The runs `explain` found, in module order: iterable, indexable, and printable as an aligned table."""
+
+    def __init__(self, runs: list[Run], saved_bytes_torch: int, saved_bytes_converted: int):
+        self.runs = runs
+        self.saved_bytes_torch = saved_bytes_torch  # the whole forward's, every module's
+        self.saved_bytes_converted = saved_bytes_converted
+
+    def __iter__(self):
+        return iter(self.runs)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __getitem__(self, index):
+        return self.runs[index]
+
+    def __str__(self) -> str:
+        header = ("module", "pattern", "fused", "why not / note", "kept (torch)", "kept (converted)")
+        rows = [(r.path, r.pattern, "yes" if r.fused else "no", r.reason or "-", _size(r.saved_bytes_torch),
+                 _size(r.saved_bytes_converted)) for r in self.runs]
+        rows.append(("whole forward", "", f"{sum(r.fused for r in self.runs)}/{len(self.runs)}", "",
+                     _size(self.saved_bytes_torch), _size(self.saved_bytes_converted)))
+        widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+        right = {4, 5}
+
+        def line(row):
+            return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
+
+        return "\n".join([line(header), line(tuple("-" * w for w in widths)), *map(line, rows)]).rstrip()
+
+    def __repr__(self) -> str:
+        return f"Explanation({len(self.runs)} runs, {sum(r.fused for r in self.runs)} fused)\n{self}"
+
+
+def _size(count: int | None) -> str:
+    if count is None:
+        return "not run"
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024 or unit == "MiB":
+            return f"{count} B" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class _Found:
+    container: str   # the Sequential's path in the model
+    start: int       # the conv's index
+    stop: int        # one past the last module of the run
+    conv: int
+    norm: int
+    activation: int | None
+    pattern: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.container or '<model>'}[{self.start}:{self.stop}]"
+
+
+def _find_runs(path: str, children: list[nn.Module]) -> list[_Found]:
+    """Conv -> Norm -> LeakyReLU/ReLU/none runs among one Sequential's children; one other module may stand between
+    the conv and the norm or between the norm and the activation (a Dropout...), which keeps them apart."""
+    found, n = [], len(children)
+    for i, conv in enumerate(children):
+        if not isinstance(conv, _CONVS):
+            continue
+        norm = i + 1 if i + 1 < n and isinstance(children[i + 1], _NORMS) else None
+        if norm is None and i + 2 < n and isinstance(children[i + 2], _NORMS) and \
+                not isinstance(children[i + 1], _CONVS):
+            norm = i + 2
+        if norm is None:
+            continue
+        activation = None
+        for j in (norm + 1, norm + 2):
+            if j < n and isinstance(children[j], _ACTIVATIONS):
+                activation = j
+                break
+            if j < n and isinstance(children[j], (*_CONVS, *_NORMS)):
+                break
+        stop = (norm if activation is None else activation) + 1
+        names = [type(m).__name__ for m in children[i:stop]]
+        found.append(_Found(path, i, stop, i, norm, activation,
+                            " -> ".join(names + ([] if activation is not None else ["none"]))))
+    return found
+
+
+class _Listener:
+    """fusion.listener while the converted copy runs: each Sequential's decisions, and which of its steps is
+    running (the saved tensors of a step are the bytes its modules keep)."""
+
+    def __init__(self):
+        self.decisions: dict[tuple[int, int], fusion.Decision] = {}
+        self.current: list[tuple[int, int, int]] = []
+
+    def decided(self, sequential, index, decision) -> None:
+        self.decisions.setdefault((id(sequential), index), decision)
+
+    @contextlib.contextmanager
+    def running(self, sequential, index, count):
+        self.current.append((id(sequential), index, count))
+        try:
+            yield
+        finally:
+            self.current.pop()
+
+
+class _SavedBytes:
+    """Bytes of the distinct storages autograd saves, per key (the run in progress) and in total."""
+
+    def __init__(self, model: nn.Module, key):
+        self.excluded = {s[0] for s in map(_storage, (*model.parameters(), *model.buffers())) if s is not None}
+        self.key = key
+        self.per_key: dict = {}
+        self.total: dict = {}
+
+    def pack(self, t: torch.Tensor):
+        storage = _storage(t)
+        if storage is not None and storage[0] not in self.excluded:
+            self.total[storage[0]] = storage[1]
+            key = self.key()
+            if key is not None:
+                self.per_key.setdefault(key, {})[storage[0]] = storage[1]
+        return t
+
+    def bytes_of(self, key) -> int | None:
+        return sum(self.per_key[key].values()) if key in self.per_key else None
+
+
+def _storage(t: torch.Tensor):
+    try:
+        storage = t.untyped_storage()
+        return storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError):  # no storage (fake, sparse...): nothing we can count
+        return None
+
+
+def _copied_inputs(inputs):
+    return tree_map(lambda t: t.detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor)
+                    else t, inputs)
+
+
+def _unconverted_bytes(model: nn.Module, inputs, runs: dict[int, list[_Found]]):
+    """Runs the unconverted copy, attributing saved tensors to the run whose module is running (module hooks:
+    plain torch modules compute the same with them)."""
+    current: list = []
+    handles = []
+
+    def enter(key):
+        return lambda module, args: current.append(key)  # returns None: the input is left as it is
+
+    def leave(module, args, output):
+        current.pop()  # returns None: the output is left as it is
+
+    sequentials = dict(model.named_modules())
+    for container, found in runs.items():
+        children = list(sequentials[container].children()) if container in sequentials else []
+        for run in found:
+            for module in children[run.start:run.stop]:
+                handles.append(module.register_forward_pre_hook(enter(run)))
+                handles.append(module.register_forward_hook(leave))
+    counter = _SavedBytes(model, lambda: current[-1] if current else None)
+    try:
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
+            model(*_copied_inputs(inputs))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return counter
+
+
+def explain(model: nn.Module, *inputs) -> Explanation:
+    """Runs `model(*inputs)` once on a converted deep copy and once on an unconverted one and returns the table of
+    every Conv2d/ConvTranspose2d/Linear -> BatchNorm/InstanceNorm/GroupNorm -> LeakyReLU/ReLU/none run among the
+    nn.Sequential children: fused or not, why not, and the bytes kept for backward either way. Changes nothing of
+    `model` (parameters, buffers, their version counters, the CPU random state)."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"explain(): argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
+    found: dict[str, list[_Found]] = {}
+    for path, module in model.named_modules():
+        if isinstance(module, nn.Sequential):
+            runs = _find_runs(path, list(module.children()))
+            if runs:
+                found[path] = runs
+    rng = torch.get_rng_state()
+    try:
+        unconverted = _unconverted_bytes(copy.deepcopy(model), inputs, found)
+        torch.set_rng_state(rng)
+        converted_model = convert(copy.deepcopy(model))
+        containers = dict(converted_model.named_modules())
+        listener = _Listener()
+        by_id = {id(containers[path]): path for path in found}
+
+        def running_key():
+            if not listener.current:
+                return None
+            sequential, index, _ = listener.current[-1]
+            path = by_id.get(sequential)
+            for run in found.get(path, ()):
+                if run.start <= index < run.stop:
+                    return run
+            return None
+
+        converted = _SavedBytes(converted_model, running_key)
+        previous, fusion.listener = fusion.listener, listener
+        try:
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(converted.pack, lambda t: t):
+                converted_model(*_copied_inputs(inputs))
+        finally:
+            fusion.listener = previous
+    finally:
+        torch.set_rng_state(rng)
+    rows = []
+    for path, runs in found.items():
+        container = containers[path]
+        for run in runs:
+            fused, reason = _verdict(run, container, listener.decisions.get((id(container), run.start)))
+            rows.append(Run(run.path, run.pattern, fused, reason, unconverted.bytes_of(run),
+                            converted.bytes_of(run)))
+    return Explanation(rows, sum(unconverted.total.values()), sum(converted.total.values()))
+
+
+def _verdict(run: _Found, container: nn.Module, decision: fusion.Decision | None) -> tuple[bool, str]:
+    """(fused, why not / what was left out) from the decision the converted Sequential made at the run's conv."""
+    if type(container) is not FusingSequential:  # convert takes exact nn.Sequential containers only
+        return False, f"not converted: the container is a {type(container).__name__}, not exactly nn.Sequential"
+    if decision is None:
+        return False, "did not run in this forward"
+    if not decision.length:
+        if run.norm != run.conv + 1:
+            between = type(list(container.children())[run.conv + 1]).__name__
+            return False, f"a {between} between the conv and the norm"
+        return False, decision.reason or "not fused"
+    notes = []
+    if run.activation is not None and run.conv + decision.length <= run.activation:
+        if run.activation != run.norm + 1:
+            between = type(list(container.children())[run.norm + 1]).__name__
+            notes.append(f"a {between} between the norm and the activation: it runs itself")
+        else:
+            notes.append(decision.reason or "the activation runs itself")
+    norm = list(container.children())[run.norm]
+    if not norm.training:
+        notes.append("eval: BatchNorm folded into the conv")
+    return True, "; ".join(notes)

@@ -1,0 +1,161 @@
+"""ascend_acts.explain on GAN-shaped models: every Conv/ConvTranspose -> Norm -> activation run, whether it fused
+(as the converted model's own forward decides: the fused ops counted at the dispatcher agree), why not, the bytes
+kept for backward measured both ways; and the model, its version counters and the random state left untouched."""
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import ascend_acts
+from op_counter import OpCounter
+
+
+def dcgan_generator(nz=8, ngf=4):
+    """pytorch/examples' DCGAN generator layout (64x64 output), narrow."""
+    return nn.Sequential(
+        nn.ConvTranspose2d(nz, ngf * 8, 4, 1, 0, bias=False), nn.BatchNorm2d(ngf * 8), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf * 8, ngf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 4), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf * 2), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf * 2, ngf, 4, 2, 1, bias=False), nn.BatchNorm2d(ngf), nn.ReLU(True),
+        nn.ConvTranspose2d(ngf, 3, 4, 2, 1, bias=False), nn.Tanh())
+
+
+def dcgan_discriminator(ndf=4):
+    """pytorch/examples' DCGAN discriminator layout (64x64 input), narrow."""
+    return nn.Sequential(
+        nn.Conv2d(3, ndf, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf, ndf * 2, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 2), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 2, ndf * 4, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 4), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 4, ndf * 8, 4, 2, 1, bias=False), nn.BatchNorm2d(ndf * 8), nn.LeakyReLU(0.2, inplace=True),
+        nn.Conv2d(ndf * 8, 1, 4, 1, 0, bias=False), nn.Sigmoid())
+
+
+class Encoder(nn.Module):
+    """pix2pix/CycleGAN-like: a ResNet-style stem with instance norm, a downsampling BN block with a dropout
+    between, and a plain Conv -> BN -> ReLU block in a nested Sequential."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.InstanceNorm2d(8), nn.ReLU(True))
+        self.down = nn.Sequential(nn.Conv2d(8, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.Dropout(0.5),
+                                  nn.ReLU(True),
+                                  nn.Sequential(nn.Conv2d(8, 8, 3, 1, 1), nn.Dropout(0.5), nn.BatchNorm2d(8),
+                                                nn.LeakyReLU(0.2)),
+                                  nn.Conv2d(8, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+
+    def forward(self, x):
+        return self.down(self.stem(x))
+
+
+def snapshot(model):
+    return ({k: v.clone() for k, v in model.state_dict().items()},
+            [t._version for t in (*model.parameters(), *model.buffers())], torch.get_rng_state())
+
+
+def assert_unchanged(model, before):
+    state, versions, rng = before
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, state[key]), key
+    assert [t._version for t in (*model.parameters(), *model.buffers())] == versions
+    assert torch.equal(torch.get_rng_state(), rng)
+
+
+def fused_ops(model, *inputs):
+    converted = ascend_acts.convert(copy.deepcopy(model))
+    with OpCounter() as counter:
+        converted(*inputs)
+    return counter.fused
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_dcgan_generator_and_discriminator(training):
+    torch.manual_seed(0)
+    generator, discriminator = dcgan_generator().train(training), dcgan_discriminator().train(training)
+    z = torch.randn(2, 8, 1, 1)
+    image = torch.randn(2, 3, 64, 64)
+    for model, x in ((generator, z), (discriminator, image)):
+        before = snapshot(model)
+        table = ascend_acts.explain(model, x)
+        assert_unchanged(model, before)
+        assert sum(run.fused for run in table) == fused_ops(model, x)  # what runs
+        text = str(table)
+        for run in table:
+            assert run.path in text and run.pattern in text
+    generator_table = ascend_acts.explain(generator, z)
+    assert [r.pattern for r in generator_table] == ["ConvTranspose2d -> BatchNorm2d -> ReLU"] * 4
+    assert not any(r.fused for r in generator_table)
+    assert all(r.reason == "ConvTranspose2d runs are not fused yet" for r in generator_table)
+    # an unfused run keeps what torch keeps: the same modules ran
+    assert all(r.saved_bytes_converted == r.saved_bytes_torch for r in generator_table)
+    table = ascend_acts.explain(discriminator, image)
+    assert [r.path for r in table] == ["<model>[2:5]", "<model>[5:8]", "<model>[8:11]"]
+    assert all(r.fused for r in table)
+    if training:  # InPlace-ABN: the output instead of the conv output and the BN output
+        assert all(r.saved_bytes_converted < r.saved_bytes_torch for r in table)
+        assert table.saved_bytes_converted < table.saved_bytes_torch
+        assert all(r.reason == "" for r in table)
+    else:
+        assert all(r.reason == "eval: BatchNorm folded into the conv" for r in table)
+
+
+def test_reasons_a_hook_a_dropout_between_instance_norm_and_a_nested_sequential():
+    torch.manual_seed(1)
+    model = Encoder()
+    hooked = dcgan_discriminator()
+    hooked[3].register_forward_hook(lambda *args: None)
+    x = torch.randn(2, 3, 16, 16)
+    before = snapshot(model)
+    table = ascend_acts.explain(model, x)
+    assert_unchanged(model, before)
+    rows = {r.path: r for r in table}
+    assert rows["stem[0:3]"].reason == "InstanceNorm2d: no kernel yet" and not rows["stem[0:3]"].fused
+    assert rows["down[0:4]"].fused and rows["down[0:4]"].pattern == "Conv2d -> BatchNorm2d -> Dropout -> ReLU"
+    assert rows["down[0:4]"].reason == "a Dropout between the norm and the activation: it runs itself"
+    assert not rows["down.4[0:4]"].fused and rows["down.4[0:4]"].reason == "a Dropout between the conv and the norm"
+    assert rows["down[5:8]"].fused and rows["down[5:8]"].reason == ""
+    assert sum(r.fused for r in table) == fused_ops(model, x)
+    hooked_table = ascend_acts.explain(hooked, torch.randn(2, 3, 64, 64))
+    assert [r.fused for r in hooked_table] == [False, True, True]
+    assert hooked_table[0].reason == "a hook on the norm"
+    assert hooked_table[0].saved_bytes_converted == hooked_table[0].saved_bytes_torch
+
+
+def test_unconverted_containers_padding_mode_and_a_run_that_did_not_execute():
+    class MySequential(nn.Sequential):
+        pass
+
+    class Skips(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect"), nn.BatchNorm2d(4),
+                                      nn.LeakyReLU(0.2))
+            self.custom = MySequential(nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+            self.unused = nn.Sequential(nn.Conv2d(4, 4, 1), nn.BatchNorm2d(4))
+
+        def forward(self, x):
+            return self.custom(self.used(x))
+
+    table = ascend_acts.explain(Skips(), torch.randn(2, 3, 8, 8))
+    rows = {r.path: r for r in table}
+    assert rows["used[0:3]"].reason == "padding_mode='reflect' (only 'zeros' fuses)"
+    assert rows["custom[0:3]"].reason == "not converted: the container is a MySequential, not exactly nn.Sequential"
+    assert rows["unused[0:2]"].reason == "did not run in this forward"
+    assert rows["unused[0:2]"].saved_bytes_torch is None and "not run" in str(table)
+    assert not any(r.fused for r in table)
+
+
+def test_table_is_aligned_and_iterable():
+    table = ascend_acts.explain(dcgan_discriminator(), torch.randn(2, 3, 64, 64))
+    lines = str(table).splitlines()
+    column = lines[0].index("fused")
+    assert all(line[column:].startswith(("yes", "no", "-", "3/3")) for line in lines[1:])
+    assert len(table) == 3 and list(table)[0] is table[0]
+    assert {"path", "pattern", "fused", "reason", "saved_bytes_torch", "saved_bytes_converted"} <= set(
+        vars(table[0]))
+
+
+def test_explain_refuses_a_non_module():
+    with pytest.raises(TypeError, match="must be a torch.nn.Module"):
+        ascend_acts.explain(lambda x: x, torch.randn(1))
