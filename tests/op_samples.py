@@ -153,47 +153,49 @@ def _layout_name(layout):
 
 def conv_bn_leaky_relu_train(dtype, device):
     m, samples = _Maker(dtype, device, seed=6), []
-    cases = [  # geometry, with conv bias, running statistics, slope, save_output, layout (_conv_tensors)
-        ("3x3", True, True, 0.2, True, ""),
-        ("strided-asymmetric-groups", False, False, -0.3, False, "weight"),
-        ("dilated", True, True, 0.0, False, "input"),
-        ("3x3", False, True, 0.2, False, "sliced"),
+    cases = [  # geometry, with conv bias, running statistics, slope, save_output, layout (_conv_tensors), relu
+        ("3x3", True, True, 0.2, True, "", False),
+        ("strided-asymmetric-groups", False, False, -0.3, False, "weight", False),
+        ("dilated", True, True, 0.0, False, "input", False),
+        ("3x3", False, True, 0.2, False, "sliced", False),
+        ("strided-asymmetric-groups", True, True, 0.0, False, "input", True),
     ]
-    for geometry, with_bias, stats, slope, save_output, layout in cases:
+    for geometry, with_bias, stats, slope, save_output, layout, relu in cases:
         config = CONV_GEOMETRIES[geometry]
         x, weight, bias = _conv_tensors(m, config, layout)
         c, pc = config[2], m.per_channel_dtype
         running = (m.randn(c).to(pc) * 0.1, m.positive(c, dtype=pc)) if stats else (None, None)
         args = (x, weight, bias if with_bias else None, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc), *running,
-                *config[6:], 0.1, 1e-5, slope, save_output)
+                *config[6:], 0.1, 1e-5, slope, save_output, relu)
         samples.append(Sample(args, name=f"{geometry}-bias{with_bias}-stats{stats}-slope{slope}-save{save_output}"
-                                         f"{_layout_name(layout)}"))
+                                         f"{_layout_name(layout)}{'-relu' if relu else ''}"))
     return samples
 
 
 def conv_bn_leaky_relu_train_backward(dtype, device):
     m, samples = _Maker(dtype, device, seed=7), []
     for forward in conv_bn_leaky_relu_train(dtype, device):
-        x, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, slope, save_output = forward.args
+        x, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, slope, save_output, relu = forward.args
         out, conv_out, mean, invstd = ops.conv_bn_leaky_relu_train(x, weight, bias, bn_weight, bn_bias, None, None,
-                                                                   *geometry, 0.1, 1e-5, slope, save_output)
+                                                                   *geometry, 0.1, 1e-5, slope, save_output, relu)
         grad = torch.empty_like(out).copy_(m.randn(*out.shape))
         saved = out if save_output else conv_out
-        samples.append(Sample((grad, saved, save_output, x, weight, bn_weight, bn_bias, mean, invstd, *geometry, slope),
-                              name=forward.name))
+        samples.append(Sample((grad, saved, save_output, x, weight, bn_weight, bn_bias, mean, invstd, *geometry, slope,
+                               relu), name=forward.name))
     return samples
 
 
 def conv_bn_leaky_relu_eval(dtype, device):
     m, samples = _Maker(dtype, device, seed=8), []
-    for geometry, slope, layout in (("3x3", 0.2, ""), ("strided-asymmetric-groups", -0.3, "input"),
-                                    ("dilated", 0.0, "weight"), ("3x3", -2.0, "sliced")):
+    for geometry, slope, layout, relu in (("3x3", 0.2, "", False), ("strided-asymmetric-groups", -0.3, "input", False),
+                                          ("dilated", 0.0, "weight", False), ("3x3", -2.0, "sliced", False),
+                                          ("3x3", 0.0, "input", True)):
         config = CONV_GEOMETRIES[geometry]
         x, weight, bias = _conv_tensors(m, config, layout)
-        samples.append(Sample((x, weight, bias, *config[6:], slope),
-                              name=f"{geometry}-slope{slope}{_layout_name(layout)}"))
+        samples.append(Sample((x, weight, bias, *config[6:], slope, relu),
+                              name=f"{geometry}-slope{slope}{_layout_name(layout)}{'-relu' if relu else ''}"))
     x, weight, bias = _conv_tensors(m, CONV_GEOMETRIES["3x3"])
-    samples.append(Sample((x[:0], weight, bias, *CONV_GEOMETRIES["3x3"][6:], 0.2), name="empty"))
+    samples.append(Sample((x[:0], weight, bias, *CONV_GEOMETRIES["3x3"][6:], 0.2, False), name="empty"))
     return samples
 
 
@@ -233,27 +235,31 @@ def _conv(x, weight, bias, stride, padding, dilation, groups):
     return F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, stride, 0, dilation, groups)
 
 
+def _activation(z, slope, relu):
+    return F.relu(z) if relu else F.leaky_relu(z, slope)
+
+
 def _train_composite(x, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation,
-                     groups, momentum, eps, slope, save_output):
+                     groups, momentum, eps, slope, save_output, relu):
     conv = _conv(x, weight, bias, stride, padding, dilation, groups)
-    out = F.leaky_relu(F.batch_norm(conv, None, None, bn_weight, bn_bias, True, momentum, eps), slope)
+    out = _activation(F.batch_norm(conv, None, None, bn_weight, bn_bias, True, momentum, eps), slope, relu)
     var, mean = torch.var_mean(conv.float() if conv.dtype != torch.float64 else conv, (0, 2, 3), correction=0)
     return out, conv, mean, (var + eps).rsqrt()
 
 
 def _train_backward_composite(grad, saved, saved_is_result, x, weight, bn_weight, bn_bias, mean, invstd, stride,
-                              padding, dilation, groups, slope):
+                              padding, dilation, groups, slope, relu):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bn_weight, bn_bias)]
     bias = torch.zeros(weight.shape[0], dtype=weight.dtype, requires_grad=True)
     conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups)
-    out = F.leaky_relu(F.batch_norm(conv, None, None, leaves[2], leaves[3], True, 0.1, 1e-5), slope)
+    out = _activation(F.batch_norm(conv, None, None, leaves[2], leaves[3], True, 0.1, 1e-5), slope, relu)
     grads = torch.autograd.grad(out, [*leaves[:2], bias, *leaves[2:]], grad)
     return grads
 
 
-def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope):
+def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope, relu):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
-    out = F.leaky_relu(_conv(*leaves, stride, padding, dilation, groups), slope)
+    out = _activation(_conv(*leaves, stride, padding, dilation, groups), slope, relu)
     return torch.autograd.grad(out, leaves, grad)
 
 
@@ -284,8 +290,8 @@ COMPOSITES = {
     "fused_bias_leaky_relu_backward": _fused_bias_backward_composite,
     "conv_bn_leaky_relu_train": _train_composite,
     "conv_bn_leaky_relu_train_backward": _train_backward_composite,
-    "conv_bn_leaky_relu_eval": lambda x, weight, bias, stride, padding, dilation, groups, slope: F.leaky_relu(
-        _conv(x, weight, bias, stride, padding, dilation, groups), slope),
+    "conv_bn_leaky_relu_eval": lambda x, weight, bias, stride, padding, dilation, groups, slope, relu: _activation(
+        _conv(x, weight, bias, stride, padding, dilation, groups), slope, relu),
     "conv_bn_leaky_relu_eval_backward": _eval_backward_composite,
 }
 

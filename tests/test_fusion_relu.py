@@ -181,6 +181,15 @@ def test_a_failed_call_changes_nothing():
         assert torch.equal(value, before[key]), key
 
 
+def test_the_op_refuses_to_keep_only_a_relu_output(backend):
+    x, weight, gamma, beta = _bn_inputs()
+    mean, var = torch.zeros(4), torch.ones(4)
+    with pytest.raises(ValueError, match="'save_output' needs an invertible activation"):
+        torch.ops.ascend_acts.conv_bn_leaky_relu_train(x, weight, None, gamma, beta, mean, var, [1, 1], [0] * 4,
+                                                       [1, 1], 1, 0.1, 1e-5, 0.0, True, True)
+    assert torch.equal(mean, torch.zeros(4)) and torch.equal(var, torch.ones(4))
+
+
 @slow
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("tail", ["relu", "none then conv"])

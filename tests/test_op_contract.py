@@ -252,7 +252,8 @@ def expected_saved(name, args, results):
         x, bias, slope, scale = args
         return [out] if slope >= 0 and scale >= 1 else [x] + ([bias] if bias is not None else [])
     if name == "conv_bn_leaky_relu_train":
-        x, weight, _, bn_weight, bn_bias, *_, save_output = args
+        x, weight, _, bn_weight, bn_bias, *_, save_output, relu = args
+        assert not (relu and save_output), "relu is not invertible: the conv output must be kept"
         kept = out if save_output else results[1]
         return [kept, x, weight, bn_weight, bn_bias, results[2], results[3]]
     if name == "conv_bn_leaky_relu_eval":

@@ -212,7 +212,7 @@ SIGNATURES = {
                           "negative_slope=0.0, lower=0.0, span=0.0, index_base=0",
     "batch_norm_leaky_relu_tiling": "kernel, batch, channels, plane_size, element_size, platform='ascend910b1', "
                                     "vector_cores=0, negative_slope=0.0, eps=0.0, momentum=0.0, "
-                                    "update_running_stats=False",
+                                    "update_running_stats=False, relu=False",
     "fused_bias_leaky_relu_tiling": "kernel, batch, channels, spatial, element_size, has_bias=True, "
                                     "platform='ascend910b1', vector_cores=0, negative_slope=0.20000000298023224, "
                                     "scale=1.4142135381698608, saved_is_result=True",

@@ -94,7 +94,9 @@ def check_shapes(op: str, weight: torch.Tensor, per_channel: dict, like_output: 
                                f"{tuple(out_shape)}, got {tuple(t.shape)}")
 
 
-def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *_):
+def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):
+    if len(attributes) > 8 and attributes[8] and attributes[7]:  # relu (the schema's default: False), save_output
+        raise ValueError(f"ascend_acts::{TRAIN}: 'save_output' needs an invertible activation; relu is not")
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"ascend_acts::{TRAIN}: 'running_mean' and 'running_var' must both be given or both be None")
     statistics = {} if running_mean is None else {"running_mean": running_mean, "running_var": running_var}
@@ -144,7 +146,8 @@ def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
 
 def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
                 momentum, eps, negative_slope, save_output, relu=False):
-    _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var)
+    _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
+                 momentum, eps, negative_slope, save_output, relu)
     shape = conv_output_shape(input, weight, stride, padding, dilation)
     c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
     out = _empty(shape, input, layout)
