@@ -5,7 +5,7 @@ from . import functional, nn, ops  # noqa: F401  (ops: registers the torch.libra
 from .backends import available_backends, use_backend
 from .bias_activation import bias_act
 from .conversion import convert
-from .explain import explain  # the function (ascend_acts.explain), not the module
+from .explanation import explain
 from .functional import *  # noqa: F403  (the public functions, functional.__all__)
 
 __version__ = "0.2.0"

@@ -1,5 +1,6 @@
-"""`ascend_acts.explain(model, *inputs)`: which Conv -> Norm -> activation runs among a model's nn.Sequential children
-`convert` fuses, why the others are not, and the activation memory each keeps for backward with and without it.
+"""`ascend_acts.explain(model, *inputs)` (this module has another name, so that the function does not hide it):
+which Conv -> Norm -> activation runs among a model's nn.Sequential children `convert` fuses, why the others are not,
+and the activation memory each keeps for backward with and without it.
 
 The model runs once on a converted deep copy and once on an unconverted one (the original, its parameters, buffers,
 their version counters and the CPU random state are left as they were). Whether a run fuses is what the converted
