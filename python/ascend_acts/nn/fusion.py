@@ -152,7 +152,7 @@ _NOT_A_CONV = Decision(reason="not a convolution")
 def decide(modules: list, i: int, input) -> Decision:
     """Whether modules[i:] start a run Sequential's forward fuses, for this input (the modules as they are now)."""
     conv = modules[i]
-    if type(conv) is not nn.Conv2d and not isinstance(conv, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+    if not isinstance(conv, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
         return _NOT_A_CONV  # the common case first: cheap
     if i + 1 >= len(modules):
         return Decision(reason="no normalisation after the conv")
@@ -174,7 +174,7 @@ def decide(modules: list, i: int, input) -> Decision:
     return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn))
 
 
-# `ascend_acts.explain` listens to Sequential's decisions and runs (explain.py); None when nobody does
+# `ascend_acts.explain` listens to Sequential's decisions and runs (explanation.py); None when nobody does
 listener = None
 
 
