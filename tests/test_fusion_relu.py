@@ -206,3 +206,16 @@ def test_compile_fullgraph(tail, training, backend):
     torch.testing.assert_close(gc, gs, **tolerance(torch.float32))
     for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
         torch.testing.assert_close(a, b, **tolerance(torch.float32), msg=key)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_relu_in_16_bit_types(dtype, backend):
+    from ascend_acts.ops.conv_bn_leaky_relu.function import conv_bn_activation
+
+    torch.manual_seed(0)
+    x, weight = torch.randn(2, 3, 7, 7).to(dtype), torch.randn(5, 3, 3, 3).to(dtype)
+    gamma, beta = torch.rand(5) + 0.5, torch.randn(5) * 0.5  # float32, as autocast keeps BN's parameters
+    got = conv_bn_activation(x, weight, None, None, None, gamma, beta, True, relu=True)
+    expected = F.relu(F.batch_norm(F.conv2d(x.float(), weight.float()), None, None, gamma, beta, True)).to(dtype)
+    assert got.dtype == dtype and no_negative_zero(got) and bool((got == 0).any())
+    torch.testing.assert_close(got.float(), expected.float(), atol=2e-2, rtol=2e-2)
