@@ -78,8 +78,7 @@ void DefineTilingClass(py::module_& m, const char* name, const char* doc, Fields
     auto c = ReadOnlyClass<Tiling>(m, name, doc);
     fields(c);
     if constexpr (ascend_acts::kHasWorkspace<Tiling>) {
-        c.def_property_readonly("workspace_bytes",
-                                [](const Tiling& t) { return ascend_acts::WorkspaceBytesOf(t); });
+        c.def_property_readonly("workspace_bytes", [](const Tiling& t) { return ascend_acts::WorkspaceBytesOf(t); });
     }
 }
 
@@ -113,8 +112,8 @@ ascend_acts::TilingRequest RequestOf(const std::string& where, const KernelEntry
         try {
             request.shapes.push_back(shape.is_none() ? std::vector<int64_t>{} : shape.cast<std::vector<int64_t>>());
         } catch (const py::cast_error&) {
-            throw py::type_error(where + ": the shape of " + inputNames[i] + " must be a sequence of ints or None, got " +
-                                 std::string(py::repr(shape)));
+            throw py::type_error(where + ": the shape of " + inputNames[i] +
+                                 " must be a sequence of ints or None, got " + std::string(py::repr(shape)));
         }
         request.present.push_back(!shape.is_none());
     }
@@ -127,8 +126,8 @@ ascend_acts::TilingRequest RequestOf(const std::string& where, const KernelEntry
     }
     for (const auto& a : kernel.attrs) {
         if (!attrs.contains(a.name)) {
-            throw py::value_error(where + ": attribute '" + a.name + "' missing (its attributes: " +
-                                  Listed(attrNames) + ")");
+            throw py::value_error(where + ": attribute '" + a.name + "' missing (its attributes: " + Listed(attrNames) +
+                                  ")");
         }
         py::object value = attrs[a.name];
         ascend_acts::AttrValue converted;

@@ -49,8 +49,8 @@ ge::graphStatus RequestTilingFunc(gert::TilingContext* context, uint32_t variant
     if (!TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, request.elementSize)) return ge::GRAPH_FAILED;
     size_t input = 0;
     for (bool optional : optionalInputs) {
-        const gert::StorageShape* shape =
-            optional ? context->GetOptionalInputShape(input) : context->GetRequiredInputShape(input);
+        const gert::StorageShape* shape = optional ? context->GetOptionalInputShape(input)
+                                                   : context->GetRequiredInputShape(input);
         if (shape == nullptr && !optional) return ge::GRAPH_FAILED;
         std::vector<int64_t> dims;
         if (shape != nullptr) {

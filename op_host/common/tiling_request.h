@@ -8,7 +8,7 @@
 //   uint32_t LaunchTileLength(const S&);      // the tile length the emulator's counters report
 //   uint64_t LaunchWorkspaceBytes(const S&);  // optional: user GM workspace bytes (none without it)
 //
-// so CANN and the emulator launch the same blocks and workspace by construction. Pure: no CANN, no pybind11.
+// so CANN and the emulator launch the same blocks and workspace by construction. Pure: no CANN or Python headers.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +36,7 @@ struct PlatformLimits {
 };
 
 struct TilingRequest {
-    uint32_t variant = 0;                     // the kernel's tiling variant (op table: Kernel.tiling_variant)
+    uint32_t variant = 0;                      // the kernel's tiling variant (op table: Kernel.tiling_variant)
     std::vector<std::vector<int64_t>> shapes;  // each input's shape, in the table's order
     std::vector<bool> present;                 // false: an optional input left out (its shape is empty)
     uint32_t elementSize = 0;                  // bytes of an element of input 0

@@ -7,8 +7,8 @@
 #include "conv_bn_leaky_relu_eval_tiling.h"
 
 namespace optiling {
-// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct and
-// variant, which inputs are optional, its attributes' types.
+// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct
+// and variant, which inputs are optional, its attributes' types.
 static ge::graphStatus ActsConvBnLeakyReluEvalTilingFunc(gert::TilingContext* context) {
     using ascend_acts::AttrKind;
     return RequestTilingFunc<ascend_acts::ConvBnLeakyReluEvalTiling>(context, uint32_t(0),

@@ -331,12 +331,13 @@ inline bool TilingFor(const TilingRequest& request, ConvBnLeakyReluEvalTiling& t
         return false;
     }
     auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
-    const ConvGeometry g{u(x[0]),         u(x[1]),         u(x[2]),        u(x[3]),       u(b[0]),
-                         u(w[1]),         u(w[2]),         u(strides[0]),  u(strides[1]), u(pads[0]),
-                         u(pads[2]),      u(dilations[0]), u(dilations[1]), u(outHeight),  u(outWidth)};
+    const ConvGeometry g{u(x[0]),    u(x[1]),         u(x[2]),         u(x[3]),       u(b[0]),
+                         u(w[1]),    u(w[2]),         u(strides[0]),   u(strides[1]), u(pads[0]),
+                         u(pads[2]), u(dilations[0]), u(dilations[1]), u(outHeight),  u(outWidth)};
     if (!PackedWeightMatches(w, g, request.elementSize)) {
-        why += " (the weight is not the FRACTAL_Z packing of (C_out, C_in, kh, kw) = (" + std::to_string(g.outChannels) +
-               ", " + std::to_string(g.inChannels) + ", " + std::to_string(w[1]) + ", " + std::to_string(w[2]) + "))";
+        why += " (the weight is not the FRACTAL_Z packing of (C_out, C_in, kh, kw) = (" +
+               std::to_string(g.outChannels) + ", " + std::to_string(g.inChannels) + ", " + std::to_string(w[1]) +
+               ", " + std::to_string(w[2]) + "))";
         return false;
     }
     const PlatformLimits& p = request.platform;

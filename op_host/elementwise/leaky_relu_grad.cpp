@@ -6,8 +6,8 @@
 #include "elementwise_tiling.h"
 
 namespace optiling {
-// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct and
-// variant, which inputs are optional, its attributes' types.
+// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct
+// and variant, which inputs are optional, its attributes' types.
 static ge::graphStatus ActsLeakyReluGradTilingFunc(gert::TilingContext* context) {
     using ascend_acts::AttrKind;
     return RequestTilingFunc<ascend_acts::ElementwiseTiling>(context, uint32_t(ascend_acts::ElementwiseOp::LeakyReluGrad),

@@ -6,8 +6,8 @@
 #include "fused_bias_leaky_relu_tiling.h"
 
 namespace optiling {
-// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct and
-// variant, which inputs are optional, its attributes' types.
+// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct
+// and variant, which inputs are optional, its attributes' types.
 static ge::graphStatus ActsFusedBiasLeakyReluTilingFunc(gert::TilingContext* context) {
     using ascend_acts::AttrKind;
     return RequestTilingFunc<ascend_acts::FusedBiasLeakyReluTiling>(context, uint32_t(ascend_acts::FusedBiasPass::Forward),

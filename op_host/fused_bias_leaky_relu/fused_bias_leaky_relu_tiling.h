@@ -130,8 +130,8 @@ inline bool TilingFor(const TilingRequest& request, FusedBiasLeakyReluTiling& ti
     uint64_t batch = 0, channels = 0, spatial = 0;
     if (!ChannelLayout(request, 0, batch, channels, spatial, why)) return false;
     const bool hasBias = request.present[backward ? 2 : 1];
-    if (!ComputeFusedBiasLeakyReluTiling(pass, batch, channels, spatial, request.elementSize, hasBias,
-                                         request.Float(0), request.Float(1), backward ? request.Bool(2) : true,
+    if (!ComputeFusedBiasLeakyReluTiling(pass, batch, channels, spatial, request.elementSize, hasBias, request.Float(0),
+                                         request.Float(1), backward ? request.Bool(2) : true,
                                          request.platform.vectorCores, request.platform.ubBytes, tiling)) {
         why = "of shape (" + std::to_string(batch) + ", " + std::to_string(channels) + ", " + std::to_string(spatial) +
               " spatial) with " + std::to_string(request.elementSize) + "-byte elements";

@@ -235,7 +235,8 @@ def tiling_list(table, found: list[Family]) -> str:
 def tiling_headers(table, found: list[Family]) -> str:
     lines = [f"// {table.GENERATED_MARK}",
              "// Each tiling family's pure tiling: its TilingFor and how a launch reads its struct (LaunchBlocks,",
-             "// LaunchTileLength, LaunchWorkspaceBytes; op_host/common/tiling_request.h); scripts/op_files/emulator.py."]
+             "// LaunchTileLength, LaunchWorkspaceBytes; op_host/common/tiling_request.h); scripts/op_files/"
+             "emulator.py."]
     lines += [f'#include "{family.name}_tiling.h"' for family in found]
     return "\n".join(lines + [""])
 

@@ -71,8 +71,8 @@ def tiling_function(kernel) -> list[str]:
     optional = ", ".join("true" if t.optional else "false" for t in kernel.inputs)
     kinds = ", ".join(f"AttrKind::{_ATTR_KINDS[a.type]}" for a in kernel.attrs)
     return ["namespace optiling {",
-            "// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct and",
-            "// variant, which inputs are optional, its attributes' types.",
+            "// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct",
+            "// and variant, which inputs are optional, its attributes' types.",
             f"static ge::graphStatus {kernel.op_type}TilingFunc(gert::TilingContext* context) {{",
             "    using ascend_acts::AttrKind;",
             f"    return RequestTilingFunc<ascend_acts::{kernel.tiling}>(context, uint32_t({kernel.tiling_variant}),",

@@ -12,7 +12,6 @@ float32 sum and every bias is read once over all pieces; results equal one launc
 
 from __future__ import annotations
 
-
 import torch
 
 from ...backends.launch import check_dtype, launch, on_emulator
