@@ -16,29 +16,17 @@ import torch
 from ascend_acts.backends import launch as launcher
 from ascend_acts.backends.sim import emulator
 from ascend_acts.op_table import FLOAT_TYPES, KERNELS, NPU_NAMESPACE
-from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn
-from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias
-from ascend_acts.ops.leaky_relu import kernels as elementwise
 
 
 def _tiling(kernel, buffers, attrs):
-    """The host tiling the op package's tiling function would compute, from the private op's arguments alone."""
+    """The host tiling the op package's tiling function computes, from the private op's arguments alone: the same
+    request (its inputs' shapes, input 0's element size, its attributes) given to the family's tiling on the
+    emulator."""
     first = buffers[kernel.inputs[0].name]
-    if kernel.family == "elementwise":
-        if "lower" in attrs:  # RReLU: the float32 bounds (op_kernel/elementwise/rrelu_noise.h)
-            lower = torch.tensor(attrs["lower"], dtype=torch.float32)
-            floats = {"lower": float(lower), "span": float(torch.tensor(attrs["upper"], dtype=torch.float32) - lower)}
-        else:
-            floats = attrs
-        return elementwise.tiling(kernel.base, first.numel(), first.element_size(), **floats)
-    if kernel.family == "fused_bias_leaky_relu":
-        return fused_bias.tiling(kernel.base, first.shape, first.element_size(), buffers["bias"] is not None, **attrs)
-    if kernel.family == "batch_norm_leaky_relu":
-        return conv_bn.batch_norm_leaky_relu_tiling(kernel.base, first.shape, first.element_size(), **attrs)
-    packed = buffers["weight"]  # (C1, kh, kw, M1, 16, C0): C_out from the bias, as the OpDef's infer shape
-    weight_shape = (buffers["bias"].numel(), first.shape[1], packed.shape[1], packed.shape[2])
-    return conv_bn.conv_bn_leaky_relu_eval_tiling(first.shape, weight_shape, attrs["strides"], attrs["pads"],
-                                                  attrs["dilations"], first.element_size(), attrs["negative_slope"])
+    shapes = [None if buffers[t.name] is None else tuple(buffers[t.name].shape) for t in kernel.inputs]
+    settings = emulator.settings()
+    return getattr(emulator.binding(), f"{kernel.family}_tiling")(
+        kernel.base, shapes, first.element_size(), attrs, settings.platform, settings.vector_cores)
 
 
 def _kernel_function(kernel, calls):

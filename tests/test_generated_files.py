@@ -77,7 +77,7 @@ def test_a_table_change_makes_the_files_stale(copy_of_the_tree):
 
 NEW_FAMILY_KERNEL = """\
     Kernel("foo", family="foo", inputs=(Tensor("x"),), outputs=(Tensor("y"),), attrs=(),
-           tiling="optiling::FooTilingFunc<ascend_acts::FooPass::Forward>", infer_shape="ge::SameShapeAsInput0",
+           tiling="FooTiling", tiling_variant="ascend_acts::FooPass::Forward", infer_shape="ge::SameShapeAsInput0",
            infer_dtype="ge::SameTypeAsInput0"),
 """
 NEW_FAMILY_STRUCT = """\
@@ -122,9 +122,14 @@ def test_a_new_family_edits_no_binding_file(copy_of_the_tree):
     assert all(generator.load_table().GENERATED_MARK in after[name] for name in changed)
     assert "TilingKind::FooTiling, uint32_t(ascend_acts::FooPass::Forward)" in after["launch_table.inc"]
     assert "    X(FooTiling)" in after["tiling_list.inc"]
-    assert '#include "foo_emulator.h"' in after["tiling_headers.inc"]
+    assert '#include "foo_tiling.h"' in after["tiling_headers.inc"]
     assert 'c.def_readonly("used_core_num", &ascend_acts::FooTiling::usedCoreNum);' in after["tiling_classes.inc"]
-    assert "DefineTilingFunction<ascend_acts::FooTiling>(m);" in after["tiling_classes.inc"]
+    assert 'DefineTilingFunction<ascend_acts::FooTiling>(m, "foo_tiling");' in after["tiling_classes.inc"]
+    # the CANN side too: the OpDef names the one generic TilingFunc with the kernel's struct, variant and inputs
+    opdef = (root / "op_host/foo/foo.cpp").read_text()
+    assert '#include "foo_tiling.h"' in opdef and "SetTiling(optiling::ActsFooTilingFunc)" in opdef
+    assert ("RequestTilingFunc<ascend_acts::FooTiling>(context, uint32_t(ascend_acts::FooPass::Forward)" in opdef
+            and "/*optionalInputs=*/{false}" in opdef)
 
 
 @pytest.mark.parametrize(("struct", "message"), [

@@ -1,9 +1,10 @@
 """The emulator binding against the op table: everything in ascendc_sim/binding/ that names a kernel, a family or a
 tiling struct is generated (scripts/op_files/emulator.py: the launch table, the tiling structs' list, the families'
-emulator headers, the structs' Python classes) and current, and no hand-written binding file names one, so a new
+pure tiling headers, the structs' Python classes) and current, and no hand-written binding file names one, so a new
 family edits no binding file; the tiling-struct parser is strict; the compiled module launches exactly the table's
-kernels, binds every field of every tiling struct under its snake_case name and keeps the tiling functions'
-signatures; the sim backend implements every functional op the table gives it, and imports first."""
+kernels, binds every field of every tiling struct under its snake_case name and gives every family the one tiling
+function signature, the request the CANN TilingFunc fills; the sim backend implements every functional op the table
+gives it, and imports first."""
 
 import functools
 import importlib.util
@@ -159,24 +160,34 @@ def test_the_parser_names_the_file_and_line():
         parse("struct FooTiling {\n    uint32_t a;\n")
 
 
-def test_every_family_has_its_emulator_file_and_parsable_struct():
+def test_every_family_has_its_pure_tiling_file_and_parsable_struct():
+    """op_host/<family>/ holds the generated OpDefs and JSONs and one hand-written file, <family>_tiling.h, which
+    states the family's TilingFor and Launch* (op_host/common/tiling_request.h) for its struct."""
     generator = emulator_generator()
     for family in generator.families(op_table):
-        assert (ROOT / f"op_host/{family.name}/{family.name}_emulator.h").is_file()
+        tiling = ROOT / f"op_host/{family.name}/{family.name}_tiling.h"
+        text = tiling.read_text()
+        for declaration in (rf"bool TilingFor\(const TilingRequest& \w+, {family.struct}& \w+, std::string& \w+\)",
+                            rf"uint32_t LaunchBlocks\(const {family.struct}& \w+\)",
+                            rf"uint32_t LaunchTileLength\(const {family.struct}& \w+\)"):
+            assert re.search(declaration, text), f"{tiling.relative_to(ROOT)} lacks {declaration}"
         assert generator.structs_of(family)[-1].name == family.struct
+        kernels = {k.base for k in op_table.KERNELS if k.family == family.name}
+        others = {path.name for path in tiling.parent.iterdir()} - {f"{family.name}_tiling.h"}
+        assert others == {f"{base}.{suffix}" for base in kernels for suffix in ("cpp", "json")}
 
 
-def test_the_emulator_files_stay_out_of_the_cann_build():
-    """op_host/<family>/<family>_emulator.h is the binding's (through tiling_headers.inc): no file the CANN build
-    compiles includes one, and it needs no pybind11."""
-    emulator_files = sorted(ROOT.glob("op_host/*/*_emulator.h"))
-    assert emulator_files
-    include = re.compile(r'#include\s+"[^"]*_emulator\.h"')
-    for path in [*ROOT.glob("op_host/**/*"), *ROOT.glob("op_kernel/**/*")]:
+def test_the_tilings_are_pure():
+    """The tiling headers the CANN TilingFunc and the emulator share include neither CANN nor pybind11, and no
+    op_host file includes a binding header."""
+    pure = [ROOT / "op_host/common/tiling_request.h", ROOT / "op_host/common/ub_budget.h",
+            *ROOT.glob("op_host/*/*_tiling.h")]
+    foreign = re.compile(r'#include\s+[<"](register/|tiling/|exe_graph/|graph/|pybind11|sim/|emulator)')
+    for path in pure:
+        assert not foreign.search(path.read_text()), f"{path.relative_to(ROOT)} is not pure"
+    for path in ROOT.glob("op_host/**/*"):
         if path.is_file() and path.suffix in (".h", ".cpp"):
-            assert not include.search(path.read_text()), f"{path.relative_to(ROOT)} includes an emulator file"
-    for path in emulator_files:
-        assert "pybind11" not in path.read_text()
+            assert "pybind11" not in path.read_text() and "ascendc_sim" not in path.read_text()
 
 
 # --- the compiled module -----------------------------------------------------------------------------------------
@@ -206,19 +217,8 @@ def test_every_tiling_struct_field_is_a_python_attribute():
             assert [k for k in vars(cls) if not k.startswith("_")] == [f.python for f in struct.fields] + extra
 
 
-# today's signatures, which the package and the tests call with keywords
-SIGNATURES = {
-    "elementwise_tiling": "kernel, total_length, element_size, platform='ascend910b1', vector_cores=0, "
-                          "negative_slope=0.0, lower=0.0, span=0.0, index_base=0",
-    "batch_norm_leaky_relu_tiling": "kernel, batch, channels, plane_size, element_size, platform='ascend910b1', "
-                                    "vector_cores=0, negative_slope=0.0, eps=0.0, momentum=0.0, "
-                                    "update_running_stats=False, relu=False",
-    "fused_bias_leaky_relu_tiling": "kernel, batch, channels, spatial, element_size, has_bias=True, "
-                                    "platform='ascend910b1', vector_cores=0, negative_slope=0.20000000298023224, "
-                                    "scale=1.4142135381698608, saved_is_result=True",
-    "conv_bn_leaky_relu_eval_tiling": "x_shape, weight_shape, stride, padding, dilation, element_size, "
-                                      "platform='ascend910b1', negative_slope=0.0",
-}
+# every family's Python tiling function takes what the CANN TilingFunc reads from its context
+SIGNATURE = "kernel, inputs, element_size, attrs={}, platform='ascend910b1', vector_cores=0, first_element=0"
 
 
 def signature_of(function) -> str:
@@ -230,16 +230,16 @@ def signature_of(function) -> str:
 
 
 @available
-@pytest.mark.parametrize("name", sorted(SIGNATURES))
-def test_tiling_functions_keep_their_signatures(name):
+def test_every_family_has_the_one_tiling_function_signature():
     from ascend_acts import _sim
 
-    assert signature_of(getattr(_sim, name)) == SIGNATURES[name]
-    assert getattr(_sim, name).__doc__.splitlines()[0].endswith(
-        "-> ascend_acts._sim." + {"elementwise_tiling": "ElementwiseTiling",
-                                  "batch_norm_leaky_relu_tiling": "BatchNormLeakyReluTiling",
-                                  "fused_bias_leaky_relu_tiling": "FusedBiasLeakyReluTiling",
-                                  "conv_bn_leaky_relu_eval_tiling": "ConvBnLeakyReluEvalTiling"}[name])
+    generator = emulator_generator()
+    families = generator.families(op_table)
+    assert families
+    for family in families:
+        function = getattr(_sim, f"{family.name}_tiling")
+        assert signature_of(function) == SIGNATURE
+        assert function.__doc__.splitlines()[0].endswith(f"-> ascend_acts._sim.{family.struct}")
 
 
 @available
@@ -248,13 +248,59 @@ def test_a_tiling_function_refuses_a_kernel_of_another_family():
 
     with pytest.raises(ValueError, match=r"elementwise_tiling\(\): kernel must be one of leaky_relu, leaky_relu_grad, "
                                          r"rrelu, rrelu_grad, got 'batch_norm_leaky_relu'"):
-        _sim.elementwise_tiling("batch_norm_leaky_relu", 5, 4)
-    with pytest.raises(ValueError, match=r"for input \[1, 3, 2, 2\], weight \[8, 4, 1, 1\] on ascend910b1"):
-        _sim.conv_bn_leaky_relu_eval_tiling((1, 3, 2, 2), (8, 4, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4)
+        _sim.elementwise_tiling("batch_norm_leaky_relu", [(5,)], 4)
     x = np.zeros(8, np.float32)
+    channels = [(2,)] * 4
     with pytest.raises(TypeError, match="leaky_relu: tiling must be a ElementwiseTiling, got BatchNormLeakyReluTiling"):
         _sim.launch("leaky_relu", {"x": x, "y": x.copy()},
-                    _sim.batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", 1, 2, 3, 4))
+                    _sim.batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", [(1, 2, 3), *channels], 4,
+                                                      {"negative_slope": 0.1, "eps": 1e-5, "momentum": 0.1,
+                                                       "update_running_stats": True, "relu": False}))
+
+
+@available
+def test_a_tiling_function_names_what_its_request_lacks():
+    """The request is checked against the kernel's table row: its inputs, and every attribute by name and type."""
+    from ascend_acts import _sim
+
+    slope = {"negative_slope": 0.1}
+    with pytest.raises(ValueError, match=r"elementwise_tiling\(\): leaky_relu_grad takes the shapes of its inputs "
+                                         r"dy, saved, got 1"):
+        _sim.elementwise_tiling("leaky_relu_grad", [(5,)], 4, slope)
+    with pytest.raises(ValueError, match=r"leaky_relu: attribute 'negative_slope' missing \(its attributes: "
+                                         r"negative_slope\)"):
+        _sim.elementwise_tiling("leaky_relu", [(5,)], 4)
+    with pytest.raises(ValueError, match=r"leaky_relu has no attribute 'upper' \(its attributes: negative_slope\)"):
+        _sim.elementwise_tiling("leaky_relu", [(5,)], 4, slope | {"upper": 1.0})
+    with pytest.raises(TypeError, match=r"attribute 'negative_slope' must be a float, got 'x'"):
+        _sim.elementwise_tiling("leaky_relu", [(5,)], 4, {"negative_slope": "x"})
+    with pytest.raises(TypeError, match=r"the shape of x must be a sequence of ints or None, got 5"):
+        _sim.elementwise_tiling("leaky_relu", [5], 4, slope)
+    with pytest.raises(ValueError, match=r"platform: unknown platform 'tpu'"):
+        _sim.elementwise_tiling("leaky_relu", [(5,)], 4, slope, platform="tpu")
+
+
+@available
+def test_a_refusal_says_what_had_no_tiling_and_where():
+    from ascend_acts import _sim
+    from ascend_acts.ops.conv_bn_leaky_relu import kernels as conv_bn
+
+    with pytest.raises(ValueError, match=r"no tiling for fused_bias_leaky_relu of shape \(2, 0, 3 spatial\) with "
+                                         r"4-byte elements on ascend910b3"):
+        _sim.fused_bias_leaky_relu_tiling("fused_bias_leaky_relu", [(2, 0, 3), None], 4,
+                                          {"negative_slope": 0.2, "scale": 1.0}, "ascend910b3")
+    attrs = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "negative_slope": 0.1}
+    with pytest.raises(ValueError, match=r"no tiling for conv_bn_leaky_relu_eval of input \(1, 9, 2, 2\), packed "
+                                         r"weight \(1, 1, 1, 1, 16, 8\), bias \(8,\) \(the weight is not the "
+                                         r"FRACTAL_Z packing of \(C_out, C_in, kh, kw\) = \(8, 9, 1, 1\)\) on "
+                                         r"ascend910b1"):  # 9 input channels take two groups of C0 = 8
+        _sim.conv_bn_leaky_relu_eval_tiling("conv_bn_leaky_relu_eval", [(1, 9, 2, 2), (1, 1, 1, 1, 16, 8), (8,)], 4,
+                                            attrs)
+    with pytest.raises(ValueError, match=r"\(no output\) on ascend910b1"):
+        _sim.conv_bn_leaky_relu_eval_tiling("conv_bn_leaky_relu_eval", [(1, 8, 2, 2), (1, 3, 3, 1, 16, 8), (8,)], 4,
+                                            attrs)
+    with pytest.raises(ValueError, match=r"for input \[1, 3, 2, 2\], weight \[8, 4, 1, 1\] on ascend910b1"):
+        conv_bn.conv_bn_leaky_relu_eval_tiling((1, 3, 2, 2), (8, 4, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4)
 
 
 def test_the_backend_implements_every_functional_op_it_is_listed_for():

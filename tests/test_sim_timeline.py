@@ -279,7 +279,7 @@ def test_tracing_changes_no_result_or_counter():
     from ascend_acts import _sim
 
     x = torch.randn(3000)
-    tiling = _sim.elementwise_tiling("rrelu", x.numel(), 4, lower=0.1, span=0.2)
+    tiling = _sim.elementwise_tiling("rrelu", [x.shape, (1,)], 4, {"lower": 0.1, "upper": 0.3})
     outputs, counters = [], []
     for costs in (None, A.to_costs()):
         y = torch.empty_like(x)

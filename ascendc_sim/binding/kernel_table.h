@@ -8,6 +8,7 @@
 
 #include "sim/core.h"
 #include "tiling_list.inc"
+#include "tiling_request.h"  // op_host/common: AttrKind
 
 namespace ascend_acts_sim {
 
@@ -26,6 +27,12 @@ struct Param {
     Direction direction;
 };
 
+// An attribute of the kernel (op table: Kernel.attrs), in the OpDef's order: what its host tiling reads.
+struct AttrSpec {
+    const char* name;
+    ascend_acts::AttrKind kind;
+};
+
 // Calls the kernel entry with the GM parameters in its order (`gm[i]` for params[i]), then workspace, tiling.
 using Runner = void (*)(GM_ADDR const* gm, GM_ADDR workspace, GM_ADDR tiling);
 
@@ -33,13 +40,14 @@ struct KernelEntry {
     const char* name;   // the op table's base name (test kernels: their name)
     const char* entry;  // the name the emulator reports: the kernel entry
     TilingKind tiling;
-    uint32_t variant;    // the tiling function's template argument (an enum of the family's), else 0
+    uint32_t variant;    // the tiling's variant (TilingRequest::variant: an enum of the family's), else 0
     bool wrapsIntegers;  // relies on integer vector results wrapping (the `integer_overflow` rule)
     bool mix;            // a MIX launch (AIC + 2 AIVs per AI core, ascendc_sim::LaunchMix)
     std::vector<Param> params;
     Runner run;
     // Raw tilings only: GM workspace bytes the kernel needs for this tiling (nullptr: none)
     uint64_t (*rawWorkspaceBytes)(const uint8_t* tiling, uint64_t tilingBytes) = nullptr;
+    std::vector<AttrSpec> attrs = {};  // table kernels: the attributes their tiling function takes
 };
 
 struct KernelTable {

@@ -11,12 +11,14 @@
 #include <utility>
 #include <vector>
 
-#include "emulator_family.h"  // PlatformNamed
 #include "kernel_table.h"
 #include "sim/launch.h"
 #include "sim/timeline.h"
 
 namespace ascend_acts_sim {
+
+// The platform of that name; ValueError naming the known ones otherwise.
+const ascendc_sim::Platform& PlatformNamed(const std::string& name);
 
 // Counters of one launch (ascend_acts._sim.Launch).
 struct LaunchCounters {

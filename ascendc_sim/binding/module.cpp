@@ -1,14 +1,16 @@
 // ascend_acts._sim: our AscendC kernels (op_kernel/) on the emulator (ascendc_sim/), for Python.
 //   launch(kernel, buffers, tiling, platform)      the one launch entry (launch.h)
-//   <family>_tiling(...), their structs            op_host's tiling functions and the structs they return: each
-//                                                  family's emulator file, registered by the generated
-//                                                  tiling_classes.inc (emulator_family.h)
+//   <family>_tiling(...), their structs            op_host's tiling (each family's TilingFor, the CANN
+//                                                  TilingFunc's too) and the structs it returns, registered by
+//                                                  the generated tiling_classes.inc
 //   platforms(), Platform                          the emulator's platform table
 //   Rule, EmulatorError, Launch                    what a launch raises and returns
 //   kernels()                                      the launch table (generated from the op table)
 #include <pybind11/pybind11.h>
 #include <pybind11/native_enum.h>
 #include <pybind11/stl.h>
+
+#include <algorithm>
 
 #include "kernel_table.h"
 #include "launch.h"
@@ -70,47 +72,120 @@ py::class_<T, Options...> ReadOnlyClass(py::module_& m, const char* name, const 
 }
 
 // A tiling struct's Python class: read-only, its fields (`fields(c)`, generated from the struct), then what the
-// family's emulator file computes from it (workspace_bytes, when the family has a workspace).
+// family's tiling computes from it (workspace_bytes, when the family has a workspace).
 template <class Tiling, class Fields>
 void DefineTilingClass(py::module_& m, const char* name, const char* doc, Fields fields) {
     auto c = ReadOnlyClass<Tiling>(m, name, doc);
     fields(c);
-    if constexpr (ascend_acts_sim::kHasWorkspace<Tiling>) {
-        c.def_property_readonly("workspace_bytes",
-                                [](const Tiling& t) { return ascend_acts_sim::WorkspaceBytesOf(t); });
+    if constexpr (ascend_acts::kHasWorkspace<Tiling>) {
+        c.def_property_readonly("workspace_bytes", [](const Tiling& t) { return ascend_acts::WorkspaceBytesOf(t); });
     }
 }
 
-py::arg PythonArg(const ascend_acts_sim::Arg<ascend_acts_sim::NoDefault>& arg) { return py::arg(arg.name); }
-template <class T>
-py::arg_v PythonArg(const ascend_acts_sim::Arg<T>& arg) {
-    return py::arg(arg.name) = arg.value;
+std::string Listed(const std::vector<std::string>& names) {
+    std::string text;
+    for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+    return text;
 }
 
-template <class R, class... Args>
-constexpr size_t ArityOf(R (*)(Args...)) {
-    return sizeof...(Args);
+// The TilingRequest of Python's arguments for `kernel`, as the CANN TilingFunc fills it from its context
+// (op_host/common/op_host_common.h): the kernel's variant, its input shapes, element size, attributes by name in the
+// table's order, and the named platform's limits (vector_cores 0: the platform's).
+ascend_acts::TilingRequest RequestOf(const std::string& where, const KernelEntry& kernel, const py::sequence& inputs,
+                                     uint32_t elementSize, const py::dict& attrs, const std::string& platformName,
+                                     uint32_t vectorCores, uint64_t firstElement) {
+    ascend_acts::TilingRequest request;
+    request.variant = kernel.variant;
+    request.elementSize = elementSize;
+    request.firstElement = firstElement;
+    std::vector<std::string> inputNames, attrNames;
+    for (const auto& p : kernel.params) {
+        if (p.direction == ascend_acts_sim::Direction::In) inputNames.emplace_back(p.name);
+    }
+    for (const auto& a : kernel.attrs) attrNames.emplace_back(a.name);
+    if (py::len(inputs) != inputNames.size()) {
+        throw py::value_error(where + " takes the shapes of its inputs " + Listed(inputNames) + ", got " +
+                              std::to_string(py::len(inputs)));
+    }
+    for (size_t i = 0; i < inputNames.size(); ++i) {
+        py::object shape = inputs[i];
+        try {
+            request.shapes.push_back(shape.is_none() ? std::vector<int64_t>{} : shape.cast<std::vector<int64_t>>());
+        } catch (const py::cast_error&) {
+            throw py::type_error(where + ": the shape of " + inputNames[i] +
+                                 " must be a sequence of ints or None, got " + std::string(py::repr(shape)));
+        }
+        request.present.push_back(!shape.is_none());
+    }
+    for (auto item : attrs) {
+        std::string name = py::str(item.first);
+        if (std::find(attrNames.begin(), attrNames.end(), name) == attrNames.end()) {
+            throw py::value_error(where + " has no attribute '" + name + "' (its attributes: " + Listed(attrNames) +
+                                  ")");
+        }
+    }
+    for (const auto& a : kernel.attrs) {
+        if (!attrs.contains(a.name)) {
+            throw py::value_error(where + ": attribute '" + a.name + "' missing (its attributes: " + Listed(attrNames) +
+                                  ")");
+        }
+        py::object value = attrs[a.name];
+        ascend_acts::AttrValue converted;
+        try {
+            if (a.kind == ascend_acts::AttrKind::Float) {
+                converted.number = value.cast<double>();
+            } else if (a.kind == ascend_acts::AttrKind::Bool) {
+                converted.number = value.cast<bool>() ? 1 : 0;
+            } else {
+                converted.ints = value.cast<std::vector<int64_t>>();
+            }
+        } catch (const py::cast_error&) {
+            const char* expected = a.kind == ascend_acts::AttrKind::Float  ? "a float"
+                                   : a.kind == ascend_acts::AttrKind::Bool ? "a bool"
+                                                                           : "a sequence of ints";
+            throw py::type_error(where + ": attribute '" + a.name + "' must be " + expected + ", got " +
+                                 std::string(py::repr(value)));
+        }
+        request.attrs.push_back(converted);
+    }
+    const ascendc_sim::Platform& p = ascend_acts_sim::PlatformNamed(platformName);
+    request.platform = {vectorCores == 0 ? p.vectorCores : vectorCores,
+                        p.cubeCores,
+                        p.ubBytes,
+                        p.l1Bytes,
+                        p.l0aBytes,
+                        p.l0bBytes,
+                        p.l0cBytes};
+    return request;
 }
 
-// A family's tiling function, with the keyword names and defaults its emulator file gives (TilingFunction<Tiling>).
+// A family's Python tiling function `name` (the generated tiling_classes.inc: <family>_tiling), the same for every
+// struct: the request of its arguments and the family's TilingFor, the one the CANN TilingFunc runs.
 template <class Tiling>
-void DefineTilingFunction(py::module_& m) {
-    using F = ascend_acts_sim::TilingFunction<Tiling>;
-    static_assert(std::tuple_size_v<decltype(F::kArgs)> == ArityOf(F::kFunction),
-                  "TilingFunction<...>::kArgs names every parameter of kFunction");
-    std::apply([&m](const auto&... args) { m.def(F::kName, F::kFunction, PythonArg(args)..., F::kDoc); }, F::kArgs);
+void DefineTilingFunction(py::module_& m, const char* name) {
+    m.def(
+        name,
+        [name](const std::string& kernel, const py::sequence& inputs, uint32_t elementSize, const py::dict& attrs,
+               const std::string& platform, uint32_t vectorCores, uint64_t firstElement) {
+            const KernelEntry& entry = KernelWith(kernel, ascend_acts_sim::TilingKindOf<Tiling>::kKind, name);
+            ascend_acts::TilingRequest request = RequestOf(std::string(name) + "(): " + kernel, entry, inputs,
+                                                           elementSize, attrs, platform, vectorCores, firstElement);
+            Tiling tiling{};
+            std::string why;
+            if (!TilingFor(request, tiling, why)) {
+                throw py::value_error("no tiling for " + kernel + " " + why + " on " + platform);
+            }
+            return tiling;
+        },
+        py::arg("kernel"), py::arg("inputs"), py::arg("element_size"), py::arg("attrs") = py::dict(),
+        py::arg("platform") = "ascend910b1", py::arg("vector_cores") = 0, py::arg("first_element") = 0,
+        "The host tiling of `kernel` (a kernel of this family) as the op package's TilingFunc computes it: `inputs` "
+        "its input shapes in the op table's order (None: an optional input left out), `element_size` the bytes of an "
+        "element of input 0, `attrs` every attribute of the kernel by name; vector_cores 0: the platform's; "
+        "first_element: the flat index of input 0's first element (a launch in pieces). ValueError when it has none.");
 }
 
 }  // namespace
-
-namespace ascend_acts_sim {
-
-template <class Tiling>
-uint32_t VariantOf(const std::string& kernel, const char* function) {
-    return KernelWith(kernel, TilingKindOf<Tiling>::kKind, function).variant;
-}
-
-}  // namespace ascend_acts_sim
 
 #include "tiling_classes.inc"
 

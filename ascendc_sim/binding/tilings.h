@@ -1,13 +1,12 @@
 // How the binding launches a kernel with each tiling struct of op_host/: the tiling buffer the kernel reads,
 // the blocks to launch, the GM workspace, and the tile length the counters report. Per struct, not per op, and
-// stated once by each family's emulator file (op_host/<family>/<family>_emulator.h, see emulator_family.h),
-// which the generated tiling_headers.inc includes; nothing here names a family.
+// stated once by each family's pure tiling (op_host/<family>/<family>_tiling.h, see
+// op_host/common/tiling_request.h), which the generated tiling_headers.inc includes; nothing here names a family.
 #pragma once
 
 #include <cstring>
 #include <vector>
 
-#include "emulator_family.h"
 #include "kernel_table.h"
 #include "tiling_headers.inc"
 
@@ -36,7 +35,7 @@ template <class Tiling>
 struct TilingTraits {
     static uint32_t Blocks(const Tiling& t) { return LaunchBlocks(t); }  // 0: nothing to launch (an empty tensor)
     static uint32_t TileLength(const Tiling& t) { return LaunchTileLength(t); }
-    static uint64_t WorkspaceBytes(const Tiling& t) { return WorkspaceBytesOf(t); }
+    static uint64_t WorkspaceBytes(const Tiling& t) { return ascend_acts::WorkspaceBytesOf(t); }
     static std::vector<uint8_t> Buffer(const Tiling& t) { return BytesOf(t); }
 };
 

@@ -2,7 +2,7 @@
 // part; the convolution is the platform's): batch_norm_leaky_relu_forward and _backward.
 //
 // Pure function of (shape, dtype size, attrs, platform) -> plain struct; no CANN includes, so the CANN
-// TilingFunc, the emulator and the unit tests share it.
+// TilingFunc, the emulator (both through TilingFor, op_host/common/tiling_request.h) and the unit tests share it.
 //
 // Split: whole channels per core. A channel's statistics then come from one core, so no cross-core
 // reduction (no workspace, no barrier) is needed, and each channel is reduced in a fixed order:
@@ -19,8 +19,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "../../op_kernel/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling_data.h"
+#include "../common/tiling_request.h"
 #include "../common/ub_budget.h"
 
 namespace ascend_acts {
@@ -98,5 +100,28 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     tiling.unbiasFactor = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
     return true;
 }
+
+// The request's input 0 as (N, C, plane); attributes (op table): negative_slope, then (forward only) eps, momentum,
+// update_running_stats, relu. The variant is the BatchNormPass.
+inline bool TilingFor(const TilingRequest& request, BatchNormLeakyReluTiling& tiling, std::string& why) {
+    const auto pass = static_cast<BatchNormPass>(request.variant);
+    uint64_t batch = 0, channels = 0, plane = 0;
+    if (!ChannelLayout(request, 0, batch, channels, plane, why)) return false;
+    const bool forward = pass == BatchNormPass::Forward;
+    if (!ComputeBatchNormLeakyReluTiling(pass, static_cast<uint32_t>(batch), static_cast<uint32_t>(channels), plane,
+                                         request.elementSize, request.Float(0), forward ? request.Float(1) : 0.0f,
+                                         forward ? request.Float(2) : 0.0f, forward && request.Bool(3),
+                                         forward && request.Bool(4), request.platform.vectorCores,
+                                         request.platform.ubBytes, tiling)) {
+        why = "of shape (" + std::to_string(static_cast<uint32_t>(batch)) + ", " +
+              std::to_string(static_cast<uint32_t>(channels)) + ", " + std::to_string(plane) + " per plane) with " +
+              std::to_string(request.elementSize) + "-byte elements";
+        return false;
+    }
+    return true;
+}
+
+inline uint32_t LaunchBlocks(const BatchNormLeakyReluTiling& t) { return t.usedCoreNum; }
+inline uint32_t LaunchTileLength(const BatchNormLeakyReluTiling& t) { return t.tileLength; }
 
 }  // namespace ascend_acts

@@ -1,12 +1,16 @@
-// CANN host glue shared by every kernel family: dtype -> tiling key, the launch of a kernel whose tiling is
-// one plain struct, and the InferShape/InferDataType functions several families name.
+// CANN host glue shared by every kernel family: dtype -> tiling key, the one TilingFunc (over each family's pure
+// TilingFor, op_host/common/tiling_request.h), and the InferShape/InferDataType functions the op table names.
 // Written from CANN's documented custom-operator interfaces; it needs the CANN toolkit to compile.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "../../op_kernel/common/dtype_key.h"
+#include "tiling_request.h"
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
@@ -30,38 +34,69 @@ inline bool TilingKeyOf(ge::DataType type, ascend_acts::DtypeKey& key, uint32_t&
     }
 }
 
-// What every vector TilingFunc starts from: the platform's UB bytes (GetCoreMemSize) and input 0's dtype key and
-// element size; false for a dtype the kernels do not take.
-inline bool ReadVectorBasics(gert::TilingContext* context, const platform_ascendc::PlatformAscendC& platform,
-                             uint64_t& ubBytes, ascend_acts::DtypeKey& key, uint32_t& elementSize) {
-    ubBytes = 0;
-    platform.GetCoreMemSize(platform_ascendc::CoreMemType::UB, ubBytes);
-    return TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, elementSize);
-}
-
-// Input 0 as (N, C, S) of the per-channel kernels: dims 0 and 1 and the product of the rest; false below rank 2.
-inline bool ReadChannelLayout(gert::TilingContext* context, uint64_t& batch, uint64_t& channels, uint64_t& spatial) {
-    const auto& shape = context->GetInputShape(0)->GetStorageShape();
-    if (shape.GetDimNum() < 2) return false;
-    batch = static_cast<uint64_t>(shape.GetDim(0));
-    channels = static_cast<uint64_t>(shape.GetDim(1));
-    spatial = 1;
-    for (size_t i = 2; i < shape.GetDimNum(); ++i) spatial *= static_cast<uint64_t>(shape.GetDim(i));
-    return true;
-}
-
-// The launch of a kernel whose tiling is one plain struct: blockDim, the dtype key, the struct copied into
-// the raw tiling data, and the system workspace only (no user workspace).
+// The TilingFunc of every kernel (the generated OpDef <base>.cpp names it with the kernel's struct, variant, inputs
+// and attributes as the op table declares them): the TilingRequest from the context, the family's pure TilingFor,
+// then blockDim (an empty launch still launches one block, which finds an empty range and returns), the dtype key,
+// the struct copied into the raw tiling data, and the system workspace plus the family's GM workspace.
 template <typename Tiling>
-ge::graphStatus SetPlainTiling(gert::TilingContext* context, const platform_ascendc::PlatformAscendC& platform,
-                               uint32_t blockDim, ascend_acts::DtypeKey key, const Tiling& tiling) {
-    context->SetBlockDim(blockDim);
+ge::graphStatus RequestTilingFunc(gert::TilingContext* context, uint32_t variant,
+                                  std::initializer_list<bool> optionalInputs,
+                                  std::initializer_list<ascend_acts::AttrKind> attrKinds) {
+    auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
+    ascend_acts::TilingRequest request;
+    request.variant = variant;
+    ascend_acts::DtypeKey key;
+    if (!TilingKeyOf(context->GetInputDesc(0)->GetDataType(), key, request.elementSize)) return ge::GRAPH_FAILED;
+    size_t input = 0;
+    for (bool optional : optionalInputs) {
+        const gert::StorageShape* shape = optional ? context->GetOptionalInputShape(input)
+                                                   : context->GetRequiredInputShape(input);
+        if (shape == nullptr && !optional) return ge::GRAPH_FAILED;
+        std::vector<int64_t> dims;
+        if (shape != nullptr) {
+            const gert::Shape& storage = shape->GetStorageShape();
+            for (size_t i = 0; i < storage.GetDimNum(); ++i) dims.push_back(storage.GetDim(i));
+        }
+        request.shapes.push_back(dims);
+        request.present.push_back(shape != nullptr);
+        ++input;
+    }
+    const auto* attrs = context->GetAttrs();
+    size_t index = 0;
+    for (ascend_acts::AttrKind kind : attrKinds) {
+        ascend_acts::AttrValue value;
+        if (kind == ascend_acts::AttrKind::Float) {
+            value.number = *attrs->GetAttrPointer<float>(index);
+        } else if (kind == ascend_acts::AttrKind::Bool) {
+            value.number = *attrs->GetAttrPointer<bool>(index) ? 1 : 0;
+        } else {
+            const auto* list = attrs->GetListInt(index);
+            value.ints.assign(list->GetData(), list->GetData() + list->GetSize());
+        }
+        request.attrs.push_back(value);
+        ++index;
+    }
+    using platform_ascendc::CoreMemType;
+    ascend_acts::PlatformLimits& limits = request.platform;
+    limits.vectorCores = platform.GetCoreNumAiv();
+    limits.cubeCores = platform.GetCoreNumAic();
+    platform.GetCoreMemSize(CoreMemType::UB, limits.ubBytes);
+    platform.GetCoreMemSize(CoreMemType::L1, limits.l1Bytes);
+    platform.GetCoreMemSize(CoreMemType::L0_A, limits.l0aBytes);
+    platform.GetCoreMemSize(CoreMemType::L0_B, limits.l0bBytes);
+    platform.GetCoreMemSize(CoreMemType::L0_C, limits.l0cBytes);
+
+    Tiling tiling{};
+    std::string why;
+    if (!TilingFor(request, tiling, why)) return ge::GRAPH_FAILED;
+    const uint32_t blocks = LaunchBlocks(tiling);
+    context->SetBlockDim(blocks > 0 ? blocks : 1);
     context->SetTilingKey(static_cast<uint64_t>(key));
     auto* raw = context->GetRawTilingData();
     std::memcpy(raw->GetData(), &tiling, sizeof(tiling));
     raw->SetDataSize(sizeof(tiling));
     size_t* workspace = context->GetWorkspaceSizes(1);
-    workspace[0] = platform.GetLibApiWorkSpaceSize();
+    workspace[0] = platform.GetLibApiWorkSpaceSize() + ascend_acts::WorkspaceBytesOf(tiling);
     return ge::GRAPH_SUCCESS;
 }
 
@@ -96,6 +131,34 @@ inline graphStatus FirstLikeInputRestPerChannel(gert::InferShapeContext* context
         gert::Shape* channel = context->GetOutputShape(i);
         channel->SetDimNum(1);
         channel->SetDim(0, x->GetDim(1));
+    }
+    return GRAPH_SUCCESS;
+}
+
+// Output 0's dtype is input 0's; the others (BatchNorm's per-channel statistics) are float32.
+inline graphStatus FirstLikeInputRestFloat(gert::InferDataTypeContext* context) {
+    context->SetOutputDataType(0, context->GetInputDataType(0));
+    for (size_t i = 1; i < context->GetComputeNodeOutputNum(); ++i) context->SetOutputDataType(i, DT_FLOAT);
+    return GRAPH_SUCCESS;
+}
+
+// The eval convolution's y: N x C_out x H_out x W_out from x, the packed weight (C1, kh, kw, M1, 16, C0: kh and kw
+// are dims 1 and 2), the bias (C_out) and the attributes strides, pads (top, bottom, left, right), dilations.
+inline graphStatus ConvOutputShape(gert::InferShapeContext* context) {
+    const gert::Shape* x = context->GetInputShape(0);
+    const gert::Shape* w = context->GetInputShape(1);
+    const gert::Shape* b = context->GetInputShape(2);
+    const auto* attrs = context->GetAttrs();
+    const int64_t* strides = attrs->GetListInt(0)->GetData();
+    const int64_t* pads = attrs->GetListInt(1)->GetData();
+    const int64_t* dilations = attrs->GetListInt(2)->GetData();
+    gert::Shape* y = context->GetOutputShape(0);
+    y->SetDimNum(4);
+    y->SetDim(0, x->GetDim(0));
+    y->SetDim(1, b->GetDim(0));
+    for (int axis = 0; axis < 2; ++axis) {
+        int64_t extent = x->GetDim(2 + axis) + pads[2 * axis] + pads[2 * axis + 1];
+        y->SetDim(2 + axis, (extent - dilations[axis] * (w->GetDim(1 + axis) - 1) - 1) / strides[axis] + 1);
     }
     return GRAPH_SUCCESS;
 }

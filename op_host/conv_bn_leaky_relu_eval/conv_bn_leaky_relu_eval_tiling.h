@@ -11,12 +11,15 @@
 // copies, at the platform's documented rates, times the item rounds; an estimate to rank tilings,
 // benchmarks/perf_model.py is the judge). kc: the largest multiple of C0 with the item's positions x kc (L0A) and
 // kc x Mb (L0B) fitting twice, and kc / C0 x Mb / 16 fractals within one LoadData 2D.
-// Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes.
+// Pure function of (geometry, dtype size, platform) -> plain struct; no CANN includes. TilingFor reads the geometry
+// from the request (op_host/common/tiling_request.h) that the CANN TilingFunc and the emulator both fill.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../../op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h"
+#include "../common/tiling_request.h"
 
 namespace ascend_acts {
 
@@ -279,5 +282,76 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
 inline uint64_t WorkspaceBytes(const ConvBnLeakyReluEvalTiling& t) {
     return uint64_t(t.blockDim) * conv_eval_tiling::kRingSlots * (uint64_t(t.inputSlotBytes) + t.outputSlotBytes);
 }
+
+namespace conv_eval_tiling {
+
+// Output side of a convolution; padding before + after the input.
+inline int64_t OutputSide(int64_t size, int64_t kernel, int64_t stride, int64_t before, int64_t after,
+                          int64_t dilation) {
+    return stride <= 0 ? 0 : (size + before + after - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// The packed weight's shape is the one the geometry implies, (C1, kh, kw, M1, 16, C0) (a 4-D W' or another
+// packing is an error, not a silent misread of its bytes).
+inline bool PackedWeightMatches(const std::vector<int64_t>& w, const ConvGeometry& g, uint32_t dtypeSize) {
+    const int64_t c0 = 32 / dtypeSize;
+    const int64_t expected[6] = {(int64_t(g.inChannels) + c0 - 1) / c0,
+                                 int64_t(g.kernelH),
+                                 int64_t(g.kernelW),
+                                 (int64_t(g.outChannels) + 15) / 16,
+                                 16,
+                                 c0};
+    if (w.size() != 6) return false;
+    for (size_t i = 0; i < 6; ++i) {
+        if (w[i] != expected[i]) return false;
+    }
+    return true;
+}
+
+}  // namespace conv_eval_tiling
+
+// Inputs (op table): x (N, C_in, H, W), weight W' packed in FRACTAL_Z order (C1, kh, kw, M1, 16, C0), bias (C_out,)
+// float (C_out from it, as the OpDef's infer shape); attributes: strides (h, w), pads (top, bottom, left, right),
+// dilations (h, w), negative_slope; groups = 1.
+inline bool TilingFor(const TilingRequest& request, ConvBnLeakyReluEvalTiling& tiling, std::string& why) {
+    using namespace conv_eval_tiling;
+    const std::vector<int64_t>&x = request.shapes[0], &w = request.shapes[1], &b = request.shapes[2];
+    const std::vector<int64_t>&strides = request.Ints(0), &pads = request.Ints(1), &dilations = request.Ints(2);
+    why = "of input " + ShapeText(x) + ", packed weight " + ShapeText(w) + ", bias " + ShapeText(b);
+    if (x.size() != 4 || w.size() != 6 || b.size() != 1 || strides.size() != 2 || pads.size() != 4 ||
+        dilations.size() != 2 || (request.elementSize != 2 && request.elementSize != 4)) {
+        why += " (needs an input of 4 sizes, a weight of 6, a bias of 1, 2 strides, 4 pads, 2 dilations and 2- or "
+               "4-byte elements)";
+        return false;
+    }
+    const int64_t outHeight = OutputSide(x[2], w[1], strides[0], pads[0], pads[1], dilations[0]);
+    const int64_t outWidth = OutputSide(x[3], w[2], strides[1], pads[2], pads[3], dilations[1]);
+    if (outHeight <= 0 || outWidth <= 0) {
+        why += " (no output)";
+        return false;
+    }
+    auto u = [](int64_t v) { return static_cast<uint32_t>(v); };
+    const ConvGeometry g{u(x[0]),    u(x[1]),         u(x[2]),         u(x[3]),       u(b[0]),
+                         u(w[1]),    u(w[2]),         u(strides[0]),   u(strides[1]), u(pads[0]),
+                         u(pads[2]), u(dilations[0]), u(dilations[1]), u(outHeight),  u(outWidth)};
+    if (!PackedWeightMatches(w, g, request.elementSize)) {
+        why += " (the weight is not the FRACTAL_Z packing of (C_out, C_in, kh, kw) = (" +
+               std::to_string(g.outChannels) + ", " + std::to_string(g.inChannels) + ", " + std::to_string(w[1]) +
+               ", " + std::to_string(w[2]) + "))";
+        return false;
+    }
+    const PlatformLimits& p = request.platform;
+    const CubePlatform cube{p.cubeCores, p.vectorCores, p.ubBytes, p.l1Bytes, p.l0aBytes, p.l0bBytes, p.l0cBytes};
+    if (!ComputeConvBnLeakyReluEvalTiling(g, request.elementSize, request.Float(3), cube, tiling)) {
+        why += " (two input bands and two K slices of 16 W' rows do not fit L1, or an output row does not fit L0)";
+        return false;
+    }
+    return true;
+}
+
+// A MIX launch: blockDim AI cores, each running one AIC and two AIVs; the GM rings of every AI core as workspace.
+inline uint32_t LaunchBlocks(const ConvBnLeakyReluEvalTiling& t) { return t.blockDim; }
+inline uint32_t LaunchTileLength(const ConvBnLeakyReluEvalTiling& t) { return t.tilePositions; }
+inline uint64_t LaunchWorkspaceBytes(const ConvBnLeakyReluEvalTiling& t) { return WorkspaceBytes(t); }
 
 }  // namespace ascend_acts

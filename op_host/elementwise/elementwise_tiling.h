@@ -1,12 +1,14 @@
 // Tiling of the elementwise kernels (LeakyReLU, RReLU and their gradients): a pure function of
-// (op, element count, element size, platform) with no CANN includes, shared by the CANN TilingFunc
-// (elementwise_op_host.h) and the emulator build. The struct the kernels read is in
+// (op, element count, element size, platform) with no CANN includes, shared by the CANN TilingFunc and the
+// emulator through TilingFor (op_host/common/tiling_request.h). The struct the kernels read is in
 // op_kernel/elementwise/elementwise_tiling_data.h.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "../../op_kernel/elementwise/elementwise_tiling_data.h"
+#include "../common/tiling_request.h"
 #include "../common/ub_budget.h"
 
 namespace ascend_acts {
@@ -48,5 +50,29 @@ inline bool ComputeElementwiseTiling(ElementwiseOp op, uint64_t totalLength, uin
     tiling.tileLength = static_cast<uint32_t>((quanta < needed ? quanta : needed) * kTileQuantum);
     return true;
 }
+
+// The request's input 0 as a flat tensor; attributes (op table): LeakyRelu(Grad) negative_slope, Rrelu(Grad)
+// lower, upper. The variant is the ElementwiseOp.
+inline bool TilingFor(const TilingRequest& request, ElementwiseTiling& tiling, std::string& why) {
+    const auto op = static_cast<ElementwiseOp>(request.variant);
+    const uint64_t total = request.Elements(0);
+    if (!ComputeElementwiseTiling(op, total, request.elementSize, request.platform.vectorCores,
+                                  request.platform.ubBytes, tiling)) {
+        why = "with " + std::to_string(total) + " elements of " + std::to_string(request.elementSize) + " bytes";
+        return false;
+    }
+    if (op == ElementwiseOp::LeakyRelu || op == ElementwiseOp::LeakyReluGrad) {
+        tiling.slope = request.Float(0);
+    } else {
+        const float lower = request.Float(0), upper = request.Float(1);
+        tiling.lower = lower;
+        tiling.span = upper - lower;  // float32 arithmetic, as docs/rng.md specifies
+    }
+    tiling.indexBase = request.firstElement;
+    return true;
+}
+
+inline uint32_t LaunchBlocks(const ElementwiseTiling& t) { return t.blockDim; }  // 0: an empty tensor
+inline uint32_t LaunchTileLength(const ElementwiseTiling& t) { return t.tileLength; }
 
 }  // namespace ascend_acts

@@ -1,6 +1,7 @@
 // Tiling of the fused bias + LeakyReLU kernels (StyleGAN2's fused_leaky_relu): forward, and backward with the
 // per-channel grad_bias reduction. Pure function of (shape, dtype size, attrs, platform) -> plain struct; no CANN
-// includes, so the CANN TilingFunc, the emulator and the tests share it. Design: docs/fused_bias_kernels.md.
+// includes, so the CANN TilingFunc, the emulator (both through TilingFor, op_host/common/tiling_request.h) and the
+// tests share it. Design: docs/fused_bias_kernels.md.
 //
 // Split: whole channels per core (blockDim = min(C, vector cores), the first C % cores cores one channel more),
 // so each core reads each of its biases once and reduces its channels' grad_bias completely: one launch per
@@ -12,8 +13,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "../../op_kernel/fused_bias_leaky_relu/fused_bias_leaky_relu_tiling_data.h"
+#include "../common/tiling_request.h"
 #include "../common/ub_budget.h"
 
 namespace ascend_acts {
@@ -118,5 +121,26 @@ inline bool ComputeFusedBiasLeakyReluTiling(FusedBiasPass pass, uint64_t batch, 
     tiling = t;
     return true;
 }
+
+// Inputs (op table): forward x, bias (optional); backward dy, saved, bias (optional), x viewed as (N, C, S).
+// Attributes: negative_slope, scale, then (backward only) saved_is_result. The variant is the FusedBiasPass.
+inline bool TilingFor(const TilingRequest& request, FusedBiasLeakyReluTiling& tiling, std::string& why) {
+    const auto pass = static_cast<FusedBiasPass>(request.variant);
+    const bool backward = pass == FusedBiasPass::Backward;
+    uint64_t batch = 0, channels = 0, spatial = 0;
+    if (!ChannelLayout(request, 0, batch, channels, spatial, why)) return false;
+    const bool hasBias = request.present[backward ? 2 : 1];
+    if (!ComputeFusedBiasLeakyReluTiling(pass, batch, channels, spatial, request.elementSize, hasBias, request.Float(0),
+                                         request.Float(1), backward ? request.Bool(2) : true,
+                                         request.platform.vectorCores, request.platform.ubBytes, tiling)) {
+        why = "of shape (" + std::to_string(batch) + ", " + std::to_string(channels) + ", " + std::to_string(spatial) +
+              " spatial) with " + std::to_string(request.elementSize) + "-byte elements";
+        return false;
+    }
+    return true;
+}
+
+inline uint32_t LaunchBlocks(const FusedBiasLeakyReluTiling& t) { return t.usedCoreNum; }
+inline uint32_t LaunchTileLength(const FusedBiasLeakyReluTiling& t) { return t.tileLength; }
 
 }  // namespace ascend_acts

@@ -75,13 +75,15 @@ class Kernel:
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
     attrs: tuple[Attr, ...]
-    tiling: str          # C++ tiling function of the OpDef (op_host/<family>/)
+    tiling: str          # its plain tiling struct ascend_acts::<tiling> (op_kernel/<family>/<family>_tiling_data.h),
+    #                      which op_host/<family>/<family>_tiling.h's TilingFor computes on the NPU and the emulator
     infer_shape: str
     infer_dtype: str
     inplace: tuple[str, ...] = ()  # inputs that are outputs of the same name (aclnn: <name>Ref)
     summary: str = ""
     int_wraparound: bool = False  # relies on int32 vector results wrapping (a hardware check: docs/emulator.md)
     mix: bool = False  # a MIX kernel (AIC:AIV 1:2): the emulator runs its cube and vector programs (LaunchMix)
+    tiling_variant: str = "0"  # the C++ value TilingFor reads as TilingRequest::variant (which kernel of the family)
 
     @property
     def op_type(self) -> str:
@@ -137,19 +139,19 @@ _FUSED_BIAS = dict(family="fused_bias_leaky_relu", infer_shape="ge::FirstLikeInp
 
 KERNELS: tuple[Kernel, ...] = (
     Kernel("leaky_relu", inputs=(Tensor("x"),), outputs=(Tensor("y"),), attrs=(_FLOATS_ATTR_SLOPE,),
-           tiling="optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::LeakyRelu>",
+           tiling="ElementwiseTiling", tiling_variant="ascend_acts::ElementwiseOp::LeakyRelu",
            summary="y = x > 0 ? x : x * negative_slope", **_ELEMENTWISE),
     Kernel("leaky_relu_grad", inputs=(Tensor("dy"), Tensor("saved")), outputs=(Tensor("dx"),),
            attrs=(_FLOATS_ATTR_SLOPE,),
-           tiling="optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::LeakyReluGrad>",
+           tiling="ElementwiseTiling", tiling_variant="ascend_acts::ElementwiseOp::LeakyReluGrad",
            summary="dx = saved > 0 ? dy : dy * negative_slope (saved: the input, or the output when slope >= 0)",
            **_ELEMENTWISE),
     Kernel("rrelu", inputs=(Tensor("x"), _SEED), outputs=(Tensor("y"),), attrs=_RRELU_ATTRS,
-           tiling="optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::Rrelu>",
+           tiling="ElementwiseTiling", tiling_variant="ascend_acts::ElementwiseOp::Rrelu",
            summary="y = x >= 0 ? x : x * a, a ~ U(lower, upper) from Philox keyed on (seed, flat index)",
            int_wraparound=True, **_ELEMENTWISE),
     Kernel("rrelu_grad", inputs=(Tensor("dy"), Tensor("saved"), _SEED), outputs=(Tensor("dx"),),
-           attrs=_RRELU_ATTRS, tiling="optiling::ElementwiseTilingFunc<ascend_acts::ElementwiseOp::RreluGrad>",
+           attrs=_RRELU_ATTRS, tiling="ElementwiseTiling", tiling_variant="ascend_acts::ElementwiseOp::RreluGrad",
            summary="dx = dy * (saved >= 0 ? 1 : a), the forward's noise regenerated from the seed",
            int_wraparound=True, **_ELEMENTWISE),
     Kernel("batch_norm_leaky_relu",
@@ -159,7 +161,7 @@ KERNELS: tuple[Kernel, ...] = (
                     per_channel("running_var")),
            attrs=(_FLOATS_ATTR_SLOPE, Attr("eps", "float", 1e-5), Attr("momentum", "float", 0.1),
                   Attr("update_running_stats", "bool", True), Attr("relu", "bool", False)),
-           tiling="optiling::BatchNormLeakyReluTilingFunc<ascend_acts::BatchNormPass::Forward>",
+           tiling="BatchNormLeakyReluTiling", tiling_variant="ascend_acts::BatchNormPass::Forward",
            inplace=("running_mean", "running_var"),
            summary="y = leaky_relu(batch_norm(x)) (or relu) over N,C,spatial x in training; updates the running "
                    "statistics",
@@ -168,26 +170,26 @@ KERNELS: tuple[Kernel, ...] = (
            inputs=(Tensor("dy"), Tensor("y"), per_channel("weight"), per_channel("bias"), per_channel("save_invstd")),
            outputs=(Tensor("dx"), per_channel("grad_weight"), per_channel("grad_bias")),
            attrs=(_FLOATS_ATTR_SLOPE,),
-           tiling="optiling::BatchNormLeakyReluTilingFunc<ascend_acts::BatchNormPass::Backward>",
+           tiling="BatchNormLeakyReluTiling", tiling_variant="ascend_acts::BatchNormPass::Backward",
            summary="the InPlace-ABN backward: gradients of x, weight, bias from the forward's output", **_BATCH_NORM),
     Kernel("conv_bn_leaky_relu_eval",
            inputs=(Tensor("x"), Tensor("weight"), per_channel("bias")), outputs=(Tensor("y"),),
            attrs=(Attr("strides", "list_int", (1, 1)), Attr("pads", "list_int", (0, 0, 0, 0)),
                   Attr("dilations", "list_int", (1, 1)), _FLOATS_ATTR_SLOPE),
-           family="conv_bn_leaky_relu_eval", tiling="optiling::ConvBnLeakyReluEvalTilingFunc",
+           family="conv_bn_leaky_relu_eval", tiling="ConvBnLeakyReluEvalTiling",
            infer_shape="ge::ConvOutputShape", infer_dtype="ge::SameTypeAsInput0", mix=True,
            summary="y = leaky_relu(conv2d(x, weight) + bias) with BatchNorm folded into weight and bias; weight packed "
                    "in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0), C_out from the bias"),
     Kernel("fused_bias_leaky_relu", inputs=(Tensor("x"), Tensor("bias", optional=True)), outputs=(Tensor("y"),),
            attrs=_FUSED_BIAS_ATTRS,
-           tiling="optiling::FusedBiasLeakyReluTilingFunc<ascend_acts::FusedBiasPass::Forward>",
+           tiling="FusedBiasLeakyReluTiling", tiling_variant="ascend_acts::FusedBiasPass::Forward",
            summary="y = leaky_relu(x + bias[channel], negative_slope) * scale, channel = dim 1 of x",
            **_FUSED_BIAS),
     Kernel("fused_bias_leaky_relu_grad",
            inputs=(Tensor("dy"), Tensor("saved"), Tensor("bias", optional=True)),
            outputs=(Tensor("dx"), Tensor("grad_bias")),
            attrs=(*_FUSED_BIAS_ATTRS, Attr("saved_is_result", "bool", True)),
-           tiling="optiling::FusedBiasLeakyReluTilingFunc<ascend_acts::FusedBiasPass::Backward>",
+           tiling="FusedBiasLeakyReluTiling", tiling_variant="ascend_acts::FusedBiasPass::Backward",
            summary="dx = dy * scale * (pre > 0 ? 1 : negative_slope), grad_bias = dx summed over all dims but 1; "
                    "pre > 0 read from saved (the output) or saved + bias (the input)",
            **_FUSED_BIAS),

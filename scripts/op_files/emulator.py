@@ -5,19 +5,21 @@ adds its files to op_kernel/<family>/ and op_host/<family>/ and edits nothing in
 - launch_table.inc: one `KernelEntry` per `op_table.Kernel`: its base name (what `ascend_acts._sim.launch` takes),
   its entry (`acts_<base>`, the name the emulator reports), the tiling struct and variant its host tiling function
   fills, whether it relies on integer wraparound, its GM parameters in the entry's order (inputs, then outputs; an
-  in-place tensor appears in both under one name) and a runner calling the entry.
+  in-place tensor appears in both under one name), its attributes (name, `ascend_acts::AttrKind`) and a runner
+  calling the entry.
 - tiling_list.inc: `ACTS_SIM_TILINGS(X)`, `X(<Struct>)` for each tiling struct the table's kernels fill: the
   `TilingKind` values (kernel_table.h) and the launch's switch (launch.cpp) expand it.
-- tiling_headers.inc: each family's emulator file, op_host/<family>/<family>_emulator.h (how a launch reads the
-  family's struct: `LaunchBlocks`, `LaunchTileLength`, optionally `LaunchWorkspaceBytes`; and its Python tiling
-  function: `TilingFunction<Struct>`).
+- tiling_headers.inc: each family's pure tiling, op_host/<family>/<family>_tiling.h (its `TilingFor`, the one the
+  CANN TilingFunc runs too, and how a launch reads the family's struct: `LaunchBlocks`, `LaunchTileLength`,
+  optionally `LaunchWorkspaceBytes`; op_host/common/tiling_request.h).
 - tiling_classes.inc: the Python class of each tiling struct (and of the plain structs it nests), one read-only
   attribute per field, named as the field in snake_case, parsed from op_kernel/<family>/<family>_tiling_data.h
-  (`parse_structs`); then each family's tiling function.
+  (`parse_structs`); then each family's Python tiling function `<family>_tiling`, the same generic one for every
+  struct (module.cpp's DefineTilingFunction).
 
-The tiling struct and variant come from `Kernel.tiling` by one rule: the OpDef's tiling function is
-`optiling::<Struct>Func` or `optiling::<Struct>Func<variant>`, and `<Struct>` (ascend_acts::<Struct>) is the
-plain struct the pure tiling function of op_host/ fills, declared in op_kernel/<family>/<family>_tiling_data.h.
+The tiling struct is `Kernel.tiling` (ascend_acts::<Struct>, the plain struct declared in
+op_kernel/<family>/<family>_tiling_data.h that the pure TilingFor of op_host/ fills) and its variant
+`Kernel.tiling_variant`.
 
 scripts/generate_op_files.py imports `files` (paths relative to the repository root); running this module as a
 script writes its files alone.
@@ -37,15 +39,14 @@ OUTPUT = BINDING / "launch_table.inc"
 TILING_LIST = BINDING / "tiling_list.inc"
 TILING_HEADERS = BINDING / "tiling_headers.inc"
 TILING_CLASSES = BINDING / "tiling_classes.inc"
-_TILING_FUNC = re.compile(r"optiling::(?P<struct>\w+)Func(?:<(?P<variant>[\w:]+)>)?")
+_ATTR_KINDS = {"float": "Float", "bool": "Bool", "list_int": "ListInt"}  # Attr.type -> ascend_acts::AttrKind
 
 
 def tiling_of(kernel) -> tuple[str, str]:
-    """(struct, variant expression) of a kernel's tiling; variant "0" when the function has none."""
-    match = _TILING_FUNC.fullmatch(kernel.tiling)
-    if match is None:
-        raise ValueError(f"{kernel.base}: tiling {kernel.tiling!r} is not optiling::<Struct>Func[<variant>]")
-    return match["struct"], match["variant"] or "0"
+    """(struct, variant expression) of a kernel's tiling."""
+    if not re.fullmatch(r"[A-Z]\w*", kernel.tiling):
+        raise ValueError(f"{kernel.base}: tiling {kernel.tiling!r} is not the name of a struct of ascend_acts")
+    return kernel.tiling, kernel.tiling_variant
 
 
 # --- the tiling structs, parsed from op_kernel/<family>/<family>_tiling_data.h -----------------------------------
@@ -202,11 +203,13 @@ def _entry(kernel) -> str:
         (t.name, "InOut" if t.name in kernel.inplace else "Out") for t in kernel.outputs]
     gm = ", ".join(f"gm[{i}]" for i in range(len(params)))
     listed = ", ".join(f'{{"{name}", Direction::{direction}}}' for name, direction in params)
+    attrs = ", ".join(f'{{"{a.name}", ascend_acts::AttrKind::{_ATTR_KINDS[a.type]}}}' for a in kernel.attrs)
     return (f'    {{"{kernel.base}", "{kernel.entry}", TilingKind::{struct}, uint32_t({variant}), '
             f"/*wrapsIntegers=*/{str(kernel.int_wraparound).lower()}, /*mix=*/{str(kernel.mix).lower()},\n"
             f"     {{{listed}}},\n"
             "     [](GM_ADDR const* gm, GM_ADDR workspace, GM_ADDR tiling) "
-            f"{{ {kernel.entry}({gm}, workspace, tiling); }}}},")
+            f"{{ {kernel.entry}({gm}, workspace, tiling); }},\n"
+            f"     /*rawWorkspaceBytes=*/nullptr, {{{attrs}}}}},")
 
 
 def launch_table(table) -> str:
@@ -231,10 +234,10 @@ def tiling_list(table, found: list[Family]) -> str:
 
 def tiling_headers(table, found: list[Family]) -> str:
     lines = [f"// {table.GENERATED_MARK}",
-             "// Each tiling family's emulator file: how a launch reads its struct (LaunchBlocks, LaunchTileLength,",
-             "// LaunchWorkspaceBytes) and its Python tiling function (TilingFunction<Struct>); scripts/op_files/"
+             "// Each tiling family's pure tiling: its TilingFor and how a launch reads its struct (LaunchBlocks,",
+             "// LaunchTileLength, LaunchWorkspaceBytes; op_host/common/tiling_request.h); scripts/op_files/"
              "emulator.py."]
-    lines += [f'#include "{family.name}_emulator.h"' for family in found]
+    lines += [f'#include "{family.name}_tiling.h"' for family in found]
     return "\n".join(lines + [""])
 
 
@@ -251,7 +254,7 @@ def tiling_classes(table, found: list[Family], root: Path = ROOT) -> str:
              "as",
              "// op_kernel/<family>/<family>_tiling_data.h declares it, in snake_case; then each family's tiling "
              "function",
-             "// (op_host/<family>/<family>_emulator.h). Included by module.cpp, which defines DefineTilingClass and",
+             "// <family>_tiling (its TilingFor). Included by module.cpp, which defines DefineTilingClass and",
              "// DefineTilingFunction (scripts/op_files/emulator.py).", "",
              "namespace {", "", "void DefineTilings(pybind11::module_& m) {"]
     defined: set[str] = set()
@@ -260,7 +263,7 @@ def tiling_classes(table, found: list[Family], root: Path = ROOT) -> str:
             if struct.name not in defined:
                 defined.add(struct.name)
                 lines += _class(struct)
-    lines += [f"    DefineTilingFunction<ascend_acts::{family.struct}>(m);" for family in found]
+    lines += [f'    DefineTilingFunction<ascend_acts::{family.struct}>(m, "{family.name}_tiling");' for family in found]
     lines += ["}", "", "}  // namespace", ""]
     return "\n".join(lines)
 

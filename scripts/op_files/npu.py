@@ -1,8 +1,10 @@
 """The NPU side's files derived from the op table (scripts/generate_op_files.py runs `files`):
 
 - op_host/<family>/<base>.cpp: the OpDef of each kernel (inputs, outputs, dtypes, formats, attributes with their
-  defaults, infer functions, tiling function, AddConfig per PLATFORMS); the functions it names are hand-written
-  in op_host/<family>/<family>_op_host.h, which it includes;
+  defaults, infer functions, tiling function, AddConfig per PLATFORMS) and its TilingFunc: the generic
+  `optiling::RequestTilingFunc` (op_host/common/op_host_common.h, which also holds the infer functions) with the
+  kernel's tiling struct, variant, optional inputs and attribute types, over the family's pure TilingFor in
+  op_host/<family>/<family>_tiling.h;
 - op_host/<family>/<base>.json: its msopgen input (what scripts/build_npu.sh gives msopgen);
 - python/ascend_acts/csrc/acts_aclnn_ops.h: the two-phase aclnn API the op package build generates for each
   OpDef, declared by CANN's documented generation rule (included by the hand-written acts_aclnn.h);
@@ -61,6 +63,24 @@ def _cpp_default(attr) -> str:
     raise ValueError(f"{attr.name}: no OpDef spelling for attribute type {attr.type!r}")
 
 
+_ATTR_KINDS = {"float": "Float", "bool": "Bool", "list_int": "ListInt"}  # Attr.type -> ascend_acts::AttrKind
+
+
+def tiling_function(kernel) -> list[str]:
+    """The kernel's TilingFunc: the generic one with what the table says of its tiling, inputs and attributes."""
+    optional = ", ".join("true" if t.optional else "false" for t in kernel.inputs)
+    kinds = ", ".join(f"AttrKind::{_ATTR_KINDS[a.type]}" for a in kernel.attrs)
+    return ["namespace optiling {",
+            "// The one TilingFunc (op_host_common.h) with what the op table says of this kernel: its tiling struct",
+            "// and variant, which inputs are optional, its attributes' types.",
+            f"static ge::graphStatus {kernel.op_type}TilingFunc(gert::TilingContext* context) {{",
+            "    using ascend_acts::AttrKind;",
+            f"    return RequestTilingFunc<ascend_acts::{kernel.tiling}>(context, uint32_t({kernel.tiling_variant}),",
+            f"                                                      /*optionalInputs=*/{{{optional}}},",
+            f"                                                      /*attrKinds=*/{{{kinds}}});",
+            "}", "}  // namespace optiling", ""]
+
+
 def opdef_source(table, kernel) -> str:
     def tensor(kind: str, t) -> list[str]:
         dtypes = ", ".join(table.GE_DTYPE[d] for d in t.dtypes)
@@ -73,8 +93,10 @@ def opdef_source(table, kernel) -> str:
     summary = f"{kernel.op_type}: {kernel.summary}" if kernel.summary else kernel.op_type
     lines = [f"// {table.GENERATED_MARK}", *textwrap.wrap(summary, WIDTH, initial_indent="// ",
                                                          subsequent_indent="// "),
-             f"// Hand-written: its tiling and infer functions in {kernel.family}_op_host.h, its kernel in op_kernel/.",
-             f'#include "{kernel.family}_op_host.h"', "", "namespace ops {",
+             f"// Hand-written: its tiling in {kernel.family}_tiling.h (TilingFor), the infer functions in "
+             "op_host_common.h,", "// its kernel in op_kernel/.",
+             '#include "../common/op_host_common.h"', f'#include "{kernel.family}_tiling.h"', "",
+             *tiling_function(kernel), "namespace ops {",
              f"class {kernel.op_type} : public OpDef {{", "public:",
              f"    explicit {kernel.op_type}(const char* name) : OpDef(name) {{"]
     for t in kernel.inputs:
@@ -83,7 +105,7 @@ def opdef_source(table, kernel) -> str:
         lines += tensor("Output", t)
     lines += [f'        this->Attr("{a.name}").AttrType(OPTIONAL).{_cpp_default(a)};' for a in kernel.attrs]
     lines.append(f"        this->SetInferShape({kernel.infer_shape}).SetInferDataType({kernel.infer_dtype});")
-    lines.append(f"        this->AICore().SetTiling({kernel.tiling});")
+    lines.append(f"        this->AICore().SetTiling(optiling::{kernel.op_type}TilingFunc);")
     lines += [f'        this->AICore().AddConfig("{platform}");' for platform in table.PLATFORMS]
     lines += ["    }", "};", f"OP_ADD({kernel.op_type});", "}  // namespace ops", ""]
     return "\n".join(lines)

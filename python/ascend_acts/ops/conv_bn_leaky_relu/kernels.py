@@ -26,7 +26,7 @@ import torch
 
 from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
-from ...numerics.layout import batch_channels_spatial
+from ...op_table import kernel as table_kernel
 from ..leaky_relu import kernels as elementwise
 from . import reference
 from . import torch_ops as platform
@@ -65,16 +65,18 @@ def _per_channel(like: torch.Tensor, channels: int) -> torch.Tensor:
     return torch.empty(channels, dtype=torch.float32, device=like.device)
 
 
-def batch_norm_leaky_relu_tiling(kernel: str, shape, element_size: int, negative_slope: float = 0.0, eps: float = 0.0,
-           momentum: float = 0.0, update_running_stats: bool = False, platform: str | None = None,
-           vector_cores: int | None = None, relu: bool = False):
-    """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial shape."""
+def batch_norm_leaky_relu_tiling(kernel: str, shape, element_size: int, platform: str | None = None,
+                                 vector_cores: int | None = None, **attrs):
+    """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial `shape`, with
+    the kernel's attributes `attrs` (the op table's defaults for those not given)."""
+    spec = table_kernel(kernel)
+    shape = tuple(shape)
+    channels = (shape[1],) if len(shape) > 1 else (0,)
     current = emulator.settings()
-    n, c, plane = batch_channels_spatial(tuple(shape))
     return emulator.binding().batch_norm_leaky_relu_tiling(
-        kernel, n, c, plane, element_size, current.platform if platform is None else platform,
-        current.vector_cores if vector_cores is None else vector_cores, negative_slope, eps, momentum,
-        update_running_stats, relu)
+        kernel, [shape if t.name in ("x", "dy", "y") else channels for t in spec.inputs], element_size,
+        {a.name: a.default for a in spec.attrs} | attrs, current.platform if platform is None else platform,
+        current.vector_cores if vector_cores is None else vector_cores)
 
 
 def _check_statistics(**tensors) -> None:
@@ -129,7 +131,7 @@ def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope:
         "dy": dy, "y": y, "weight": weight, "bias": bias, "save_invstd": save_invstd, "dx": dx,
         "grad_weight": grad_weight, "grad_bias": grad_bias}, {"negative_slope": negative_slope},
         lambda: batch_norm_leaky_relu_tiling("batch_norm_leaky_relu_grad", dy.shape, dy.element_size(),
-                                             negative_slope))
+                                             negative_slope=negative_slope))
     return dx, grad_weight, grad_bias
 
 
@@ -181,10 +183,29 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
 
 def conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int,
                                    negative_slope: float = 0.0, platform: str | None = None):
-    """The op_host tiling (ascend_acts._sim.ConvBnLeakyReluEvalTiling); padding (top, bottom, left, right)."""
+    """The op_host tiling (ascend_acts._sim.ConvBnLeakyReluEvalTiling) of the layer: W' of `weight_shape`
+    (C_out, C_in, kh, kw), which the kernel reads packed (`packed_weight_shape`); padding (top, bottom, left, right);
+    groups = 1."""
+    platform = emulator.settings().platform if platform is None else platform
+    x_shape, weight_shape = tuple(x_shape), tuple(weight_shape)
+    layer = f"for input {list(x_shape)}, weight {list(weight_shape)} on {platform}"
+    if len(x_shape) != 4 or len(weight_shape) != 4:
+        raise ValueError(f"conv_bn_leaky_relu_eval_tiling(): x_shape and weight_shape need 4 sizes, {layer}")
+    if weight_shape[1] != x_shape[1]:
+        raise ValueError(f"conv_bn_leaky_relu_eval_tiling(): weight.shape[1] is not the input's channels (groups = 1), "
+                         f"{layer}")
+    attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
+             "negative_slope": negative_slope}
     return emulator.binding().conv_bn_leaky_relu_eval_tiling(
-        list(x_shape), list(weight_shape), list(stride), list(padding), list(dilation), element_size,
-        emulator.settings().platform if platform is None else platform, negative_slope)
+        "conv_bn_leaky_relu_eval", [x_shape, packed_weight_shape(weight_shape, element_size), (weight_shape[0],)],
+        element_size, attrs, platform)
+
+
+def packed_weight_shape(weight_shape, element_size: int) -> tuple[int, ...]:
+    """The shape (C1, kh, kw, M1, 16, C0) of W' (C_out, C_in, kh, kw) packed by `pack_weight`, C0 = 32 bytes."""
+    cout, cin, kh, kw = weight_shape
+    c0 = 32 // max(element_size, 1)
+    return -(-cin // c0), kh, kw, -(-cout // 16), 16, c0
 
 
 def conv_bn_leaky_relu_eval_has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int) -> bool:
@@ -200,9 +221,8 @@ def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """W' (Cout, Cin, kh, kw) in the kernel's FRACTAL_Z layout (C1, kh, kw, M1, 16, C0), C0 = 32 bytes of `dtype`:
     element [c1][i][j][mi][r][c] = W'[mi*16 + r][c1*C0 + c][i][j], zero past Cout and Cin
     (op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h)."""
-    c0 = 32 // torch.empty((), dtype=dtype).element_size()
     cout, cin, kh, kw = weight.shape
-    m1, c1 = -(-cout // 16), -(-cin // c0)
+    c1, _, _, m1, _, c0 = packed_weight_shape(weight.shape, torch.empty((), dtype=dtype).element_size())
     padded = torch.nn.functional.pad(weight.to(dtype), (0, 0, 0, 0, 0, c1 * c0 - cin, 0, m1 * 16 - cout))
     return padded.view(m1, 16, c1, c0, kh, kw).permute(2, 4, 5, 0, 1, 3).contiguous()
 
@@ -219,9 +239,11 @@ def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: floa
                     device=x.device)
     attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
              "negative_slope": negative_slope}
-    launch("conv_bn_leaky_relu_eval", {"x": x, "weight": pack_weight(weight, x.dtype), "bias": bias, "y": y}, attrs,
-           lambda: conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, stride, padding, dilation, x.element_size(),
-                                                  negative_slope))
+    packed = pack_weight(weight, x.dtype)
+    launch("conv_bn_leaky_relu_eval", {"x": x, "weight": packed, "bias": bias, "y": y}, attrs,
+           lambda: emulator.binding().conv_bn_leaky_relu_eval_tiling(  # the op package's tiling, from the launch's
+               "conv_bn_leaky_relu_eval", [x.shape, packed.shape, bias.shape], x.element_size(), attrs,
+               emulator.settings().platform))
     return y
 
 

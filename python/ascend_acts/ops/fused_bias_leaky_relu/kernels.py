@@ -12,27 +12,33 @@ float32 sum and every bias is read once over all pieces; results equal one launc
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
 from ...numerics.layout import batch_channels_spatial
+from ...op_table import kernel as table_kernel
 
 LAUNCH_BYTES = 1 << 26
 
 
-def tiling(kernel: str, shape, element_size: int, has_bias: bool = True, negative_slope: float = 0.2,
-           scale: float = math.sqrt(2.0), saved_is_result: bool = True, platform: str | None = None,
-           vector_cores: int | None = None):
+def tiling(kernel: str, shape, element_size: int, has_bias: bool = True, platform: str | None = None,
+           vector_cores: int | None = None, **attrs):
     """The op_host tiling (ascend_acts._sim.FusedBiasLeakyReluTiling) of `kernel` for an input of `shape`
-    (N, C, spatial...); only the sizes are used, so they may exceed what fits in memory."""
+    (N, C, spatial...) with the kernel's attributes `attrs` (the op table's defaults for those not given); only the
+    sizes are used, so they may exceed what fits in memory."""
+    spec = table_kernel(kernel)
     current = emulator.settings()
-    n, c, s = batch_channels_spatial(tuple(shape))
     return emulator.binding().fused_bias_leaky_relu_tiling(
-        kernel, n, c, s, element_size, has_bias, current.platform if platform is None else platform,
-        current.vector_cores if vector_cores is None else vector_cores, negative_slope, scale, saved_is_result)
+        kernel, _input_shapes(spec, tuple(shape), has_bias), element_size,
+        {a.name: a.default for a in spec.attrs} | attrs, current.platform if platform is None else platform,
+        current.vector_cores if vector_cores is None else vector_cores)
+
+
+def _input_shapes(spec, shape: tuple, has_bias: bool) -> list:
+    """The shapes of the kernel's inputs: the data tensors (x; dy and saved) of `shape`, then the optional bias."""
+    channels = shape[1] if len(shape) > 1 else 0
+    return [shape if t.name != "bias" else ((channels,) if has_bias else None) for t in spec.inputs]
 
 
 def _check_input(name: str, t: torch.Tensor) -> None:
@@ -72,12 +78,12 @@ def _channels(t: torch.Tensor | None, piece: tuple[int, int], whole: bool) -> to
 
 
 def _launch(kernel: str, like: torch.Tensor, buffers: dict, **attrs) -> None:
-    def tiling():
+    def tiling():  # the op package's tiling, from the launch's inputs and the kernel's attributes
         settings = emulator.settings()
-        n, c, s = batch_channels_spatial(tuple(like.shape))
         return emulator.binding().fused_bias_leaky_relu_tiling(
-            kernel, n, c, s, like.element_size(), buffers["bias"] is not None, settings.platform,
-            settings.vector_cores, **attrs)
+            kernel, [None if buffers[t.name] is None else tuple(buffers[t.name].shape)
+                     for t in table_kernel(kernel).inputs],
+            like.element_size(), attrs, settings.platform, settings.vector_cores)
 
     launch(kernel, buffers, attrs, tiling)
 

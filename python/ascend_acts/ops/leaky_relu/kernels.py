@@ -34,20 +34,24 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     return t.reshape(-1)  # a view: the backend gets contiguous tensors
 
 
-def tiling(kernel: str, total_length: int, element_size: int, negative_slope: float = 0.0, lower: float = 0.0,
-           span: float = 0.0, index_base: int = 0, platform: str | None = None, vector_cores: int | None = None):
-    """The op_host tiling (ascend_acts._sim.ElementwiseTiling) `kernel` runs with here (for inspection and tests)."""
+def tiling(kernel: str, total_length: int, element_size: int, index_base: int = 0, platform: str | None = None,
+           vector_cores: int | None = None, **attrs):
+    """The op_host tiling (ascend_acts._sim.ElementwiseTiling) `kernel` runs with here (for inspection and tests):
+    over `total_length` elements, with the kernel's attributes `attrs` (the op table's defaults for those not
+    given)."""
+    spec = table_kernel(kernel)
     current = emulator.settings()
+    inputs = [(total_length,)] + [(1,)] * (len(spec.inputs) - 1)  # the data, then RReLU's one-element seed
     return emulator.binding().elementwise_tiling(
-        kernel, total_length, element_size, current.platform if platform is None else platform,
-        current.vector_cores if vector_cores is None else vector_cores, negative_slope, lower, span, index_base)
+        kernel, inputs, element_size, {a.name: a.default for a in spec.attrs} | attrs,
+        current.platform if platform is None else platform,
+        current.vector_cores if vector_cores is None else vector_cores, index_base)
 
 
-def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], attrs: dict, index_base: int = 0,
-        tiling_attrs: dict | None = None) -> torch.Tensor:
+def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], attrs: dict,
+        index_base: int = 0) -> torch.Tensor:
     """`kernel` over `inputs` (its op-table inputs in order: the data tensors, then RReLU's seed) with the kernel's
-    attributes `attrs`, into `out` (a new tensor when None); on the emulator in pieces of at most LAUNCH_BYTES,
-    tiled with `tiling_attrs` (the host tiling's arguments, `attrs` when None)."""
+    attributes `attrs`, into `out` (a new tensor when None); on the emulator in pieces of at most LAUNCH_BYTES."""
     data = inputs[0]
     check_dtype(data)
     spec = table_kernel(kernel)
@@ -71,8 +75,7 @@ def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...],
     for start in range(0, max(data.numel(), 1), step):  # one (empty) launch for an empty tensor
         piece = slice(start, start + step)
         pieces = [t[piece] if split else t for t, split in zip(flats, per_element)]
-        _launch_piece(spec, written[piece], pieces, index_base + start, attrs,
-                      attrs if tiling_attrs is None else tiling_attrs, scratch)
+        _launch_piece(spec, written[piece], pieces, index_base + start, attrs, scratch)
     if written is not flat_out:
         flat_out.copy_(written)
     if target is not result:
@@ -80,14 +83,14 @@ def run(kernel: str, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...],
     return result
 
 
-def _launch_piece(spec, out, inputs, index_base, attrs, tiling_attrs, scratch) -> None:
+def _launch_piece(spec, out, inputs, index_base, attrs, scratch) -> None:
     target = out if scratch is None else scratch[:out.numel()]
 
-    def tiling():
+    def tiling():  # the op package's tiling, from the piece's inputs and the kernel's attributes
         settings = emulator.settings()
         return emulator.binding().elementwise_tiling(
-            spec.base, out.numel(), out.element_size(), settings.platform, settings.vector_cores,
-            index_base=index_base, **tiling_attrs)
+            spec.base, [tuple(t.shape) for t in inputs], out.element_size(), attrs, settings.platform,
+            settings.vector_cores, index_base)
 
     buffers = {t.name: tensor for t, tensor in zip(spec.inputs, inputs)} | {spec.outputs[0].name: target}
     launch(spec.base, buffers, attrs, tiling)

@@ -14,21 +14,13 @@ def _seed(seed: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     return seed.reshape(1).to(like.device).contiguous()
 
 
-def _bounds(lower: float, upper: float) -> dict:
-    """The kernels' float32 lower bound and span (op_kernel/elementwise/rrelu_noise.h): the emulator's host tiling
-    arguments (the op package's tiling function computes them from the attributes)."""
-    lo = torch.tensor(lower, dtype=torch.float32)
-    return {"lower": float(lo), "span": float(torch.tensor(upper, dtype=torch.float32) - lo)}
-
-
 def rrelu(self: torch.Tensor, seed: torch.Tensor, lower: float, upper: float,
           *, out: torch.Tensor | None = None, index_base: int = 0) -> torch.Tensor:
     """`index_base`: the flat index of element 0 (the noise is keyed on (seed, flat index))."""
-    return run("rrelu", out, (self, _seed(seed, self)), {"lower": lower, "upper": upper}, index_base,
-               _bounds(lower, upper))
+    return run("rrelu", out, (self, _seed(seed, self)), {"lower": lower, "upper": upper}, index_base)
 
 
 def rrelu_backward(grad_output: torch.Tensor, self: torch.Tensor, seed: torch.Tensor, lower: float,
                    upper: float, saved_is_result: bool, *, index_base: int = 0) -> torch.Tensor:
     return run("rrelu_grad", None, (grad_output, self, _seed(seed, grad_output)), {"lower": lower, "upper": upper},
-               index_base, _bounds(lower, upper))
+               index_base)
