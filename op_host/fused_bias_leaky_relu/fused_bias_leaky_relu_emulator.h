@@ -22,14 +22,15 @@ inline ascend_acts::FusedBiasLeakyReluTiling FusedBiasTilingFor(const std::strin
                                                                 uint64_t channels, uint64_t spatial,
                                                                 uint32_t elementSize, bool hasBias,
                                                                 const std::string& platformName, uint32_t vectorCores,
-                                                                float negativeSlope, float scale, bool savedIsResult) {
+                                                                float negativeSlope, float scale, bool savedIsResult,
+                                                                float clamp, bool relu) {
     using namespace ascend_acts;
     const auto pass = static_cast<FusedBiasPass>(
         VariantOf<FusedBiasLeakyReluTiling>(kernel, "fused_bias_leaky_relu_tiling"));
     const auto& platform = PlatformNamed(platformName);
     FusedBiasLeakyReluTiling tiling{};
     if (!ComputeFusedBiasLeakyReluTiling(pass, batch, channels, spatial, elementSize, hasBias, negativeSlope, scale,
-                                         savedIsResult, vectorCores == 0 ? platform.vectorCores : vectorCores,
+                                         savedIsResult, clamp, relu, vectorCores == 0 ? platform.vectorCores : vectorCores,
                                          platform.ubBytes, tiling)) {
         Refuse("no tiling for " + kernel + " of shape (" + std::to_string(batch) + ", " + std::to_string(channels) +
                ", " + std::to_string(spatial) + " spatial) with " + std::to_string(elementSize) + "-byte elements on " +
@@ -45,7 +46,7 @@ struct TilingFunction<ascend_acts::FusedBiasLeakyReluTiling> {
     static constexpr auto kArgs = std::make_tuple(
         Arg("kernel"), Arg("batch"), Arg("channels"), Arg("spatial"), Arg("element_size"), Arg("has_bias", true),
         Arg("platform", "ascend910b1"), Arg("vector_cores", 0), Arg("negative_slope", 0.2f), Arg("scale", 1.4142135f),
-        Arg("saved_is_result", true));
+        Arg("saved_is_result", true), Arg("clamp", -1.0f), Arg("relu", false));
     static constexpr const char* kDoc =
         "ComputeFusedBiasLeakyReluTiling for `kernel` over x viewed as (batch, channels, spatial); mode 0 Rows, "
         "1 Columns; vector_cores 0: the platform's. ValueError when it has none.";

@@ -10,7 +10,7 @@
 namespace optiling {
 
 // Inputs in OpDef order: forward x, bias (optional); backward dy, saved, bias (optional). Attributes:
-// negative_slope, scale, then (backward only) saved_is_result.
+// negative_slope, scale, then (backward only) saved_is_result, then clamp, relu.
 template <ascend_acts::FusedBiasPass kPass>
 ge::graphStatus FusedBiasLeakyReluTilingFunc(gert::TilingContext* context) {
     auto platform = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
@@ -26,11 +26,14 @@ ge::graphStatus FusedBiasLeakyReluTilingFunc(gert::TilingContext* context) {
     float slope = *attrs->GetAttrPointer<float>(0);
     float scale = *attrs->GetAttrPointer<float>(1);
     bool savedIsResult = backward ? *attrs->GetAttrPointer<bool>(2) : true;
+    const size_t modeAttrs = backward ? 3 : 2;
+    float clamp = *attrs->GetAttrPointer<float>(modeAttrs);
+    bool relu = *attrs->GetAttrPointer<bool>(modeAttrs + 1);
 
     ascend_acts::FusedBiasLeakyReluTiling tiling;
     if (!ascend_acts::ComputeFusedBiasLeakyReluTiling(kPass, batch, channels, spatial, elementSize, hasBias, slope,
-                                                      scale, savedIsResult, platform.GetCoreNumAiv(), ubBytes,
-                                                      tiling)) {
+                                                      scale, savedIsResult, clamp, relu, platform.GetCoreNumAiv(),
+                                                      ubBytes, tiling)) {
         return ge::GRAPH_FAILED;
     }
     return SetPlainTiling(context, platform, tiling.usedCoreNum, key, tiling);

@@ -53,10 +53,13 @@ uint64_t LargestFitting(uint64_t high, Fits&& fits) {
 // a zero grad_bias.
 inline bool ComputeFusedBiasLeakyReluTiling(FusedBiasPass pass, uint64_t batch, uint64_t channels, uint64_t spatial,
                                             uint32_t elementSize, bool hasBias, float negativeSlope, float scale,
-                                            bool savedIsResult, uint32_t vectorCoreNum, uint64_t ubBytes,
-                                            FusedBiasLeakyReluTiling& tiling) {
+                                            bool savedIsResult, float clamp, bool relu, uint32_t vectorCoreNum,
+                                            uint64_t ubBytes, FusedBiasLeakyReluTiling& tiling) {
     using namespace fused_bias_tiling;
     if (channels == 0 || vectorCoreNum == 0 || (elementSize != 2 && elementSize != 4)) return false;
+    // a clamp's gradient needs the pre-clamp output (the saved output is ambiguous at +-clamp); NaN: no clamp
+    // means a negative one
+    if (clamp != clamp || (clamp >= 0.0f && pass == FusedBiasPass::Backward && savedIsResult)) return false;
     const bool backward = pass == FusedBiasPass::Backward;
     FusedBiasLeakyReluTiling t{};
     t.batch = batch;
@@ -70,8 +73,10 @@ inline bool ComputeFusedBiasLeakyReluTiling(FusedBiasPass pass, uint64_t batch, 
     t.negativeSlope = negativeSlope;
     t.scale = scale;
     t.elementSize = elementSize;
+    t.relu = relu ? 1 : 0;
+    t.clamp = clamp;
     const uint64_t coreChannels = t.channelsPerCore + (t.bigCoreCount ? 1 : 0);  // the most any core owns
-    const uint64_t usable = UsableUbBytes(ubBytes, backward);                    // the backward uses Select
+    const uint64_t usable = UsableUbBytes(ubBytes, FusedBiasSelects(t, backward));
     const uint32_t perBlock = kBlockBytes / elementSize;
 
     // Sets the tile shape; whether its buffers fit the UB and its rows one DataCopyPad.
