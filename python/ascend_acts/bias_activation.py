@@ -175,13 +175,14 @@ def bias_act(x: torch.Tensor, b: torch.Tensor | None = None, dim: int = 1, act: 
     - `clamp`: None (no clamping) or a number >= 0: the result is clamped to [-clamp, clamp] (zero gradient
       outside, as torch.clamp's).
     - `impl`: 'ref' or 'cuda' (anything else is an error, as in NVlabs), otherwise ignored: ours picks its own
-      implementation. linear and lrelu run on our fused op `ascend_acts::fused_bias_leaky_relu` (scale =
-      gain; the bias moved to dimension 1 when `dim` is another one) followed by torch.clamp when clamping; the
+      implementation. linear, relu and lrelu run on our fused op `ascend_acts::fused_bias_leaky_relu` (scale =
+      gain, the clamp and relu modes; x viewed as (outer, channels, inner) when `dim` is not 1), one kernel
+      launch each way; linear with gain 1 and no clamp passes the gradient through, as the composite's Add. The
       other activations are torch composites of NVlabs' formulas.
 
-    float32: linear and lrelu are the composite `act(x + b.view(...)) * gain` bit for bit (relu, a composite, is
-    too: the op's LeakyReLU with slope 0 would give NaN for -inf and -0.0 where relu gives 0 and +0.0). Half types: the
-    fused activations round once, the composite after each step. First and second derivatives, forward-mode AD,
+    float32: linear, relu and lrelu are the composite `act(x + b.view(...)) * gain`, clamped, bit for bit (values
+    and input gradients; the bias gradient to rounding). Half types: the fused activations round once, the
+    composite after each step. First and second derivatives, forward-mode AD,
     torch.compile and autocast (which the composite's ops ignore: a float32 `b` promotes a half `x`) work.
     Errors name the argument: ValueError for `act`, `dim`, `clamp` and `impl` (NVlabs: AssertionError or
     KeyError), RuntimeError for a `b` of the wrong shape, dtype or device, TypeError for a wrong type.
