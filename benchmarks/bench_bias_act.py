@@ -224,7 +224,8 @@ def plot(cpu: list[BenchRow], traffic: list[BenchRow], model: list[BenchRow], im
         saved, base = pick.get(("cpu", shape, ours_impl, "forward")), pick.get(("cpu", shape, COMPOSITE, "forward"))
         gm = pick.get(("traffic", shape, COMPOSITE, "forward+backward"))
         modelled = pick.get(("model", shape, "ours", "forward+backward"))
-        values = [time_row.ratio if time_row else 0, saved.saved_bytes / base.saved_bytes if saved and base.saved_bytes else 0,
+        kept = saved.saved_bytes / base.saved_bytes if saved and base.saved_bytes else 0
+        values = [time_row.ratio if time_row else 0, kept,
                   1 / gm.ratio if gm and gm.ratio else 0, 1 / modelled.ratio if modelled else 0]
         for panel, value in zip(panels.values(), values):
             panel.append(value)

@@ -438,8 +438,8 @@ NOTES = [
     "extra: charged besides the launch (the eval kernel's weight packing, a permute of W' per call)",
     "bias_act: ascend_acts.bias_act (NVlabs' interface) with clamp 256: our fused bias + LeakyReLU kernel with the "
     "clamp inside (forward; backward: its backward kernel from the kept input, the unclamped output recomputed for "
-    "the clamp's gradient), vs NVlabs' reference composite as aclnn ops (Add, LeakyRelu, Muls, Clamp; backward the clamp's "
-    "gradient, Muls, LeakyReluBackward, ReduceSum), each op at its ideal as every CANN way here",
+    "the clamp's gradient), vs NVlabs' reference composite as aclnn ops (Add, LeakyRelu, Muls, Clamp; backward the "
+    "clamp's gradient, Muls, LeakyReluBackward, ReduceSum), each op at its ideal as every CANN way here",
     "ours us, DMA latency 0: the same kernel rescheduled without the (assumed, unsourced) 500-cycle DMA latency; "
     "where it differs much from ours, the time hinges on that assumption (the kernel waits for its copies: small "
     "tiles or too few buffers in flight)",

@@ -29,9 +29,9 @@ inline ascend_acts::FusedBiasLeakyReluTiling FusedBiasTilingFor(const std::strin
         VariantOf<FusedBiasLeakyReluTiling>(kernel, "fused_bias_leaky_relu_tiling"));
     const auto& platform = PlatformNamed(platformName);
     FusedBiasLeakyReluTiling tiling{};
-    if (!ComputeFusedBiasLeakyReluTiling(pass, batch, channels, spatial, elementSize, hasBias, negativeSlope, scale,
-                                         savedIsResult, clamp, relu, vectorCores == 0 ? platform.vectorCores : vectorCores,
-                                         platform.ubBytes, tiling)) {
+    if (!ComputeFusedBiasLeakyReluTiling(
+            pass, batch, channels, spatial, elementSize, hasBias, negativeSlope, scale, savedIsResult, clamp, relu,
+            vectorCores == 0 ? platform.vectorCores : vectorCores, platform.ubBytes, tiling)) {
         Refuse("no tiling for " + kernel + " of shape (" + std::to_string(batch) + ", " + std::to_string(channels) +
                ", " + std::to_string(spatial) + " spatial) with " + std::to_string(elementSize) + "-byte elements on " +
                platformName);

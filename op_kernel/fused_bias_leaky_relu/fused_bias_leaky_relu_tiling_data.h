@@ -34,7 +34,7 @@ struct FusedBiasLeakyReluTiling {
     uint32_t channelBlock;   // G: channels whose biases (and grad_bias) are staged in UB at once (Columns: W)
     uint32_t hasBias;        // 0 or 1: the optional bias was given
     uint32_t savedIsResult;  // backward: 1 when `saved` is the output y, 0 when it is the input x
-    float negativeSlope;   // unused when relu
+    float negativeSlope;     // unused when relu
     float scale;
     uint32_t elementSize;  // bytes of the data dtype
     uint32_t relu;         // 1: the activation is torch.relu (t <= 0 gives +0.0, NaN stays NaN), not LeakyReLU

@@ -1,7 +1,8 @@
 """The fused bias + LeakyReLU kernels (op_kernel/ family "fused_bias_leaky_relu", StyleGAN2's fused_leaky_relu): on
 the emulator for CPU tensors (the "sim" backend's functions), through the op package on NPU tensors, one launch
 sequence for both (`backends.launch`): y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1
-(relu: torch.relu in place of the LeakyReLU; clamp >= 0: clamped to [-clamp, clamp]), and its backward with the per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
+(relu: torch.relu in place of the LeakyReLU; clamp >= 0: clamped to [-clamp, clamp]), and its backward with the
+per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
 
 On the emulator large tensors run in pieces of whole channels: it records, per output byte, which block wrote it
 (2 bytes each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous

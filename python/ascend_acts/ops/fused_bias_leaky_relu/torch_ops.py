@@ -1,8 +1,8 @@
 """StyleGAN2's fused bias + LeakyReLU (with bias_act's relu and clamp modes) written with torch tensor ops only, so
-it runs on any device (the "torch" backend; the protocol of `ascend_acts.backends`): the reference's rounding order (this folder's reference.py),
-computed in float32 (float64 stays float64) and rounded once. The values and grad_input are the reference's bit
-for bit; grad_bias is accumulated in the compute dtype (per (n, c) row, then over n), where the reference
-accumulates in float64.
+it runs on any device (the "torch" backend; the protocol of `ascend_acts.backends`): the reference's rounding
+order (this folder's reference.py), computed in float32 (float64 stays float64) and rounded once. The values and
+grad_input are the reference's bit for bit; grad_bias is accumulated in the compute dtype (per (n, c) row, then
+over n), where the reference accumulates in float64.
 """
 
 from __future__ import annotations
