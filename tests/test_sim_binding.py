@@ -215,7 +215,7 @@ SIGNATURES = {
                                     "update_running_stats=False",
     "fused_bias_leaky_relu_tiling": "kernel, batch, channels, spatial, element_size, has_bias=True, "
                                     "platform='ascend910b1', vector_cores=0, negative_slope=0.20000000298023224, "
-                                    "scale=1.4142135381698608, saved_is_result=True",
+                                    "scale=1.4142135381698608, saved_is_result=True, clamp=-1.0, relu=False",
     "conv_bn_leaky_relu_eval_tiling": "x_shape, weight_shape, stride, padding, dilation, element_size, "
                                       "platform='ascend910b1', negative_slope=0.0",
 }
