@@ -295,12 +295,34 @@ def test_sim_first_and_second_derivatives_float32(backend, act):
 
 @pytest.mark.parametrize("act", ["linear", "relu", "lrelu", "tanh", "swish"])
 @pytest.mark.parametrize("dim", [1, 3])
-def test_forward_ad(act, dim):
-    x, b = smooth_inputs(act, dim, True, None, None, 0.8, shape=(2, 3, 4, 5))
+@pytest.mark.parametrize("clamp", [0.8, None])  # linear without a clamp: the gradient passes through (its own jvp)
+def test_forward_ad(act, dim, clamp):
+    x, b = smooth_inputs(act, dim, True, None, None, clamp, shape=(2, 3, 4, 5))
     tx, tb = torch.randn_like(x), torch.randn_like(b)
-    ours = torch.func.jvp(lambda x, b: ascend_acts.bias_act(x, b, dim, act, clamp=0.8), (x, b), (tx, tb))
-    theirs = torch.func.jvp(lambda x, b: composite(x, b, dim, act, clamp=0.8), (x, b), (tx, tb))
+    ours = torch.func.jvp(lambda x, b: ascend_acts.bias_act(x, b, dim, act, clamp=clamp), (x, b), (tx, tb))
+    theirs = torch.func.jvp(lambda x, b: composite(x, b, dim, act, clamp=clamp), (x, b), (tx, tb))
     torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    # and the dual-number API (forward AD through autograd, not functorch)
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        y = ascend_acts.bias_act(fwAD.make_dual(x.detach(), tx), fwAD.make_dual(b.detach(), tb), dim, act, clamp=clamp)
+        torch.testing.assert_close(fwAD.unpack_dual(y).tangent, theirs[1], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("act, clamp", [("linear", None), ("lrelu", 0.8)])
+def test_forward_ad_of_one_argument(act, clamp):
+    """A tangent for x only or b only (the other argument a plain tensor), against the composite's."""
+    x, b = smooth_inputs(act, 2, True, None, None, clamp, shape=(2, 3, 4))
+    x, b = x.detach(), b.detach()
+    import torch.autograd.forward_ad as fwAD
+
+    for tangents in ((torch.randn_like(x), None), (None, torch.randn_like(b))):
+        with fwAD.dual_level():
+            args = [t if tangent is None else fwAD.make_dual(t, tangent) for t, tangent in zip((x, b), tangents)]
+            ours = fwAD.unpack_dual(ascend_acts.bias_act(*args, 2, act, clamp=clamp)).tangent
+            theirs = fwAD.unpack_dual(composite(*args, 2, act, clamp=clamp)).tangent
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
 
 
 # --- autocast and compile -------------------------------------------------------------------------------------
@@ -335,6 +357,7 @@ class Small(nn.Module):
     def forward(self, x):  # x (N, 4, 5)
         h = ascend_acts.bias_act(torch.einsum("ncl,oc->nol", x, self.weight), self.bias, act="lrelu", clamp=1.5)
         h = ascend_acts.bias_act(h, self.bias2, dim=2, act="relu")
+        h = ascend_acts.bias_act(h, self.bias2, dim=2)  # linear, gain 1, no clamp: the pass-through backward
         return ascend_acts.bias_act(h, None, act="swish", gain=0.5)
 
 

@@ -103,7 +103,8 @@ def _spec(act) -> Activation:
 class _BiasAdd(torch.autograd.Function):
     """x + b over dimension 1 (linear, gain 1, no clamp) on our forward kernel; its backward is the composite's Add's:
     grad_x is grad_output itself (no kernel writes a copy of it) and grad_b a reduction of it, so the bias has no
-    second derivative, as in the composite."""
+    second derivative, as in the composite. (Not a branch of the op's own autograd: fused_leaky_relu with slope 1
+    and scale 1 keeps its kernel's grad_bias bits.)"""
 
     generate_vmap_rule = True
 
@@ -113,27 +114,31 @@ class _BiasAdd(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        pass
+        ctx.shape = inputs[0].shape
 
     @staticmethod
     def backward(ctx, grad_output):
-        b_needs_grad = ctx.needs_input_grad[1]
         reduced = [i for i in range(grad_output.dim()) if i != 1]
-        return grad_output, grad_output.sum(reduced) if b_needs_grad else None
+        return grad_output, grad_output.sum(reduced) if ctx.needs_input_grad[1] else None
+
+
+class _BiasAddForwardAD(_BiasAdd):
+    """_BiasAdd with its forward-mode derivative, x_t + b_t (eager: dynamo cannot trace a Function with a custom
+    jvp, so compiled graphs take _BiasAdd)."""
 
     @staticmethod
     def jvp(ctx, x_tangent, b_tangent):
         if b_tangent is None:
             return x_tangent
-        spread = b_tangent.view([-1 if i == 1 else 1 for i in range(max(x_tangent.dim(), 2))])
-        return x_tangent + spread if x_tangent is not None else spread
+        spread = b_tangent.view([-1 if i == 1 else 1 for i in range(len(ctx.shape))])
+        return x_tangent + spread if x_tangent is not None else spread.expand(ctx.shape).clone()
 
 
 def _on_kernels(x: torch.Tensor, b: torch.Tensor | None, slope: float, gain: float, clamp: float,
                 relu: bool) -> torch.Tensor:
     """Our op on x of rank >= 2, the bias over dimension 1."""
     if b is not None and not relu and slope == 1 and gain == 1 and clamp < 0:
-        return _BiasAdd.apply(x, b)
+        return (_BiasAdd if torch.compiler.is_compiling() else _BiasAddForwardAD).apply(x, b)
     return ops.fused_bias_leaky_relu(x, b, slope, gain, clamp, relu)
 
 
