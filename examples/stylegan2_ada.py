@@ -28,9 +28,9 @@ the FIR filters (upfirdn2d); the networks are tiny.
 
 --impl ascend uses `ascend_acts.compat.nvlabs.bias_act` (ascend_acts.bias_act: linear, relu and lrelu on our fused
 bias + activation op, the clamp inside its kernels); --impl composite NVlabs' reference semantics written here as a
-plain torch composite (x + b.view(...), the activation, * gain, clamp). Both have the same interface (`bias_act`, `activation_funcs`),
-so the networks and their parameters are identical: from the same --seed both give the same losses (within
-float32 rounding), which tests/test_examples.py checks. Writes stylegan2_ada.png (samples, losses, R1),
+plain torch composite (x + b.view(...), the activation, * gain, clamp). Both have the same interface (`bias_act`,
+`activation_funcs`), so the networks and their parameters are identical: from the same --seed both give the same
+losses (within float32 rounding), which tests/test_examples.py checks. Writes stylegan2_ada.png (samples, losses, R1),
 losses.csv and checkpoint.pt into --out.
 
     python examples/stylegan2_ada.py                           # CPU, reference backend, one thread, ~1 min
