@@ -269,12 +269,12 @@ TORCH_OPS: tuple[TorchOp, ...] = (
     # bias is over dim 1 of an input of rank >= 2
     # bias is over dim 1 of an input of rank >= 2; clamp (>= 0) and relu are NVlabs bias_act's modes
     TorchOp("fused_bias_leaky_relu",
-            "(Tensor input, Tensor? bias, float negative_slope, float scale, float clamp=-1, bool relu=False) "
+            "(Tensor input, Tensor? bias, float negative_slope, float scale, float clamp=-1., bool relu=False) "
             "-> Tensor",
             ("fused_bias_leaky_relu",)),
     TorchOp("fused_bias_leaky_relu_backward",
             "(Tensor grad_output, Tensor saved, Tensor? bias, float negative_slope, float scale, bool saved_is_result,"
-            " float clamp=-1, bool relu=False) -> (Tensor grad_input, Tensor grad_bias)",
+            " float clamp=-1., bool relu=False) -> (Tensor grad_input, Tensor grad_bias)",
             ("fused_bias_leaky_relu_grad",)),
 )
 
