@@ -28,8 +28,8 @@ ops = torch.ops.ascend_acts
 class Activation:
     """One entry of `ACTIVATIONS`: `func(x, alpha=...)` (the activation alone, for the torch composite), the
     defaults that `alpha=None` and `gain=None` stand for, and whether our fused op runs it (leaky_relu with slope
-    `fused_slope(alpha)`; relu by the op's relu mode, the slope unused). `def_alpha` and `def_gain` are NVlabs' attribute names (networks.py reads
-    `activation_funcs[name].def_gain`)."""
+    `fused_slope(alpha)`; relu by the op's relu mode, the slope unused). `def_alpha` and `def_gain` are NVlabs'
+    attribute names (networks.py reads `activation_funcs[name].def_gain`)."""
 
     func: Callable[..., torch.Tensor]  # func(x, alpha=...), as NVlabs calls it
     def_alpha: float
