@@ -1,7 +1,8 @@
 """NVlabs' bias_act (StyleGAN2-ADA / StyleGAN3), float32: ascend_acts.bias_act vs NVlabs' reference semantics
 as a plain torch composite (x + b.view(...), the activation, * gain, clamp), side by side in one run, on
-StyleGAN2-ADA's layer shapes (batch --batch): the mapping network's 512-wide lrelu layers, synthesis convs
-(512 channels at 8x8, 256 at 32x32) lrelu with conv_clamp 256, ToRGB (3 channels at 32x32) linear with clamp.
+StyleGAN2-ADA's layer shapes (batch --batch): the mapping network's 512-wide lrelu layers, a style affine layer
+(512 wide, linear, gain 1, no clamp), synthesis convs (512 channels at 8x8, 256 at 32x32) lrelu with conv_clamp
+256, ToRGB (3 channels at 32x32) linear with clamp.
 
 CPU part: forward, backward (gradients of x and b), forward+backward and the bytes autograd keeps for the
 backward, the composite and ours on the ascend_acts `reference` backend (--backends for others) taking turns
@@ -9,14 +10,14 @@ backward, the composite and ours on the ascend_acts `reference` backend (--backe
 the clamp bites (about 4% of lrelu * sqrt(2) beyond 256) and its gradient mask matters.
 
 Traffic part (the NPU side): the GM bytes of our launches counted by the emulator (`sim` backend, through
-ascend_acts.bias_act itself: forward, then torch.autograd.grad), plus the clamp, which this stage runs as a
-separate op (torch.clamp: charged its ideal traffic, read N + write N forward, read dy + the kept tensor + write
-dx backward, one launch each way), next to the composite's ideal traffic (each of its ops reads and writes the
+ascend_acts.bias_act itself: forward, then torch.autograd.grad; the clamp is inside the kernels; linear with gain 1
+and no clamp runs no backward kernel, its bias gradient a torch sum, charged its ideal: read N, write C), next to
+the composite's ideal traffic (each of its ops reads and writes the
 whole tensor once: Add, LeakyRelu, Muls, Clamp and their backwards, ReduceSum for the bias gradient), each turned
 into bytes / 1.6 TB/s (a floor for memory-bound work, as bench_fused_bias_leaky_relu.py).
 
 Modelled 910B time: benchmarks/perf_model.py's bias_act cases at these shapes (our kernel scheduled on the
-emulator's pipe timeline + the clamp as one aclnn elementwise op, vs the composite as aclnn ops each at its
+emulator's pipe timeline, vs the composite as aclnn ops each at its
 ideal + a launch each, the assumptions perf_model.py uses for every CANN-way row).
 
     python benchmarks/bench_bias_act.py            # batch 8; a few minutes on 2 cores
@@ -52,14 +53,16 @@ from common import (
 
 CONV_CLAMP = 256.0
 # (layer, shape after the batch dimension, act, clamp)
-SHAPES = [("mapping FC", (512,), "lrelu", None), ("synthesis conv 8x8", (512, 8, 8), "lrelu", CONV_CLAMP),
+SHAPES = [("mapping FC", (512,), "lrelu", None), ("style affine FC", (512,), "linear", None),
+          ("synthesis conv 8x8", (512, 8, 8), "lrelu", CONV_CLAMP),
           ("synthesis conv 32x32", (256, 32, 32), "lrelu", CONV_CLAMP),
           ("ToRGB 32x32", (3, 32, 32), "linear", CONV_CLAMP)]
-QUICK_SHAPES = [("mapping FC", (16,), "lrelu", None), ("synthesis conv", (8, 8, 8), "lrelu", CONV_CLAMP),
+QUICK_SHAPES = [("mapping FC", (16,), "lrelu", None), ("style affine FC", (16,), "linear", None),
+                ("synthesis conv", (8, 8, 8), "lrelu", CONV_CLAMP),
                 ("ToRGB", (3, 8, 8), "linear", CONV_CLAMP)]
 QUICK_BATCH = 2
 COMPOSITE = "NVlabs composite"
-OURS_TRAFFIC = "ours (emulator counters + clamp)"
+OURS_TRAFFIC = "ours (emulator counters)"
 DEFAULTS = {"linear": (0.0, 1.0), "lrelu": (0.2, math.sqrt(2))}  # act: (alpha, gain), NVlabs' defaults
 
 
@@ -140,12 +143,11 @@ def composite_steps(act: str, clamp) -> dict[str, list]:
     return {"forward": forward, "backward": backward}
 
 
-def clamp_steps(clamp) -> dict[str, list]:
-    """Ours besides the kernels: torch.clamp after the fused op (none without clamp)."""
-    if clamp is None:
-        return {"forward": [], "backward": []}
-    return {"forward": [("clamp (torch.clamp)", ("N",), ("N",))],
-            "backward": [("clamp's gradient (dy, kept output)", ("N", "N"), ("N",))]}
+def host_steps(act: str, clamp) -> dict[str, list]:
+    """Ours besides the kernels: linear with gain 1 and no clamp sums the gradient for the bias with torch (the
+    gradient itself passes through, as the composite's Add's)."""
+    identity = act == "linear" and DEFAULTS[act][1] == 1 and clamp is None
+    return {"forward": [], "backward": [("ReduceSum: grad_b (torch.sum)", ("N",), ("C",))] if identity else []}
 
 
 def measure_traffic(tag: str, shape, act: str, clamp, run_ours: bool) -> list[BenchRow]:
@@ -159,7 +161,7 @@ def measure_traffic(tag: str, shape, act: str, clamp, run_ours: bool) -> list[Be
                 output = ours(*leaves, act, clamp)
             with recorded_launches() as backward_launches:
                 torch.autograd.grad(output, leaves, inputs["grad"])
-        extra = clamp_steps(clamp)
+        extra = host_steps(act, clamp)
         measured[OURS_TRAFFIC] = {}
         for phase, launches in (("forward", forward_launches), ("backward", backward_launches)):
             kernel_bytes = bias_common.launches_bytes(launches)
@@ -184,6 +186,8 @@ def measure_model(tag: str, shape, act: str, clamp) -> list[BenchRow]:
                              modelled_910b_us=row.ours_us, cann_way_us=row.cann_us,
                              detail=f"ours bound by {row.binding}; CANN way: {row.cann_ops}; moves it most: "
                                     f"{row.most_sensitive}; flips past 1.0 under: {row.flips}"))
+    if len(rows) == 1:  # no backward kernel (linear, gain 1, no clamp): the composite's ReduceSum, not modelled
+        return rows
     forward, backward = rows
     rows.append(BenchRow("model", tag, forward.elements, forward.channels, "ours", "forward+backward",
                          ratio=(forward.cann_way_us + backward.cann_way_us)
@@ -220,7 +224,8 @@ def plot(cpu: list[BenchRow], traffic: list[BenchRow], model: list[BenchRow], im
         saved, base = pick.get(("cpu", shape, ours_impl, "forward")), pick.get(("cpu", shape, COMPOSITE, "forward"))
         gm = pick.get(("traffic", shape, COMPOSITE, "forward+backward"))
         modelled = pick.get(("model", shape, "ours", "forward+backward"))
-        values = [time_row.ratio if time_row else 0, saved.saved_bytes / base.saved_bytes if saved else 0,
+        kept = saved.saved_bytes / base.saved_bytes if saved and base.saved_bytes else 0
+        values = [time_row.ratio if time_row else 0, kept,
                   1 / gm.ratio if gm and gm.ratio else 0, 1 / modelled.ratio if modelled else 0]
         for panel, value in zip(panels.values(), values):
             panel.append(value)
@@ -266,7 +271,8 @@ def main(argv=None) -> None:
         "ratios",
         "composite: x + b.reshape(1, -1, 1, ...), F.leaky_relu(., 0.2), * gain when != 1, .clamp(-c, c) (NVlabs' "
         "reference semantics, each step a torch op); ours: ascend_acts.bias_act(x, b, act=..., clamp=...) under "
-        "ascend_acts.use_backend(name): our fused bias + LeakyReLU op, then torch.clamp",
+        "ascend_acts.use_backend(name): our fused bias + LeakyReLU op, the clamp inside it (linear, gain 1, no clamp: "
+        "the backward passes the gradient through and sums it for the bias, as the composite)",
         "backward: torch.autograd.grad of x and b from an output computed once (retain_graph); saved MiB: unique "
         "storages autograd keeps for the backward (saved_tensors_hooks)",
         "max rel. error: max over y, dx and db of max|result - exact| / max|exact|, exact = the composite in float64",
@@ -274,14 +280,16 @@ def main(argv=None) -> None:
         "channels, 4 B each): " + " | ".join(f"{r.shape} {r.phase}: {r.detail}" for r in traffic
                                                if r.impl == COMPOSITE and r.phase != "forward+backward"),
         "traffic, ours: GM bytes in and out of every emulator launch made by ascend_acts.bias_act and its backward "
-        "on the sim backend, plus the clamp (torch.clamp, not an emulator launch: charged its ideal)"
+        "on the sim backend (linear, gain 1, no clamp: plus the bias gradient's torch sum, not an emulator launch: "
+        "charged its ideal)"
         + ("; " + " | ".join(ours_details) if ours_details else ""),
         f"bytes / {bias_common.HBM_BYTES_PER_S / 1e12:.1f} TB/s: the commonly quoted 910B HBM bandwidth (+-30%), "
         "memory-bound work assumed, launches and compute not modelled: a floor",
         "modelled 910B: benchmarks/perf_model.py's bias_act cases at these shapes and inputs (ours: the fused "
-        "kernel's emulator pipe timeline and floors + one launch, + the clamp as one aclnn elementwise op; the "
-        "composite: its aclnn ops each at its ideal + one launch each; the same assumptions as every CANN-way row "
-        "of benchmarks/results/perf_model.md, which lists them)",
+        "kernel's emulator pipe timeline and floors + one launch, the clamp inside; the composite: its aclnn ops "
+        "each at its ideal + one launch each; the same assumptions as every CANN-way row of "
+        "benchmarks/results/perf_model.md, which lists them; linear, gain 1, no clamp: the forward only, its "
+        "backward being the composite's ReduceSum)",
         other_processes_note(usage_before, cpu_usage()),
     ]
     notes += [f"not measured: {what}" for what in not_measured]

@@ -221,12 +221,13 @@ BIAS_ACT_KERNEL = {"bias_act": "fused_bias_leaky_relu", "bias_act_grad": "fused_
 
 def bias_act_cases(shapes):
     """(kernel, case label, run) of ascend_acts.bias_act for each (act, shape, clamp) with act 'lrelu' (alpha 0.2,
-    gain sqrt(2)) or 'linear' (gain 1), bias over dim 1, float32. Ours: our fused kernel, and when clamping one
-    aclnn elementwise op charged besides the launch (aclnnClamp forward; backward its gradient, dy where the
-    clamp passed, else 0, from the kept output). The CANN way: NVlabs' reference composite as aclnn ops, forward
-    Add, LeakyRelu (lrelu), Muls (gain != 1), Clamp; backward the reverse: the clamp's gradient, Muls,
-    LeakyReluBackward, and ReduceSum for the bias gradient (linear without gain: the clamp's gradient, then
-    ReduceSum). Each op at its ideal, as the CANN-way rows above."""
+    gain sqrt(2)) or 'linear' (gain 1), bias over dim 1, float32. Ours: our fused kernel, the clamp inside it (the
+    backward then reads the kept input and recomputes the unclamped output for the clamp's gradient). The CANN
+    way: NVlabs' reference composite as aclnn ops, forward Add, LeakyRelu (lrelu), Muls (gain != 1), Clamp;
+    backward the reverse: the clamp's gradient, Muls, LeakyReluBackward, and ReduceSum for the bias gradient
+    (linear without gain: the clamp's gradient, then ReduceSum). Each op at its ideal, as the CANN-way rows above.
+    linear with gain 1 and no clamp has a forward case only: its backward runs no kernel of ours (the gradient
+    passes through and a ReduceSum gives the bias's, as the composite's)."""
     from ascend_acts.backends import sim
     from ascend_acts.ops.fused_bias_leaky_relu import kernels as fused_bias_sim
 
@@ -238,6 +239,7 @@ def bias_act_cases(shapes):
         dy = torch.randn(shape, generator=gen)
         ns = x.numel() * x.element_size()
         slope, gain = (0.2, 2**0.5) if act == "lrelu" else (1.0, 1.0)
+        bound = -1.0 if clamp is None else clamp
         case = f"{act}{f', clamp {clamp:g}' if clamp is not None else ''}, {tuple(shape)} float32"
         clamp_forward = [AclnnOp("aclnnClamp", 2 * ns, vector=(("Maxs", ns), ("Mins", ns)))] if clamp else []
         # the clamp's gradient: two compares of the kept tensor with the bounds, a select of dy or 0
@@ -256,18 +258,19 @@ def bias_act_cases(shapes):
         composite_backward.append(AclnnOp("aclnnReduceSum (grad_bias)", ns + bias.nbytes,
                                           vector=(("ReduceSum", ns),)))
 
-        def forward(x=x, bias=bias, slope=slope, gain=gain, cann=composite_forward + clamp_forward,
-                    extra=clamp_forward):
-            fused_bias_sim.fused_bias_leaky_relu(x, bias, slope, gain)
-            return sim.last_launch(), cann, [], extra
+        def forward(x=x, bias=bias, slope=slope, gain=gain, bound=bound, cann=composite_forward + clamp_forward):
+            fused_bias_sim.fused_bias_leaky_relu(x, bias, slope, gain, bound)
+            return sim.last_launch(), cann, [], []
 
-        def backward(x=x, bias=bias, dy=dy, slope=slope, gain=gain, cann=clamp_backward + composite_backward,
-                     extra=clamp_backward):
-            saved = fused_bias_sim.fused_bias_leaky_relu(x, bias, slope, gain)
-            fused_bias_sim.fused_bias_leaky_relu_backward(dy, saved, bias, slope, gain, True)
-            return sim.last_launch(), cann, [], extra
+        def backward(x=x, bias=bias, dy=dy, slope=slope, gain=gain, bound=bound,
+                     cann=clamp_backward + composite_backward):
+            keeps_output = bound < 0  # as bias_act's autograd (gain >= 1, slope >= 0): the output, else the input
+            saved = fused_bias_sim.fused_bias_leaky_relu(x, bias, slope, gain, bound) if keeps_output else x
+            fused_bias_sim.fused_bias_leaky_relu_backward(dy, saved, bias, slope, gain, keeps_output, bound)
+            return sim.last_launch(), cann, [], []
 
-        cases += [("bias_act", case, forward), ("bias_act_grad", case, backward)]
+        identity = act == "linear" and clamp is None
+        cases += [("bias_act", case, forward), *([] if identity else [("bias_act_grad", case, backward)])]
     return cases
 
 
@@ -432,13 +435,11 @@ NOTES = [
     "sensitivity: each verdict recomputed with one assumption moved (the CANN way under the same change); 'moves it "
     "most' names the change that moves CANN / ours furthest, 'flips' every change that puts it on the other side "
     "of 1.0",
-    "extra: charged besides the launch (the eval kernel's weight packing, a permute of W' per call; bias_act's "
-    "clamp, one aclnn elementwise op after our fused kernel each way: a kernel that fuses the clamp is the next "
-    "stage)",
-    "bias_act: ascend_acts.bias_act (NVlabs' interface) with clamp 256: our fused bias + LeakyReLU kernel (forward; "
-    "backward: its backward kernel from the kept output) + the clamp as aclnnClamp (backward: its gradient, one "
-    "elementwise op), vs NVlabs' reference composite as aclnn ops (Add, LeakyRelu, Muls, Clamp; backward the clamp's "
-    "gradient, Muls, LeakyReluBackward, ReduceSum), each op at its ideal as every CANN way here",
+    "extra: charged besides the launch (the eval kernel's weight packing, a permute of W' per call)",
+    "bias_act: ascend_acts.bias_act (NVlabs' interface) with clamp 256: our fused bias + LeakyReLU kernel with the "
+    "clamp inside (forward; backward: its backward kernel from the kept input, the unclamped output recomputed for "
+    "the clamp's gradient), vs NVlabs' reference composite as aclnn ops (Add, LeakyRelu, Muls, Clamp; backward the "
+    "clamp's gradient, Muls, LeakyReluBackward, ReduceSum), each op at its ideal as every CANN way here",
     "ours us, DMA latency 0: the same kernel rescheduled without the (assumed, unsourced) 500-cycle DMA latency; "
     "where it differs much from ours, the time hinges on that assumption (the kernel waits for its copies: small "
     "tiles or too few buffers in flight)",

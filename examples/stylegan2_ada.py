@@ -26,11 +26,11 @@ Not StyleGAN2-ADA's: no adaptive augmentation (ADA itself), noise inputs, style 
 minibatch-stddev layer, generator EMA or truncation; up/downsampling is bilinear / average pooling instead of
 the FIR filters (upfirdn2d); the networks are tiny.
 
---impl ascend uses `ascend_acts.compat.nvlabs.bias_act` (ascend_acts.bias_act: linear and lrelu on our fused bias +
-LeakyReLU op); --impl composite NVlabs' reference semantics written here as a plain torch composite
-(x + b.view(...), the activation, * gain, clamp). Both have the same interface (`bias_act`, `activation_funcs`),
-so the networks and their parameters are identical: from the same --seed both give the same losses (within
-float32 rounding), which tests/test_examples.py checks. Writes stylegan2_ada.png (samples, losses, R1),
+--impl ascend uses `ascend_acts.compat.nvlabs.bias_act` (ascend_acts.bias_act: linear, relu and lrelu on our fused
+bias + activation op, the clamp inside its kernels); --impl composite NVlabs' reference semantics written here as a
+plain torch composite (x + b.view(...), the activation, * gain, clamp). Both have the same interface (`bias_act`,
+`activation_funcs`), so the networks and their parameters are identical: from the same --seed both give the same
+losses (within float32 rounding), which tests/test_examples.py checks. Writes stylegan2_ada.png (samples, losses, R1),
 losses.csv and checkpoint.pt into --out.
 
     python examples/stylegan2_ada.py                           # CPU, reference backend, one thread, ~1 min

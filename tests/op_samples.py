@@ -110,18 +110,25 @@ def fused_bias_leaky_relu(dtype, device):
         Sample((m.randn(3, 4, 6)[..., ::2], m.randn(4), 0.2, 0.5), name="sliced-scale-below-1"),
         Sample((m.randn(3, 4), m.randn(4), 0.2, -1.5), name="negative-scale"),
         Sample((m.randn(0, 3, 2), m.randn(3), 0.2, 2**0.5), name="empty"),
+        # NVlabs bias_act's modes: clamp (>= 0) and relu
+        Sample((m.randn(2, 4, 3) * 2, m.randn(4), 0.2, 2**0.5, 1.0), name="clamp"),
+        Sample((m.randn(3, 5).contiguous(), None, 0.0, 2**0.5, -1.0, True), name="relu-no-bias"),
+        Sample((m.randn(2, 3, 4, 5).contiguous(memory_format=CL) * 2, m.randn(3), 0.0, 1.0, 0.5, True),
+               name="relu-clamp-channels_last"),
     ]
 
 
 def fused_bias_leaky_relu_backward(dtype, device):
+    from ascend_acts.ops.fused_bias_leaky_relu.semantics import saves_result
+
     samples = []
     m = _Maker(dtype, device, seed=5)
     for forward in fused_bias_leaky_relu(dtype, device):
-        x, bias, slope, scale = forward.args
-        saved_is_result = slope >= 0 and scale >= 1  # the forward keeps its output (it tells the sign)
-        saved = ops.fused_bias_leaky_relu(x, bias, slope, scale) if saved_is_result else x
+        x, bias, slope, scale, *modes = forward.args
+        saved_is_result = saves_result(slope, scale, *modes)  # the forward keeps its output when it tells the mask
+        saved = ops.fused_bias_leaky_relu(x, bias, slope, scale, *modes) if saved_is_result else x
         grad = torch.empty_like(x).copy_(m.randn(*x.shape))
-        samples.append(Sample((grad, saved, bias, slope, scale, saved_is_result), name=forward.name))
+        samples.append(Sample((grad, saved, bias, slope, scale, saved_is_result, *modes), name=forward.name))
     return samples
 
 
@@ -263,16 +270,18 @@ def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, g
     return torch.autograd.grad(out, leaves, grad)
 
 
-def _fused_bias_composite(x, bias, slope, scale):
+def _fused_bias_composite(x, bias, slope, scale, clamp=-1.0, relu=False):
     if bias is not None:
         x = x + bias.view(1, -1, *[1] * (x.dim() - 2))
-    return F.leaky_relu(x, slope) * scale
+    y = (F.relu(x) if relu else F.leaky_relu(x, slope)) * scale
+    return y.clamp(-clamp, clamp) if clamp >= 0 else y
 
 
-def _fused_bias_backward_composite(grad, saved, bias, slope, scale, saved_is_result):
+def _fused_bias_backward_composite(grad, saved, bias, slope, scale, saved_is_result, clamp=-1.0, relu=False):
     x = saved.detach().requires_grad_()  # the layout of the input's gradient follows saved's (same layout as input)
     leaves = [x] + ([bias.detach().requires_grad_()] if bias is not None else [])
-    grads = torch.autograd.grad(_fused_bias_composite(x, leaves[1] if bias is not None else None, slope, scale),
+    grads = torch.autograd.grad(_fused_bias_composite(x, leaves[1] if bias is not None else None, slope, scale,
+                                                      clamp, relu),
                                 leaves, grad)
     return grads if bias is not None else (grads[0], None)
 

@@ -26,7 +26,7 @@ DEFAULTS = {"linear": (0.0, 1.0), "relu": (0.0, SQRT2), "lrelu": (0.2, SQRT2), "
             "sigmoid": (0.0, 1.0), "elu": (0.0, 1.0), "selu": (0.0, 1.0), "softplus": (0.0, 1.0),
             "swish": (0.0, SQRT2)}
 ACTS = list(DEFAULTS)
-FUSED = ("linear", "lrelu")  # on our op; relu is a composite (the slope-0 LeakyReLU differs at -inf and zero's sign)
+FUSED = ("linear", "relu", "lrelu")  # on our op (relu: its relu mode)
 COMPOSITE_ACTS = {  # the activation in torch.nn.functional ops (alpha is lrelu's only)
     "linear": lambda t, a: t, "relu": lambda t, a: F.relu(t), "lrelu": lambda t, a: F.leaky_relu(t, a),
     "tanh": lambda t, a: torch.tanh(t), "sigmoid": lambda t, a: torch.sigmoid(t), "elu": lambda t, a: F.elu(t),
@@ -130,6 +130,30 @@ def test_fused_activations_gradients_float32_bit_for_bit(backend, act):
         theirs = torch.autograd.grad(composite(x, b, dim, act, alpha, gain, clamp), (x, b), g)
         assert same_bits(ours[0], theirs[0], act), (dim, alpha, gain, clamp)
         torch.testing.assert_close(ours[1], theirs[1], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["reference", "sim"], indirect=True)
+@pytest.mark.parametrize("act", FUSED)
+def test_fused_activations_one_kernel_each_way_no_copy_no_clamp_pass(backend, act):
+    """Every dim, bias or none, gain, clamp: one forward kernel and one backward kernel (none for linear with gain 1
+    and no clamp: the gradient passes through and a sum gives the bias's), and no other pass over x: no copy for
+    another dim (a view of the contiguous x), no clamp, add or multiply."""
+    for dim, with_bias, alpha, gain, clamp in grid():
+        x, b = inputs((2, 3, 4, 5), dim, with_bias)
+        x.requires_grad_(True)
+        identity = act == "linear" and gain is None and clamp is None
+        with OpCounter() as forward:
+            y = ascend_acts.bias_act(x, b, dim, act, alpha, gain, clamp)
+        if identity and b is None:
+            assert y is x
+            continue
+        with OpCounter() as backward:
+            torch.autograd.grad(y, x, torch.ones_like(y))
+        case = (dim, with_bias, alpha, gain, clamp)
+        passes = {"clamp", "add", "mul", "copy_", "clone", "contiguous", "movedim", "leaky_relu", "relu"}
+        assert forward.calls["fused_bias_leaky_relu"] == 1 and not passes & set(forward.calls), (case, forward.calls)
+        assert backward.calls["fused_bias_leaky_relu_backward"] == (0 if identity else 1), (case, backward.calls)
+        assert not passes & set(backward.calls), (case, backward.calls)
 
 
 def test_no_bias_and_unit_gain_linear_returns_x_itself():
@@ -271,12 +295,34 @@ def test_sim_first_and_second_derivatives_float32(backend, act):
 
 @pytest.mark.parametrize("act", ["linear", "relu", "lrelu", "tanh", "swish"])
 @pytest.mark.parametrize("dim", [1, 3])
-def test_forward_ad(act, dim):
-    x, b = smooth_inputs(act, dim, True, None, None, 0.8, shape=(2, 3, 4, 5))
+@pytest.mark.parametrize("clamp", [0.8, None])  # linear without a clamp: the gradient passes through (its own jvp)
+def test_forward_ad(act, dim, clamp):
+    x, b = smooth_inputs(act, dim, True, None, None, clamp, shape=(2, 3, 4, 5))
     tx, tb = torch.randn_like(x), torch.randn_like(b)
-    ours = torch.func.jvp(lambda x, b: ascend_acts.bias_act(x, b, dim, act, clamp=0.8), (x, b), (tx, tb))
-    theirs = torch.func.jvp(lambda x, b: composite(x, b, dim, act, clamp=0.8), (x, b), (tx, tb))
+    ours = torch.func.jvp(lambda x, b: ascend_acts.bias_act(x, b, dim, act, clamp=clamp), (x, b), (tx, tb))
+    theirs = torch.func.jvp(lambda x, b: composite(x, b, dim, act, clamp=clamp), (x, b), (tx, tb))
     torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    # and the dual-number API (forward AD through autograd, not functorch)
+    import torch.autograd.forward_ad as fwAD
+
+    with fwAD.dual_level():
+        y = ascend_acts.bias_act(fwAD.make_dual(x.detach(), tx), fwAD.make_dual(b.detach(), tb), dim, act, clamp=clamp)
+        torch.testing.assert_close(fwAD.unpack_dual(y).tangent, theirs[1], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("act, clamp", [("linear", None), ("lrelu", 0.8)])
+def test_forward_ad_of_one_argument(act, clamp):
+    """A tangent for x only or b only (the other argument a plain tensor), against the composite's."""
+    x, b = smooth_inputs(act, 2, True, None, None, clamp, shape=(2, 3, 4))
+    x, b = x.detach(), b.detach()
+    import torch.autograd.forward_ad as fwAD
+
+    for tangents in ((torch.randn_like(x), None), (None, torch.randn_like(b))):
+        with fwAD.dual_level():
+            args = [t if tangent is None else fwAD.make_dual(t, tangent) for t, tangent in zip((x, b), tangents)]
+            ours = fwAD.unpack_dual(ascend_acts.bias_act(*args, 2, act, clamp=clamp)).tangent
+            theirs = fwAD.unpack_dual(composite(*args, 2, act, clamp=clamp)).tangent
+        torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
 
 
 # --- autocast and compile -------------------------------------------------------------------------------------
@@ -311,6 +357,7 @@ class Small(nn.Module):
     def forward(self, x):  # x (N, 4, 5)
         h = ascend_acts.bias_act(torch.einsum("ncl,oc->nol", x, self.weight), self.bias, act="lrelu", clamp=1.5)
         h = ascend_acts.bias_act(h, self.bias2, dim=2, act="relu")
+        h = ascend_acts.bias_act(h, self.bias2, dim=2)  # linear, gain 1, no clamp: the pass-through backward
         return ascend_acts.bias_act(h, None, act="swish", gain=0.5)
 
 
@@ -445,7 +492,8 @@ def test_stylegan2_ada_style_training_with_r1(backend):
         score = model(img, z)
         torch.autograd.grad(score.sum(), list(model.parameters()))
     assert counter.calls["fused_bias_leaky_relu"] == 4  # 2 lrelu + 1 linear mapping layer, 1 conv layer
-    assert counter.calls["fused_bias_leaky_relu_backward"] == 4
+    # the linear layer (gain 1, no clamp) passes its gradient through and sums it for the bias, as the composite
+    assert counter.calls["fused_bias_leaky_relu_backward"] == 3
     # the clamp mattered: some conv outputs were beyond 256 * sqrt(2)
     w = z
     for layer in model.mapping:
@@ -459,9 +507,19 @@ def test_stylegan2_ada_style_training_with_r1(backend):
 def test_infinities_and_zeros_as_the_composite(backend, act):
     """-inf, +inf, NaN and zeros of both signs through the bias add and the activation: the composite's bits (relu
     of -inf is 0, found by a review when relu ran as a slope-0 LeakyReLU: NaN)."""
-    x = torch.tensor([[-math.inf, math.inf, math.nan, -0.0, 0.0, -1.0, 2.0]])
-    b = torch.zeros(7)
+    x = torch.tensor([[-math.inf, math.inf, math.nan, -0.0, 0.0, -1.0, 2.0, 1.0, -3.0]])
+    b = torch.zeros(9)
     assert same_bits(ascend_acts.bias_act(x, b, 1, act), composite(x, b, 1, act, None, None, None), act)
+    # and the clamp's: values, and gradients passing at exactly +-clamp (1.0, -1.0 with gain 1), zero beyond
+    g = torch.tensor([[1.5, -2.0, 3.0, -0.5, 0.25, -1.25, 2.5, 0.75, -1.0]])
+    for gain in (1.0, None):
+        for clamp in (1.0, 0.0, math.inf):
+            x.requires_grad_(True)
+            ours = ascend_acts.bias_act(x, b, 1, act, gain=gain, clamp=clamp)
+            theirs = composite(x, b, 1, act, None, gain, clamp)
+            assert same_bits(ours, theirs, act), (gain, clamp)
+            grad = torch.autograd.grad(ours, x, g)[0]
+            assert same_bits(grad, torch.autograd.grad(theirs, x, g)[0], act), (gain, clamp)
 
 
 def test_activation_table_has_nvlabs_fields():

@@ -49,11 +49,13 @@ def _cases():
         "leaky_relu_backward": ((grad, x, 0.2, False), [("leaky_relu_grad", {"negative_slope": 0.2})]),
         "rrelu": ((half, seed, 0.1, 0.3), [("rrelu", {"lower": 0.1, "upper": 0.3})]),
         "rrelu_backward": ((half, half.flip(0), seed, 0.1, 0.3, False), [("rrelu_grad", {"lower": 0.1, "upper": 0.3})]),
-        "fused_bias_leaky_relu": ((half, randn(4, dtype=torch.float16), 0.2, 1.5),
-                                  [("fused_bias_leaky_relu", {"negative_slope": 0.2, "scale": 1.5})]),
+        "fused_bias_leaky_relu": ((half, randn(4, dtype=torch.float16), 0.2, 1.5, 0.5, True),
+                                  [("fused_bias_leaky_relu", {"negative_slope": 0.2, "scale": 1.5, "clamp": 0.5,
+                                                              "relu": True})]),
         "fused_bias_leaky_relu_backward": (
             (grad, x, None, 0.1, 2.0, False),
-            [("fused_bias_leaky_relu_grad", {"negative_slope": 0.1, "scale": 2.0, "saved_is_result": False})]),
+            [("fused_bias_leaky_relu_grad", {"negative_slope": 0.1, "scale": 2.0, "saved_is_result": False,
+                                             "clamp": -1.0, "relu": False})]),
         "conv_bn_leaky_relu_train": (
             (x, weight, randn(6), gamma, beta, torch.zeros(6), torch.ones(6), *geometry, 0.1, 1e-5, 0.2, True),
             [("batch_norm_leaky_relu", {"negative_slope": 0.2, "eps": 1e-5, "momentum": 0.1,

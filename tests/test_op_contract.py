@@ -249,8 +249,10 @@ def expected_saved(name, args, results):
             return [out, seed]
         return [x, seed] if name == "rrelu" else [("bits", (x.numel() + 7) // 8), seed]
     if name == "fused_bias_leaky_relu":
-        x, bias, slope, scale = args
-        return [out] if slope >= 0 and scale >= 1 else [x] + ([bias] if bias is not None else [])
+        x, bias, slope, scale, clamp, relu = (*args, -1.0, False)[:6]
+        # a clamped output does not tell the bound from beyond it: the input then
+        tells_sign = (relu or slope >= 0) and scale >= 1 and clamp < 0
+        return [out] if tells_sign else [x] + ([bias] if bias is not None else [])
     if name == "conv_bn_leaky_relu_train":
         x, weight, _, bn_weight, bn_bias, *_, save_output, relu = args
         assert not (relu and save_output), "relu is not invertible: the conv output must be kept"

@@ -45,18 +45,18 @@ def as_float32(t):
     return None if t is None else t.float().numpy()
 
 
-def expected_forward(x, bias, slope, scale):
+def expected_forward(x, bias, slope, scale, clamp=-1.0, relu=False):
     out = np.empty(x.shape, np.float32)
-    reference.forward(as_float32(x), as_float32(bias), slope, scale, out)
+    reference.forward(as_float32(x), as_float32(bias), slope, scale, out, clamp, relu)
     return torch.from_numpy(out).to(x.dtype)  # one rounding to nearest even, as the kernel's CAST_RINT
 
 
-def expected_backward(dy, saved, bias, slope, scale, saved_is_result):
+def expected_backward(dy, saved, bias, slope, scale, saved_is_result, clamp=-1.0, relu=False):
     """(dx rounded to dy's dtype, grad_bias in float64 unrounded, sum over n and s of |dx| in float64)."""
     out = np.empty(dy.shape, np.float32)
     grad_bias = np.empty(dy.shape[1], np.float64)
     reference.backward(as_float32(dy), as_float32(saved), as_float32(bias), slope, scale, saved_is_result, out,
-                       grad_bias)
+                       grad_bias, clamp, relu)
     dims = (0, *range(2, dy.dim()))
     magnitude = torch.from_numpy(np.abs(out.astype(np.float64))).sum(dims) if dy.numel() else torch.zeros(dy.shape[1])
     return torch.from_numpy(out).to(dy.dtype), torch.from_numpy(grad_bias), magnitude
@@ -74,16 +74,17 @@ def assert_grad_bias_close(grad_bias, exact, magnitude, terms, dtype):
     assert bool((error <= bound).all()), f"grad_bias off by {error.max():.3g} (bound {bound.min():.3g})"
 
 
-def run_both(shape, dtype, slope=0.2, scale=SQRT2, with_bias=True, saved_is_result=True, seed=0):
+def run_both(shape, dtype, slope=0.2, scale=SQRT2, with_bias=True, saved_is_result=True, seed=0, clamp=-1.0,
+             relu=False):
     x, bias, dy = inputs(shape, dtype, seed, with_bias)
     m = backend()
-    y = m.fused_bias_leaky_relu(x, bias, slope, scale)
+    y = m.fused_bias_leaky_relu(x, bias, slope, scale, clamp, relu)
     forward = sim.last_launch()
-    assert torch.equal(y, expected_forward(x, bias, slope, scale))
+    assert torch.equal(y, expected_forward(x, bias, slope, scale, clamp, relu))
     saved = y if saved_is_result else x
-    dx, grad_bias = m.fused_bias_leaky_relu_backward(dy, saved, bias, slope, scale, saved_is_result)
+    dx, grad_bias = m.fused_bias_leaky_relu_backward(dy, saved, bias, slope, scale, saved_is_result, clamp, relu)
     backward = sim.last_launch()
-    want_dx, exact, magnitude = expected_backward(dy, saved, bias, slope, scale, saved_is_result)
+    want_dx, exact, magnitude = expected_backward(dy, saved, bias, slope, scale, saved_is_result, clamp, relu)
     assert torch.equal(dx, want_dx)
     assert grad_bias.dtype == dtype and grad_bias.shape == (shape[1],)
     assert_grad_bias_close(grad_bias, exact, magnitude, x.numel() // max(shape[1], 1), dtype)
@@ -204,6 +205,28 @@ def test_slopes_scales_and_saved_tensor(slope, scale, saved_is_result, dtype):
     run_both((9, 7), dtype, slope, scale, saved_is_result=saved_is_result)
 
 
+# NVlabs bias_act's modes (clamp, relu): a clamp keeps the input; 0.7 cuts some of these outputs, 0 all of them
+MODES = [(-1.0, True), (0.7, False), (0.7, True), (0.0, False)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("clamp, relu", fast_only(MODES, [(0.7, True)], unpack=True))
+def test_clamp_and_relu_modes_match_the_reference(clamp, relu, dtype):
+    for slope, scale in ((0.2, SQRT2), (1.0, 1.0), (0.0, 0.5)):
+        saved_is_result = clamp < 0 and scale >= 1
+        for shape in ((3, 7, 2, 5), (9, 7)):
+            run_both(shape, dtype, slope, scale, saved_is_result=saved_is_result, clamp=clamp, relu=relu)
+    x, bias, _ = inputs((4, 6, 3), torch.float32)
+    y = backend().fused_bias_leaky_relu(x * 3, bias, 0.2, SQRT2, 0.7, relu)
+    assert ((y == 0.7).any() and (y == -0.7).any()) if not relu else (y == 0.7).any()  # the clamp cut some
+
+
+def test_a_clamp_needs_the_input_saved():
+    with pytest.raises(ValueError, match="no tiling"):
+        backend().tiling("fused_bias_leaky_relu_grad", (2, 3, 3), 4, saved_is_result=True, clamp=1.0)
+    assert backend().tiling("fused_bias_leaky_relu_grad", (2, 3, 3), 4, saved_is_result=False, clamp=1.0).clamp == 1.0
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 4, 3), (8, 5)], ids=["rows", "columns"])
 @pytest.mark.parametrize("saved_is_result", [True, False])
 def test_without_bias(shape, saved_is_result):
@@ -214,11 +237,15 @@ def test_without_bias(shape, saved_is_result):
 @pytest.mark.parametrize("shape", [(2, 5, 9, 11), (33, 70)], ids=["rows", "columns"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("saved_is_result", [True, False])
-def test_gm_traffic_is_the_ideal(shape, dtype, saved_is_result):
-    """Forward: x read once and the C biases, y written once. Backward: dy and saved read once (and the C biases
-    when saved is the input), dx written once and the C grad_bias entries. Exactly: nothing else moves (the
-    tiling struct the kernels read word by word with scalar loads is not GM traffic the emulator counts)."""
-    forward, backward = run_both(shape, dtype, saved_is_result=saved_is_result)
+@pytest.mark.parametrize("clamp, relu", [(-1.0, False), *MODES], ids=str)
+def test_gm_traffic_is_the_ideal(shape, dtype, saved_is_result, clamp, relu):
+    """Every mode (LeakyReLU or relu, clamp or none). Forward: x read once and the C biases, y written once.
+    Backward: dy and saved read once (and the C biases when saved is the input, always with a clamp), dx written
+    once and the C grad_bias entries. Exactly: nothing else moves (the tiling struct the kernels read word by word
+    with scalar loads is not GM traffic the emulator counts)."""
+    if saved_is_result and clamp >= 0:
+        pytest.skip("a clamp keeps the input")
+    forward, backward = run_both(shape, dtype, saved_is_result=saved_is_result, clamp=clamp, relu=relu)
     channels = shape[1]
     data = math.prod(shape) * torch.tensor([], dtype=dtype).element_size()
     biases = channels * torch.tensor([], dtype=dtype).element_size()
@@ -261,6 +288,10 @@ def test_large_tiles_fill_the_ub(dtype):
     temporary (the backward) without passing them."""
     forward, backward = run_both((400, 1, 8, 8), dtype)
     assert UB_BYTES - 8 * 1024 < forward.peak_ub_bytes <= UB_BYTES
+    assert SELECT_TEMPORARY - 8 * 1024 < backward.peak_ub_bytes <= SELECT_TEMPORARY
+    # relu and clamp Select in the forward too, and the clamped backward holds the unclamped output as well
+    forward, backward = run_both((400, 1, 8, 8), dtype, saved_is_result=False, clamp=1.0, relu=True)
+    assert SELECT_TEMPORARY - 8 * 1024 < forward.peak_ub_bytes <= SELECT_TEMPORARY
     assert SELECT_TEMPORARY - 8 * 1024 < backward.peak_ub_bytes <= SELECT_TEMPORARY
 
 

@@ -56,10 +56,13 @@ uint64_t LargestFitting(uint64_t high, Fits&& fits) {
 // a zero grad_bias.
 inline bool ComputeFusedBiasLeakyReluTiling(FusedBiasPass pass, uint64_t batch, uint64_t channels, uint64_t spatial,
                                             uint32_t elementSize, bool hasBias, float negativeSlope, float scale,
-                                            bool savedIsResult, uint32_t vectorCoreNum, uint64_t ubBytes,
-                                            FusedBiasLeakyReluTiling& tiling) {
+                                            bool savedIsResult, float clamp, bool relu, uint32_t vectorCoreNum,
+                                            uint64_t ubBytes, FusedBiasLeakyReluTiling& tiling) {
     using namespace fused_bias_tiling;
     if (channels == 0 || vectorCoreNum == 0 || (elementSize != 2 && elementSize != 4)) return false;
+    // a clamp's gradient needs the pre-clamp output (the saved output is ambiguous at +-clamp); NaN: no clamp
+    // means a negative one
+    if (clamp != clamp || (clamp >= 0.0f && pass == FusedBiasPass::Backward && savedIsResult)) return false;
     const bool backward = pass == FusedBiasPass::Backward;
     FusedBiasLeakyReluTiling t{};
     t.batch = batch;
@@ -73,8 +76,10 @@ inline bool ComputeFusedBiasLeakyReluTiling(FusedBiasPass pass, uint64_t batch, 
     t.negativeSlope = negativeSlope;
     t.scale = scale;
     t.elementSize = elementSize;
+    t.relu = relu ? 1 : 0;
+    t.clamp = clamp;
     const uint64_t coreChannels = t.channelsPerCore + (t.bigCoreCount ? 1 : 0);  // the most any core owns
-    const uint64_t usable = UsableUbBytes(ubBytes, backward);                    // the backward uses Select
+    const uint64_t usable = UsableUbBytes(ubBytes, FusedBiasSelects(t, backward));
     const uint32_t perBlock = kBlockBytes / elementSize;
 
     // Sets the tile shape; whether its buffers fit the UB and its rows one DataCopyPad.
@@ -123,16 +128,19 @@ inline bool ComputeFusedBiasLeakyReluTiling(FusedBiasPass pass, uint64_t batch, 
 }
 
 // Inputs (op table): forward x, bias (optional); backward dy, saved, bias (optional), x viewed as (N, C, S).
-// Attributes: negative_slope, scale, then (backward only) saved_is_result. The variant is the FusedBiasPass.
+// Attributes: negative_slope, scale, then (backward only) saved_is_result, then clamp, relu. The variant is the
+// FusedBiasPass.
 inline bool TilingFor(const TilingRequest& request, FusedBiasLeakyReluTiling& tiling, std::string& why) {
     const auto pass = static_cast<FusedBiasPass>(request.variant);
     const bool backward = pass == FusedBiasPass::Backward;
     uint64_t batch = 0, channels = 0, spatial = 0;
     if (!ChannelLayout(request, 0, batch, channels, spatial, why)) return false;
     const bool hasBias = request.present[backward ? 2 : 1];
+    const uint32_t modes = backward ? 3 : 2;  // the index of clamp
     if (!ComputeFusedBiasLeakyReluTiling(pass, batch, channels, spatial, request.elementSize, hasBias, request.Float(0),
-                                         request.Float(1), backward ? request.Bool(2) : true,
-                                         request.platform.vectorCores, request.platform.ubBytes, tiling)) {
+                                         request.Float(1), backward ? request.Bool(2) : true, request.Float(modes),
+                                         request.Bool(modes + 1), request.platform.vectorCores,
+                                         request.platform.ubBytes, tiling)) {
         why = "of shape (" + std::to_string(batch) + ", " + std::to_string(channels) + ", " + std::to_string(spatial) +
               " spatial) with " + std::to_string(request.elementSize) + "-byte elements";
         return false;

@@ -1,12 +1,18 @@
 // The fused bias + LeakyReLU kernels, forward and backward: one body over the same walk of a core's channels,
 // the direction a template parameter (as InPlace-ABN writes its passes).
 //
-//   forward:  t = x + bias[c];  y = (t > 0 ? t : t * slope) * scale
-//   backward: g = dy * scale;   dx = pre > 0 ? g : g * slope;   grad_bias[c] = sum of dx over n and s
-//             (pre > 0 read from saved = y, or pre = saved + bias[c] with saved = x)
+//   forward:  t = x + bias[c];  u = act(t) * scale;  y = clamp(u)
+//   backward: dy' = clamp's gradient (u in [-clamp, clamp] ? dy : 0);  g = dy' * scale;
+//             dx = act'(pre, g);  grad_bias[c] = sum of dx over n and s
+//             (pre read from saved = y, or pre = saved + bias[c] with saved = x: always with a clamp, whose
+//             gradient needs u, which y does not tell at +-clamp)
+//   act: LeakyReLU, act(t) = t > 0 ? t : t * slope, act'(pre, g) = pre > 0 ? g : g * slope; or (relu) torch.relu,
+//        act(t) = t <= 0 ? +0.0 : t (NaN stays), act'(pre, g) = pre <= 0 ? +0.0 : g (torch's threshold_backward);
+//   clamp: torch.clamp's values (NaN stays) and gradient; none when the tiling's clamp is negative.
 //
 // in float32 whatever the dtype (half types cast before, rounded once after, CAST_RINT): the order of
-// python/ascend_acts/ops/fused_bias_leaky_relu/reference.py, so y and dx are bit-identical to it.
+// python/ascend_acts/ops/fused_bias_leaky_relu/reference.py, so y and dx are bit-identical to it. Every choice
+// per element is a CompareScalar + Select (never Max/Min, whose NaN result the API leaves unspecified).
 //
 // A core owns whole channels (FusedBiasChannelRange): it reads each of its biases once, per block of
 // `channelBlock` channels, and sums its channels' dx completely, so grad_bias needs no other core and no second
@@ -135,11 +141,15 @@ public:
         }
         pipe_.InitBuffer(outputQueue_, fused_bias_tiling::kBufferNum, b.queue);
         pipe_.InitBuffer(valuesBuf_, b.floatTile);
+        relu_ = t_.relu != 0;
+        clamps_ = FusedBiasClamps(t_);
+        if (relu_ || clamps_) pipe_.InitBuffer(constantBuf_, b.floatTile);
+        if (b.mask != 0) pipe_.InitBuffer(maskBuf_, b.mask);
         if constexpr (kBackward) {
             pipe_.InitBuffer(preBuf_, b.floatTile);
             pipe_.InitBuffer(accBuf_, b.floatTile);
             pipe_.InitBuffer(compBuf_, b.floatTile);
-            pipe_.InitBuffer(maskBuf_, b.mask);
+            if (clamps_) pipe_.InitBuffer(unclampedBuf_, b.floatTile);
             pipe_.InitBuffer(gradBiasBuf_, b.gradBias);
             if (b.sums != 0) pipe_.InitBuffer(sumsBuf_, b.sums);
         }
@@ -307,6 +317,48 @@ private:
         else AscendC::Adds(values, values, bias, span);
     }
 
+    // dst[i] = bit i of mask ? value : src[i] (dst may be src), through the constant tile.
+    __aicore__ inline void SelectConstant(const AscendC::LocalTensor<float>& dst, float value,
+                                          const AscendC::LocalTensor<float>& src, uint32_t span) {
+        AscendC::LocalTensor<float> constant = constantBuf_.template Get<float>();
+        AscendC::Duplicate(constant, value, span);
+        AscendC::Select(dst, maskBuf_.template Get<uint8_t>(), constant, src, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE,
+                        span);
+    }
+
+    // dst = (t <= 0 ? +0.0 : t) * scale (relu) or (t > 0 ? t : t * slope) * scale; dst may be t.
+    __aicore__ inline void Activate(const AscendC::LocalTensor<float>& dst, const AscendC::LocalTensor<float>& t,
+                                    uint32_t span) {
+        if (relu_) {
+            AscendC::CompareScalar(maskBuf_.template Get<uint8_t>(), t, 0.0f, AscendC::CMPMODE::LE, RepeatLanes(span));
+            SelectConstant(dst, 0.0f, t, span);
+        } else {
+            AscendC::LeakyRelu(dst, t, t_.negativeSlope, span);
+        }
+        AscendC::Muls(dst, dst, t_.scale, span);
+    }
+
+    // values = torch.clamp(values, -clamp, clamp): a bound where values is beyond it (a NaN compares false: kept).
+    __aicore__ inline void Clamp(const AscendC::LocalTensor<float>& values, uint32_t span) {
+        AscendC::LocalTensor<uint8_t> beyond = maskBuf_.template Get<uint8_t>();
+        AscendC::CompareScalar(beyond, values, t_.clamp, AscendC::CMPMODE::GT, RepeatLanes(span));
+        SelectConstant(values, t_.clamp, values, span);
+        AscendC::CompareScalar(beyond, values, -t_.clamp, AscendC::CMPMODE::LT, RepeatLanes(span));
+        SelectConstant(values, -t_.clamp, values, span);
+    }
+
+    // grad = torch.clamp's gradient: grad where -clamp <= unclamped <= clamp, +0.0 elsewhere (NaN included).
+    __aicore__ inline void ClampGradient(const AscendC::LocalTensor<float>& grad,
+                                         const AscendC::LocalTensor<float>& unclamped, uint32_t span) {
+        AscendC::LocalTensor<uint8_t> inside = maskBuf_.template Get<uint8_t>();
+        AscendC::LocalTensor<float> zero = constantBuf_.template Get<float>();
+        AscendC::Duplicate(zero, 0.0f, span);
+        AscendC::CompareScalar(inside, unclamped, t_.clamp, AscendC::CMPMODE::LE, RepeatLanes(span));
+        AscendC::Select(grad, inside, grad, zero, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
+        AscendC::CompareScalar(inside, unclamped, -t_.clamp, AscendC::CMPMODE::GE, RepeatLanes(span));
+        AscendC::Select(grad, inside, grad, zero, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
+    }
+
     // One tile: the forward's y, or the backward's dx, stored and added to the compensated sums; with `plain`
     // (the backward's walk again of a sum that was not finite) dx added plainly into *plain and not stored.
     __aicore__ inline void Step(const Tile& tile, float bias, const AscendC::LocalTensor<float>* plain = nullptr) {
@@ -325,17 +377,28 @@ private:
         inputQueue_.FreeTensor(input);
         AscendC::LocalTensor<float> result = values;
         if constexpr (kBackward) {
-            // values = g = dy * scale; pre from saved; result = pre > 0 ? g : g * slope (in preBuf_)
-            AscendC::Muls(values, values, t_.scale, span);
+            // pre from saved; values = dy, zeroed outside the clamp (u recomputed from pre), then g = values *
+            // scale; result = act'(pre, g) (in preBuf_)
             AscendC::LocalTensor<T> saved = savedQueue_.template DeQue<T>();
             result = preBuf_.template Get<float>();
             ToFloat(result, saved, span);
             savedQueue_.FreeTensor(saved);
             AddBias(result, span, bias);
-            AscendC::LocalTensor<uint8_t> positive = maskBuf_.template Get<uint8_t>();
-            AscendC::CompareScalar(positive, result, 0.0f, AscendC::CMPMODE::GT, RepeatLanes(span));
-            AscendC::Muls(result, values, t_.negativeSlope, span);
-            AscendC::Select(result, positive, values, result, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
+            if (clamps_) {
+                AscendC::LocalTensor<float> unclamped = unclampedBuf_.template Get<float>();
+                Activate(unclamped, result, span);
+                ClampGradient(values, unclamped, span);
+            }
+            AscendC::Muls(values, values, t_.scale, span);
+            AscendC::LocalTensor<uint8_t> mask = maskBuf_.template Get<uint8_t>();
+            if (relu_) {  // pre <= 0 ? +0.0 : g
+                AscendC::CompareScalar(mask, result, 0.0f, AscendC::CMPMODE::LE, RepeatLanes(span));
+                SelectConstant(result, 0.0f, values, span);
+            } else {  // pre > 0 ? g : g * slope
+                AscendC::CompareScalar(mask, result, 0.0f, AscendC::CMPMODE::GT, RepeatLanes(span));
+                AscendC::Muls(result, values, t_.negativeSlope, span);
+                AscendC::Select(result, mask, values, result, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, span);
+            }
             if (plain != nullptr) {
                 AscendC::Add(*plain, *plain, result, span);
                 return;
@@ -343,8 +406,8 @@ private:
             CompensatedAdd(result, span);
         } else {
             AddBias(values, span, bias);
-            AscendC::LeakyRelu(values, values, t_.negativeSlope, span);
-            AscendC::Muls(values, values, t_.scale, span);
+            Activate(values, values, span);
+            if (clamps_) Clamp(values, span);
         }
         AscendC::LocalTensor<T> output = outputQueue_.template AllocTensor<T>();
         FromFloat(output, result, span);
@@ -356,12 +419,12 @@ private:
 
     FusedBiasLeakyReluTiling t_;
     uint64_t firstChannel_ = 0, channelCount_ = 0;
-    bool columns_ = false, readsBias_ = false;
+    bool columns_ = false, readsBias_ = false, relu_ = false, clamps_ = false;
     AscendC::TPipe pipe_;
     AscendC::TQue<AscendC::QuePosition::VECIN, fused_bias_tiling::kBufferNum> inputQueue_, savedQueue_;
     AscendC::TQue<AscendC::QuePosition::VECOUT, fused_bias_tiling::kBufferNum> outputQueue_;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, compBuf_, maskBuf_, biasStageBuf_,
-        biasFloatBuf_, sumsBuf_, gradBiasBuf_;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> valuesBuf_, preBuf_, accBuf_, compBuf_, maskBuf_, constantBuf_,
+        unclampedBuf_, biasStageBuf_, biasFloatBuf_, sumsBuf_, gradBiasBuf_;
     AscendC::GlobalTensor<T> inputGm_, savedGm_, outputGm_, biasGm_, gradBiasGm_;
 };
 

@@ -34,9 +34,11 @@ struct FusedBiasLeakyReluTiling {
     uint32_t channelBlock;   // G: channels whose biases (and grad_bias) are staged in UB at once (Columns: W)
     uint32_t hasBias;        // 0 or 1: the optional bias was given
     uint32_t savedIsResult;  // backward: 1 when `saved` is the output y, 0 when it is the input x
-    float negativeSlope;
+    float negativeSlope;     // unused when relu
     float scale;
     uint32_t elementSize;  // bytes of the data dtype
+    uint32_t relu;         // 1: the activation is torch.relu (t <= 0 gives +0.0, NaN stays NaN), not LeakyReLU
+    float clamp;           // >= 0: y clamped to [-clamp, clamp] after the scale (torch.clamp); < 0: no clamp
     uint32_t reserved;     // keeps the struct whole 64-bit words
 };
 
@@ -61,8 +63,10 @@ struct FusedBiasBuffers {
     uint32_t queue;       // one buffer of a GM queue (tileLength elements of the dtype); kBufferNum per queue
     uint32_t queues;      // GM queues: forward x, y; backward dy, saved, dx
     uint32_t floatTile;   // one float work tile (tileLength floats)
-    uint32_t floatTiles;  // forward: values; backward: gradient, pre-activation / dx, accumulator, compensation
-    uint32_t mask;        // backward: CompareScalar's bit mask over a tile
+    uint32_t floatTiles;  // forward: values; backward: gradient, pre-activation / dx, accumulator, compensation;
+                          // relu or clamp: + a constant tile (Select's 0 or +-clamp); backward with clamp: + the
+                          // recomputed pre-clamp output
+    uint32_t mask;        // backward, relu or clamp: CompareScalar's bit mask over a tile
     uint32_t biasStage;   // the staged biases in the dtype (channelBlock elements)
     uint32_t biasFloat;   // the biases as float: Rows channelBlock floats; Columns the replicated tile
     uint32_t sums;        // backward, Rows: grad_bias of a channel block, float
@@ -72,6 +76,13 @@ struct FusedBiasBuffers {
                biasStage + biasFloat + sums + gradBias;
     }
 };
+
+__aicore__ inline bool FusedBiasClamps(const FusedBiasLeakyReluTiling& t) { return t.clamp >= 0.0f; }
+
+// Whether a kernel Selects (compares and picks per element): the backward always; the forward for relu or clamp.
+__aicore__ inline bool FusedBiasSelects(const FusedBiasLeakyReluTiling& t, bool backward) {
+    return backward || t.relu != 0 || FusedBiasClamps(t);
+}
 
 // Whether a kernel reads the biases: the forward whenever given; the backward only to rebuild the
 // pre-activation from the input (saved_is_result false).
@@ -86,13 +97,14 @@ __aicore__ inline FusedBiasBuffers FusedBiasBuffersOf(const FusedBiasLeakyReluTi
     b.queue = WholeBlocks(uint64_t(t.tileLength) * t.elementSize);
     b.queues = backward ? 3 : 2;
     b.floatTile = WholeBlocks(uint64_t(t.tileLength) * sizeof(float));
-    b.floatTiles = backward ? 4 : 1;
+    b.floatTiles = (backward ? 4 : 1) + (t.relu != 0 || FusedBiasClamps(t) ? 1 : 0) +
+                   (backward && FusedBiasClamps(t) ? 1 : 0);
+    if (FusedBiasSelects(t, backward)) b.mask = WholeBlocks(t.tileLength / 8);
     if (FusedBiasReadsBias(t, backward)) {
         b.biasStage = WholeBlocks(uint64_t(t.channelBlock) * t.elementSize);
         b.biasFloat = columns ? b.floatTile : WholeBlocks(uint64_t(t.channelBlock) * sizeof(float));
     }
     if (backward) {
-        b.mask = WholeBlocks(t.tileLength / 8);
         b.gradBias = WholeBlocks(uint64_t(t.channelBlock) * t.elementSize);
         if (!columns) b.sums = WholeBlocks(uint64_t(t.channelBlock) * sizeof(float));
     }

@@ -1,14 +1,16 @@
 """NVlabs' fused bias + activation (`torch_utils.ops.bias_act.bias_act` of stylegan2-ada-pytorch and stylegan3),
 written from its documented semantics: x + b along `dim`, an activation by name, times a gain, clamped.
 
-`linear` and `lrelu` are leaky_relu(x + b, slope) * gain with slope 1 and alpha: they run on our
-fused op `ascend_acts::fused_bias_leaky_relu` (scale = gain), the bias moved to dimension 1 when `dim` is another
-one; `clamp` is a separate torch.clamp after it. The other activations are torch composites of the same formulas.
+`linear`, `relu` and `lrelu` run on our fused op `ascend_acts::fused_bias_leaky_relu` (one kernel launch each
+way): leaky_relu(x + b, slope) * gain with slope 1 (linear) or alpha (lrelu), or its relu mode, clamped inside the
+kernels. A bias along `dim` is the kernels' dimension 1 of x viewed as (prod(shape[:dim]), shape[dim],
+prod(shape[dim + 1:])), a view of a contiguous x. The other activations are torch composites of the same formulas.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 from typing import Callable
@@ -26,8 +28,8 @@ ops = torch.ops.ascend_acts
 class Activation:
     """One entry of `ACTIVATIONS`: `func(x, alpha=...)` (the activation alone, for the torch composite), the
     defaults that `alpha=None` and `gain=None` stand for, and whether our fused op runs it (leaky_relu with slope
-    `fused_slope(alpha)`). `def_alpha` and `def_gain` are NVlabs' attribute names (networks.py reads
-    `activation_funcs[name].def_gain`)."""
+    `fused_slope(alpha)`; relu by the op's relu mode, the slope unused). `def_alpha` and `def_gain` are NVlabs'
+    attribute names (networks.py reads `activation_funcs[name].def_gain`)."""
 
     func: Callable[..., torch.Tensor]  # func(x, alpha=...), as NVlabs calls it
     def_alpha: float
@@ -47,8 +49,8 @@ class Activation:
 SQRT2 = math.sqrt(2)
 ACTIVATIONS: dict[str, Activation] = {
     "linear": Activation(lambda x, **_: x, 0.0, 1.0, 1, "", False, fused_slope=lambda alpha: 1.0),
-    # relu is a composite: our op's LeakyReLU with slope 0 gives -inf * 0 = NaN and -0.0 where relu gives 0 and +0.0
-    "relu": Activation(lambda x, **_: F.relu(x), 0.0, SQRT2, 2, "y", False),
+    # relu: the op's relu mode (its LeakyReLU with slope 0 would give -inf * 0 = NaN and -0.0 where relu gives 0, +0.0)
+    "relu": Activation(lambda x, **_: F.relu(x), 0.0, SQRT2, 2, "y", False, fused_slope=lambda alpha: 0.0),
     "lrelu": Activation(lambda x, alpha, **_: F.leaky_relu(x, alpha), 0.2, SQRT2, 3, "y", False,
                         fused_slope=lambda alpha: alpha),
     # alpha is read by lrelu only (elu is F.elu's alpha=1.0 whatever `alpha` says, as in NVlabs' table)
@@ -98,15 +100,63 @@ def _spec(act) -> Activation:
     return ACTIVATIONS[act]
 
 
-def _fused(x: torch.Tensor, b: torch.Tensor | None, dim: int, slope: float, gain: float) -> torch.Tensor:
-    """leaky_relu(x + b along dim, slope) * gain on our op, whose bias is over dimension 1 of a rank >= 2 input."""
-    if x.dim() >= 2:
-        if b is None or dim == 1:
-            return ops.fused_bias_leaky_relu(x, b, slope, gain)
-        return ops.fused_bias_leaky_relu(x.movedim(dim, 1), b, slope, gain).movedim(1, dim)
-    if x.dim() == 1:  # (C,) with the bias over dim 0, or any length without one: (1, C)
-        return ops.fused_bias_leaky_relu(x.unsqueeze(0), b, slope, gain).squeeze(0)
-    return ops.fused_bias_leaky_relu(x.reshape(1, 1), None, slope, gain).reshape(())
+class _BiasAdd(torch.autograd.Function):
+    """x + b over dimension 1 (linear, gain 1, no clamp) on our forward kernel; its backward is the composite's Add's:
+    grad_x is grad_output itself (no kernel writes a copy of it) and grad_b a reduction of it, so the bias has no
+    second derivative, as in the composite. (Not a branch of the op's own autograd: fused_leaky_relu with slope 1
+    and scale 1 keeps its kernel's grad_bias bits.)"""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, b):
+        return ops.fused_bias_leaky_relu(x, b, 1.0, 1.0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.shape = inputs[0].shape
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        reduced = [i for i in range(grad_output.dim()) if i != 1]
+        return grad_output, grad_output.sum(reduced) if ctx.needs_input_grad[1] else None
+
+
+class _BiasAddForwardAD(_BiasAdd):
+    """_BiasAdd with its forward-mode derivative, x_t + b_t (eager: dynamo cannot trace a Function with a custom
+    jvp, so compiled graphs take _BiasAdd)."""
+
+    @staticmethod
+    def jvp(ctx, x_tangent, b_tangent):
+        if b_tangent is None:
+            return x_tangent
+        spread = b_tangent.view([-1 if i == 1 else 1 for i in range(len(ctx.shape))])
+        return x_tangent + spread if x_tangent is not None else spread.expand(ctx.shape).clone()
+
+
+def _on_kernels(x: torch.Tensor, b: torch.Tensor | None, slope: float, gain: float, clamp: float,
+                relu: bool) -> torch.Tensor:
+    """Our op on x of rank >= 2, the bias over dimension 1."""
+    if b is not None and not relu and slope == 1 and gain == 1 and clamp < 0:
+        return (_BiasAdd if torch.compiler.is_compiling() else _BiasAddForwardAD).apply(x, b)
+    return ops.fused_bias_leaky_relu(x, b, slope, gain, clamp, relu)
+
+
+def _fused(x: torch.Tensor, b: torch.Tensor | None, dim: int, slope: float, gain: float, clamp: float,
+           relu: bool) -> torch.Tensor:
+    """act(x + b along dim) * gain, clamped when clamp >= 0, on our op, whose bias is over dimension 1 of a rank >= 2
+    input: for another dim, x viewed as (prod(shape[:dim]), shape[dim], prod(shape[dim + 1:])) -- a view when x is
+    contiguous. A non-contiguous x with dim != 1 is moved instead (the op copies it to a contiguous one either way),
+    so that the result keeps the composite's strides."""
+    run = functools.partial(_on_kernels, slope=slope, gain=gain, clamp=clamp, relu=relu)
+    if x.dim() >= 2 and (b is None or dim == 1):
+        return run(x, b)
+    if b is not None and x.dim() >= 2 and not x.is_contiguous():
+        return run(x.movedim(dim, 1), b).movedim(1, dim)
+    if b is None:  # rank 0 or 1: one row of one channel
+        return run(x.reshape(1, 1, -1), None).view(x.shape)
+    shape = x.shape
+    return run(x.reshape(math.prod(shape[:dim]), shape[dim], math.prod(shape[dim + 1:])), b).view(shape)
 
 
 def _composite(x: torch.Tensor, b: torch.Tensor | None, dim: int, spec: Activation, alpha: float,
@@ -130,13 +180,14 @@ def bias_act(x: torch.Tensor, b: torch.Tensor | None = None, dim: int = 1, act: 
     - `clamp`: None (no clamping) or a number >= 0: the result is clamped to [-clamp, clamp] (zero gradient
       outside, as torch.clamp's).
     - `impl`: 'ref' or 'cuda' (anything else is an error, as in NVlabs), otherwise ignored: ours picks its own
-      implementation. linear and lrelu run on our fused op `ascend_acts::fused_bias_leaky_relu` (scale =
-      gain; the bias moved to dimension 1 when `dim` is another one) followed by torch.clamp when clamping; the
+      implementation. linear, relu and lrelu run on our fused op `ascend_acts::fused_bias_leaky_relu` (scale =
+      gain, the clamp and relu modes; x viewed as (outer, channels, inner) when `dim` is not 1), one kernel
+      launch each way; linear with gain 1 and no clamp passes the gradient through, as the composite's Add. The
       other activations are torch composites of NVlabs' formulas.
 
-    float32: linear and lrelu are the composite `act(x + b.view(...)) * gain` bit for bit (relu, a composite, is
-    too: the op's LeakyReLU with slope 0 would give NaN for -inf and -0.0 where relu gives 0 and +0.0). Half types: the
-    fused activations round once, the composite after each step. First and second derivatives, forward-mode AD,
+    float32: linear, relu and lrelu are the composite `act(x + b.view(...)) * gain`, clamped, bit for bit (values
+    and input gradients; the bias gradient to rounding). Half types: the fused activations round once, the
+    composite after each step. First and second derivatives, forward-mode AD,
     torch.compile and autocast (which the composite's ops ignore: a float32 `b` promotes a half `x`) work.
     Errors name the argument: ValueError for `act`, `dim`, `clamp` and `impl` (NVlabs: AssertionError or
     KeyError), RuntimeError for a `b` of the wrong shape, dtype or device, TypeError for a wrong type.
@@ -160,10 +211,7 @@ def bias_act(x: torch.Tensor, b: torch.Tensor | None = None, dim: int = 1, act: 
 
     if spec.fused_slope is None:
         y = _composite(x, b, dim, spec, alpha, gain)
-    elif b is None and gain == 1 and act == "linear":
-        y = x  # nothing to compute: NVlabs returns x itself
-    else:
-        y = _fused(x, b, dim, spec.fused_slope(alpha), gain)
-    if clamp is not None:
-        y = y.clamp(-clamp, clamp)
-    return y
+        return y if clamp is None else y.clamp(-clamp, clamp)
+    if b is None and gain == 1 and act == "linear" and clamp is None:
+        return x  # nothing to compute: NVlabs returns x itself
+    return _fused(x, b, dim, spec.fused_slope(alpha), gain, -1.0 if clamp is None else clamp, act == "relu")

@@ -134,6 +134,9 @@ _BATCH_NORM = dict(family="batch_norm_leaky_relu", infer_shape="ge::FirstLikeInp
                    infer_dtype="ge::FirstLikeInputRestFloat")
 
 _FUSED_BIAS_ATTRS = (Attr("negative_slope", "float", 0.2), Attr("scale", "float", 2**0.5))
+# bias_act's modes, after the attributes above (the op_host reads attributes by index): clamp < 0 is no clamp;
+# relu replaces the LeakyReLU by torch.relu (+0.0 for t <= 0, NaN kept)
+_FUSED_BIAS_MODES = (Attr("clamp", "float", -1.0), Attr("relu", "bool", False))
 _FUSED_BIAS = dict(family="fused_bias_leaky_relu", infer_shape="ge::FirstLikeInputRestPerChannel",
                    infer_dtype="ge::AllTypesAsInput0")
 
@@ -181,17 +184,18 @@ KERNELS: tuple[Kernel, ...] = (
            summary="y = leaky_relu(conv2d(x, weight) + bias) with BatchNorm folded into weight and bias; weight packed "
                    "in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0), C_out from the bias"),
     Kernel("fused_bias_leaky_relu", inputs=(Tensor("x"), Tensor("bias", optional=True)), outputs=(Tensor("y"),),
-           attrs=_FUSED_BIAS_ATTRS,
+           attrs=(*_FUSED_BIAS_ATTRS, *_FUSED_BIAS_MODES),
            tiling="FusedBiasLeakyReluTiling", tiling_variant="ascend_acts::FusedBiasPass::Forward",
-           summary="y = leaky_relu(x + bias[channel], negative_slope) * scale, channel = dim 1 of x",
+           summary="y = clamp(act(x + bias[channel]) * scale), act leaky_relu(., negative_slope) or relu, "
+                   "channel = dim 1 of x",
            **_FUSED_BIAS),
     Kernel("fused_bias_leaky_relu_grad",
            inputs=(Tensor("dy"), Tensor("saved"), Tensor("bias", optional=True)),
            outputs=(Tensor("dx"), Tensor("grad_bias")),
-           attrs=(*_FUSED_BIAS_ATTRS, Attr("saved_is_result", "bool", True)),
+           attrs=(*_FUSED_BIAS_ATTRS, Attr("saved_is_result", "bool", True), *_FUSED_BIAS_MODES),
            tiling="FusedBiasLeakyReluTiling", tiling_variant="ascend_acts::FusedBiasPass::Backward",
-           summary="dx = dy * scale * (pre > 0 ? 1 : negative_slope), grad_bias = dx summed over all dims but 1; "
-                   "pre > 0 read from saved (the output) or saved + bias (the input)",
+           summary="dx = act'(pre, clamp'(dy) * scale), grad_bias = dx summed over all dims but 1; pre read from "
+                   "saved (the output) or saved + bias (the input, always with a clamp)",
            **_FUSED_BIAS),
 )
 
@@ -266,11 +270,14 @@ TORCH_OPS: tuple[TorchOp, ...] = (
             ()),
     # StyleGAN2's bias + LeakyReLU * scale (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu); the
     # bias is over dim 1 of an input of rank >= 2
-    TorchOp("fused_bias_leaky_relu", "(Tensor input, Tensor? bias, float negative_slope, float scale) -> Tensor",
+    # bias is over dim 1 of an input of rank >= 2; clamp (>= 0) and relu are NVlabs bias_act's modes
+    TorchOp("fused_bias_leaky_relu",
+            "(Tensor input, Tensor? bias, float negative_slope, float scale, float clamp=-1., bool relu=False) "
+            "-> Tensor",
             ("fused_bias_leaky_relu",)),
     TorchOp("fused_bias_leaky_relu_backward",
-            "(Tensor grad_output, Tensor saved, Tensor? bias, float negative_slope, float scale, bool saved_is_result)"
-            " -> (Tensor grad_input, Tensor grad_bias)",
+            "(Tensor grad_output, Tensor saved, Tensor? bias, float negative_slope, float scale, bool saved_is_result,"
+            " float clamp=-1., bool relu=False) -> (Tensor grad_input, Tensor grad_bias)",
             ("fused_bias_leaky_relu_grad",)),
 )
 

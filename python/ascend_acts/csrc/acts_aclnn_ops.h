@@ -42,15 +42,16 @@ aclnnStatus aclnnActsConvBnLeakyReluEvalGetWorkspaceSize(const aclTensor* x, con
 aclnnStatus aclnnActsConvBnLeakyReluEval(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                          aclrtStream stream);
 aclnnStatus aclnnActsFusedBiasLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* biasOptional,
-                                                        double negativeSlope, double scale, aclTensor* out,
-                                                        uint64_t* workspaceSize, aclOpExecutor** executor);
+                                                        double negativeSlope, double scale, double clamp, bool relu,
+                                                        aclTensor* out, uint64_t* workspaceSize,
+                                                        aclOpExecutor** executor);
 aclnnStatus aclnnActsFusedBiasLeakyRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                         aclrtStream stream);
 aclnnStatus aclnnActsFusedBiasLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* saved,
                                                             const aclTensor* biasOptional, double negativeSlope,
-                                                            double scale, bool savedIsResult, aclTensor* dxOut,
-                                                            aclTensor* gradBiasOut, uint64_t* workspaceSize,
-                                                            aclOpExecutor** executor);
+                                                            double scale, bool savedIsResult, double clamp, bool relu,
+                                                            aclTensor* dxOut, aclTensor* gradBiasOut,
+                                                            uint64_t* workspaceSize, aclOpExecutor** executor);
 aclnnStatus aclnnActsFusedBiasLeakyReluGrad(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                             aclrtStream stream);
 }

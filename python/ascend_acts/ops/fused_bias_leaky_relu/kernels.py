@@ -1,7 +1,8 @@
 """The fused bias + LeakyReLU kernels (op_kernel/ family "fused_bias_leaky_relu", StyleGAN2's fused_leaky_relu): on
 the emulator for CPU tensors (the "sim" backend's functions), through the op package on NPU tensors, one launch
-sequence for both (`backends.launch`): y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1,
-and its backward with the per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
+sequence for both (`backends.launch`): y = leaky_relu(input + bias[c], negative_slope) * scale with c = dim 1
+(relu: torch.relu in place of the LeakyReLU; clamp >= 0: clamped to [-clamp, clamp]), and its backward with the
+per-channel grad_bias, one launch each (docs/fused_bias_kernels.md).
 
 On the emulator large tensors run in pieces of whole channels: it records, per output byte, which block wrote it
 (2 bytes each), so an input of more than LAUNCH_BYTES runs as several launches over channel ranges, each on contiguous
@@ -89,9 +90,10 @@ def _launch(kernel: str, like: torch.Tensor, buffers: dict, **attrs) -> None:
 
 
 def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None, negative_slope: float,
-                          scale: float) -> torch.Tensor:
-    """leaky_relu(input + bias[c], negative_slope) * scale over dimension 1 of `input` (rank >= 2); bias may be
-    None. A new tensor."""
+                          scale: float, clamp: float = -1.0, relu: bool = False) -> torch.Tensor:
+    """leaky_relu(input + bias[c], negative_slope) * scale (relu: torch.relu in place of the LeakyReLU) over
+    dimension 1 of `input` (rank >= 2), clamped to [-clamp, clamp] when clamp >= 0; bias may be None. A new
+    tensor."""
     _check_input("input", input)
     _check_bias(bias, input)
     x = input.detach().contiguous()
@@ -107,24 +109,28 @@ def fused_bias_leaky_relu(input: torch.Tensor, bias: torch.Tensor | None, negati
             y_piece = torch.empty_like(x_piece)
         _launch("fused_bias_leaky_relu", x_piece,
                 {"x": x_piece, "bias": _channels(b, piece, whole), "y": y_piece},
-                negative_slope=negative_slope, scale=scale)
+                negative_slope=negative_slope, scale=scale, clamp=clamp, relu=relu)
         if not whole:
             y[:, piece[0]:piece[1]] = y_piece
     return y
 
 
 def fused_bias_leaky_relu_backward(grad_output: torch.Tensor, saved: torch.Tensor, bias: torch.Tensor | None,
-                                   negative_slope: float, scale: float,
-                                   saved_is_result: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(grad_input, grad_bias): grad_input = grad_output * scale * (pre > 0 ? 1 : negative_slope) and grad_bias its
-    sum over every dimension but 1 (in grad_output's dtype), with pre > 0 read from `saved`, the forward's
-    output (saved_is_result: needs negative_slope >= 0 and scale >= 1) or its input (pre = saved + bias)."""
+                                   negative_slope: float, scale: float, saved_is_result: bool, clamp: float = -1.0,
+                                   relu: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(grad_input, grad_bias): grad_input = grad_output * scale * (pre > 0 ? 1 : negative_slope) (relu: pre <= 0 ?
+    +0.0 : grad_output * scale), zero where a clamp (>= 0) cut the output, and grad_bias its sum over every
+    dimension but 1 (in grad_output's dtype), with pre read from `saved`, the forward's output (saved_is_result:
+    needs negative_slope >= 0, scale >= 1 and no clamp) or its input (pre = saved + bias)."""
     _check_input("grad_output", grad_output)
     _check_like("saved", saved, "grad_output", grad_output)
     _check_bias(bias, grad_output)
     if saved_is_result and not (negative_slope >= 0 and scale >= 1):
         raise ValueError(f"saved_is_result: the output gives the sign of input + bias only for negative_slope >= 0 "
                          f"and scale >= 1, got negative_slope={negative_slope}, scale={scale}; save the input")
+    if saved_is_result and clamp >= 0:
+        raise ValueError(f"saved_is_result: a clamped output does not tell whether the output reached the bound or "
+                         f"passed it (clamp={clamp}); save the input")
     dy, kept = grad_output.detach().contiguous(), saved.detach().contiguous()
     b = None if bias is None else bias.detach().contiguous()
     dx = torch.empty_like(dy)
@@ -140,7 +146,7 @@ def fused_bias_leaky_relu_backward(grad_output: torch.Tensor, saved: torch.Tenso
         _launch("fused_bias_leaky_relu_grad", dy_piece,
                 {"dy": dy_piece, "saved": _channels(kept, piece, whole), "bias": _channels(b, piece, whole),
                  "dx": dx_piece, "grad_bias": grad_bias_piece},
-                negative_slope=negative_slope, scale=scale, saved_is_result=saved_is_result)
+                negative_slope=negative_slope, scale=scale, saved_is_result=saved_is_result, clamp=clamp, relu=relu)
         if not whole:
             dx[:, piece[0]:piece[1]] = dx_piece
             grad_bias[piece[0]:piece[1]] = grad_bias_piece
