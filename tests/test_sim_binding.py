@@ -278,6 +278,16 @@ def test_a_tiling_function_names_what_its_request_lacks():
         _sim.elementwise_tiling("leaky_relu", [5], 4, slope)
     with pytest.raises(ValueError, match=r"platform: unknown platform 'tpu'"):
         _sim.elementwise_tiling("leaky_relu", [(5,)], 4, slope, platform="tpu")
+    # sizes a TilingContext cannot hold are refused, not wrapped or cut to the struct's 32-bit fields
+    with pytest.raises(ValueError, match=r"the shape of x has a negative size: \[-7, 3\]"):
+        _sim.elementwise_tiling("leaky_relu", [[-7, 3]], 4, slope)
+    bn = {"negative_slope": 0.1, "eps": 1e-5, "momentum": 0.1, "update_running_stats": False, "relu": False}
+    channels = [(3,)] * 4
+    with pytest.raises(ValueError, match=r"N and C must each be below 2\*\*32"):
+        _sim.batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", [(2**32 + 2, 3, 4, 4), *channels], 4, bn)
+    for size in (1, 3, 8):
+        with pytest.raises(ValueError, match=rf"with {size}-byte elements \(2 or 4 only\)"):
+            _sim.batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", [(2, 3, 4, 4), *channels], size, bn)
 
 
 @available

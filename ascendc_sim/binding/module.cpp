@@ -115,6 +115,12 @@ ascend_acts::TilingRequest RequestOf(const std::string& where, const KernelEntry
             throw py::type_error(where + ": the shape of " + inputNames[i] +
                                  " must be a sequence of ints or None, got " + std::string(py::repr(shape)));
         }
+        for (int64_t size : request.shapes.back()) {
+            if (size < 0) {  // a TilingContext's shapes never hold one: a size would wrap to 2**64 - |size|
+                throw py::value_error(where + ": the shape of " + inputNames[i] +
+                                      " has a negative size: " + std::string(py::repr(shape)));
+            }
+        }
         request.present.push_back(!shape.is_none());
     }
     for (auto item : attrs) {

@@ -108,6 +108,14 @@ inline bool TilingFor(const TilingRequest& request, BatchNormLeakyReluTiling& ti
     uint64_t batch = 0, channels = 0, plane = 0;
     if (!ChannelLayout(request, 0, batch, channels, plane, why)) return false;
     const bool forward = pass == BatchNormPass::Forward;
+    if (batch > UINT32_MAX || channels > UINT32_MAX) {  // the struct's 32-bit fields would keep the low bits
+        why = "of shape " + ShapeText(request.shapes[0]) + ": N and C must each be below 2**32";
+        return false;
+    }
+    if (request.elementSize != 2 && request.elementSize != 4) {  // float16/bfloat16 or float32 data
+        why = "with " + std::to_string(request.elementSize) + "-byte elements (2 or 4 only)";
+        return false;
+    }
     if (!ComputeBatchNormLeakyReluTiling(pass, static_cast<uint32_t>(batch), static_cast<uint32_t>(channels), plane,
                                          request.elementSize, request.Float(0), forward ? request.Float(1) : 0.0f,
                                          forward ? request.Float(2) : 0.0f, forward && request.Bool(3),
