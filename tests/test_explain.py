@@ -159,3 +159,17 @@ def test_table_is_aligned_and_iterable():
 def test_explain_refuses_a_non_module():
     with pytest.raises(TypeError, match="must be a torch.nn.Module"):
         ascend_acts.explain(lambda x: x, torch.randn(1))
+
+
+def test_a_rows_bytes_are_what_only_its_modules_keep():
+    """A ReLU run keeps its conv output either way, and its output is kept by the next convolution too: its row shows
+    no saving that the whole forward does not have (the practitioner review's case); every row is at most the
+    whole forward's bytes."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(True),
+                          nn.Conv2d(8, 8, 3, padding=1))
+    table = ascend_acts.explain(model, torch.randn(2, 3, 16, 16))
+    (row,) = list(table)
+    assert row.fused and row.saved_bytes_torch == row.saved_bytes_converted
+    assert table.saved_bytes_torch == table.saved_bytes_converted
+    assert row.saved_bytes_torch <= table.saved_bytes_torch

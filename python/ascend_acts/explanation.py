@@ -6,7 +6,9 @@ The model runs once on a converted deep copy and once on an unconverted one (the
 their version counters and the CPU random state are left as they were). Whether a run fuses is what the converted
 copy's Sequential decided while running (nn/fusion.py's `decide`, heard through `fusion.listener`), so explain
 cannot disagree with what runs. The bytes are measured, not computed: every tensor autograd saves during a run's
-modules (torch.autograd.graph.saved_tensors_hooks), each storage counted once, parameters and buffers left out.
+modules (torch.autograd.graph.saved_tensors_hooks), each storage counted once, parameters and buffers left out; a
+run's row counts the storages only its modules keep (one the next layer keeps too is kept either way), the total row
+every storage of the forward.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ _ACTIVATIONS = (nn.LeakyReLU, nn.ReLU)
 class Run:
     """One Conv -> Norm (-> activation) run: `path` the Sequential and child indices (`main[3:6]`), `pattern` the
     modules' classes, `fused` whether its conv and norm ran as the fused op, `reason` why not (or what of the run
-    was left out), and the bytes of activations kept for backward by its modules in torch and once converted
-    (None: the run did not execute)."""
+    was left out), and the bytes of activations kept for backward by its modules alone (not also by a module
+    outside the run) in torch and once converted (None: the run did not execute)."""
     path: str
     pattern: str
     fused: bool
@@ -152,25 +154,27 @@ class _Listener:
 
 
 class _SavedBytes:
-    """Bytes of the distinct storages autograd saves, per key (the run in progress) and in total."""
+    """Bytes of the distinct storages autograd saves, in total and per key (the run in progress): a run's bytes are
+    the storages only its modules keep, so a tensor the next layer keeps anyway (a ReLU's output, which the next
+    convolution saves too) counts for no run, and the rows add up to at most the whole forward's bytes."""
 
     def __init__(self, model: nn.Module, key):
         self.excluded = {s[0] for s in map(_storage, (*model.parameters(), *model.buffers())) if s is not None}
         self.key = key
-        self.per_key: dict = {}
+        self.keys: dict = {}  # storage -> the keys (None: outside every run) of the modules that saved it
         self.total: dict = {}
 
     def pack(self, t: torch.Tensor):
         storage = _storage(t)
         if storage is not None and storage[0] not in self.excluded:
             self.total[storage[0]] = storage[1]
-            key = self.key()
-            if key is not None:
-                self.per_key.setdefault(key, {})[storage[0]] = storage[1]
+            self.keys.setdefault(storage[0], set()).add(self.key())
         return t
 
     def bytes_of(self, key) -> int | None:
-        return sum(self.per_key[key].values()) if key in self.per_key else None
+        if not any(key in keys for keys in self.keys.values()):
+            return None
+        return sum(self.total[s] for s, keys in self.keys.items() if keys == {key})
 
 
 def _storage(t: torch.Tensor):
