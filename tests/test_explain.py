@@ -173,3 +173,12 @@ def test_a_rows_bytes_are_what_only_its_modules_keep():
     assert row.fused and row.saved_bytes_torch == row.saved_bytes_converted
     assert table.saved_bytes_torch == table.saved_bytes_converted
     assert row.saved_bytes_torch <= table.saved_bytes_torch
+
+
+def test_a_container_after_the_norm_ends_the_run():
+    """pix2pix's U-Net: Conv2d -> BatchNorm2d -> (the inner block, a module with children) -> ReLU: the run is the
+    conv and the norm with no activation, not the ReLU after the block (practitioner review)."""
+    inner = nn.Sequential(nn.LeakyReLU(0.2), nn.Conv2d(8, 8, 3, padding=1))
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), inner, nn.ReLU())
+    (row,) = list(ascend_acts.explain(model, torch.randn(2, 3, 8, 8)))
+    assert (row.path, row.pattern, row.fused) == ("<model>[0:2]", "Conv2d -> BatchNorm2d -> none", True)

@@ -124,8 +124,8 @@ def _find_runs(path: str, children: list[nn.Module]) -> list[_Found]:
             if j < n and isinstance(children[j], _ACTIVATIONS):
                 activation = j
                 break
-            if j < n and isinstance(children[j], (*_CONVS, *_NORMS)):
-                break
+            if j < n and (isinstance(children[j], (*_CONVS, *_NORMS)) or any(True for _ in children[j].children())):
+                break  # a container (a U-Net's inner block) ends the run: what follows it is not this run's
         stop = (norm if activation is None else activation) + 1
         names = [type(m).__name__ for m in children[i:stop]]
         found.append(_Found(path, i, stop, i, norm, activation,
