@@ -510,6 +510,10 @@ def test_infinities_and_zeros_as_the_composite(backend, act):
     x = torch.tensor([[-math.inf, math.inf, math.nan, -0.0, 0.0, -1.0, 2.0, 1.0, -3.0]])
     b = torch.zeros(9)
     assert same_bits(ascend_acts.bias_act(x, b, 1, act), composite(x, b, 1, act, None, None, None), act)
+    # a -0.0 bias keeps x's -0.0, which relu keeps (torch.relu(-0.0) is -0.0: found by a review)
+    negative_zero = torch.full((9,), -0.0)
+    assert same_bits(ascend_acts.bias_act(x, negative_zero, 1, act),
+                     composite(x, negative_zero, 1, act, None, None, None), act)
     # and the clamp's: values, and gradients passing at exactly +-clamp (1.0, -1.0 with gain 1), zero beyond
     g = torch.tensor([[1.5, -2.0, 3.0, -0.5, 0.25, -1.25, 2.5, 0.75, -1.0]])
     for gain in (1.0, None):

@@ -7,7 +7,7 @@
 //             (pre read from saved = y, or pre = saved + bias[c] with saved = x: always with a clamp, whose
 //             gradient needs u, which y does not tell at +-clamp)
 //   act: LeakyReLU, act(t) = t > 0 ? t : t * slope, act'(pre, g) = pre > 0 ? g : g * slope; or (relu) torch.relu,
-//        act(t) = t <= 0 ? +0.0 : t (NaN stays), act'(pre, g) = pre <= 0 ? +0.0 : g (torch's threshold_backward);
+//        act(t) = t < 0 ? +0.0 : t (-0.0 and NaN stay), act'(pre, g) = pre <= 0 ? +0.0 : g (torch's threshold_backward);
 //   clamp: torch.clamp's values (NaN stays) and gradient; none when the tiling's clamp is negative.
 //
 // in float32 whatever the dtype (half types cast before, rounded once after, CAST_RINT): the order of
@@ -326,11 +326,11 @@ private:
                         span);
     }
 
-    // dst = (t <= 0 ? +0.0 : t) * scale (relu) or (t > 0 ? t : t * slope) * scale; dst may be t.
+    // dst = (t < 0 ? +0.0 : t) * scale (relu: -0.0 stays, as torch.relu's) or (t > 0 ? t : t * slope) * scale; dst may be t.
     __aicore__ inline void Activate(const AscendC::LocalTensor<float>& dst, const AscendC::LocalTensor<float>& t,
                                     uint32_t span) {
         if (relu_) {
-            AscendC::CompareScalar(maskBuf_.template Get<uint8_t>(), t, 0.0f, AscendC::CMPMODE::LE, RepeatLanes(span));
+            AscendC::CompareScalar(maskBuf_.template Get<uint8_t>(), t, 0.0f, AscendC::CMPMODE::LT, RepeatLanes(span));
             SelectConstant(dst, 0.0f, t, span);
         } else {
             AscendC::LeakyRelu(dst, t, t_.negativeSlope, span);

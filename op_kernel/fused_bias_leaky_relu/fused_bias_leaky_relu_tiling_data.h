@@ -37,7 +37,7 @@ struct FusedBiasLeakyReluTiling {
     float negativeSlope;     // unused when relu
     float scale;
     uint32_t elementSize;  // bytes of the data dtype
-    uint32_t relu;         // 1: the activation is torch.relu (t <= 0 gives +0.0, NaN stays NaN), not LeakyReLU
+    uint32_t relu;         // 1: the activation is torch.relu (t < 0 gives +0.0; -0.0 and NaN stay), not LeakyReLU
     float clamp;           // >= 0: y clamped to [-clamp, clamp] after the scale (torch.clamp); < 0: no clamp
     uint32_t reserved;     // keeps the struct whole 64-bit words
 };

@@ -7,7 +7,7 @@ functions (the op's names, on tensors).
 The rounding order is the AscendC kernels' (op_kernel/fused_bias_leaky_relu/), so that the emulator's results
 equal these bit for bit, in the compute dtype (float64 for float64, float32 otherwise; half types round once at
 the end):
-- forward: t = x + bias; u = act(t) * scale with act(t) = t > 0 ? t : t * slope, or (relu) t <= 0 ? +0.0 : t;
+- forward: t = x + bias; u = act(t) * scale with act(t) = t > 0 ? t : t * slope, or (relu) t < 0 ? +0.0 : t;
   y = clamp(u);
 - backward: d = clamp's gradient (dy where -clamp <= u <= clamp, else +0.0; u recomputed from input + bias);
   g = d * scale; dx = pre > 0 ? g : g * slope, or (relu) pre <= 0 ? +0.0 : g, pre read from the output
@@ -51,7 +51,7 @@ def _plus_bias(rows: np.ndarray, bias: np.ndarray | None, start: int, stop: int,
 def _activated(pre: np.ndarray, slope, factor, relu: bool) -> np.ndarray:
     """act(pre) * scale, a new array."""
     if relu:
-        result = np.where(pre <= 0, pre.dtype.type(0), pre)
+        result = np.where(pre < 0, pre.dtype.type(0), pre)  # -0.0 stays, as in torch.relu
     else:
         result = leaky_relu_values(pre, slope)
     result *= factor

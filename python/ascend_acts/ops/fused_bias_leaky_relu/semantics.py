@@ -2,8 +2,8 @@
 
 y = leaky_relu(x + bias[c], negative_slope) * scale, with c the index along dimension 1 of an input of rank >= 2;
 NVlabs bias_act's modes: `relu=True` runs torch.relu in place of the LeakyReLU (negative_slope unused: +0.0 for
-x + bias <= 0, NaN kept, where the LeakyReLU with slope 0 gives -0.0 and -inf * 0 = NaN), and `clamp` >= 0 clamps
-y to [-clamp, clamp] after the scale (a negative clamp, the default -1, is none).
+x + bias < 0, -0.0 and NaN kept, where the LeakyReLU with slope 0 gives -0.0 for a negative and -inf * 0 = NaN), and
+`clamp` >= 0 clamps y to [-clamp, clamp] after the scale (a negative clamp, the default -1, is none).
 With negative_slope >= 0 (or relu), scale >= 1 and no clamp the output has the pre-activation's sign (y > 0 <=>
 x + bias > 0), so autograd keeps the output only; otherwise it keeps the input and the bias (never a
 pre-activation tensor): with 0 < scale < 1 a tiny positive pre-activation times scale can round to 0, whose
