@@ -391,6 +391,7 @@ def test_bad_arguments_name_the_argument():
         (dict(b=torch.randn(3), dim=1.0), TypeError, "'dim'"),
         (dict(clamp=-1), ValueError, "'clamp'"),  # NVlabs: AssertionError
         (dict(clamp=float("nan")), ValueError, "'clamp'"),
+        (dict(clamp=1e39), RuntimeError, "'clamp'"),  # torch.clamp on a float32 x: "cannot be converted to type float"
         (dict(impl="triton"), ValueError, "'impl'"),  # NVlabs: AssertionError
         (dict(alpha="0.2", act="lrelu"), TypeError, "'alpha'"),
         (dict(gain=[2.0]), TypeError, "'gain'"),

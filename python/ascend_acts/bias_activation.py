@@ -200,7 +200,7 @@ def bias_act(x: torch.Tensor, b: torch.Tensor | None = None, dim: int = 1, act: 
     alpha = spec.def_alpha if alpha is None else check.check_number(_FN, "alpha", alpha, x)
     gain = spec.def_gain if gain is None else check.check_number(_FN, "gain", gain)
     if clamp is not None:
-        clamp = check.check_number(_FN, "clamp", clamp)
+        clamp = check.check_number(_FN, "clamp", clamp, x)  # torch.clamp refuses a bound past x's dtype
         if not clamp >= 0:  # NaN too, as NVlabs' `assert clamp is None or clamp >= 0`
             raise ValueError(f"{_FN}(): argument 'clamp' must be None or a number >= 0, got {clamp}")
     if b is not None:
