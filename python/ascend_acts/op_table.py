@@ -253,7 +253,8 @@ TORCH_OPS: tuple[TorchOp, ...] = (
     TorchOp("conv_bn_leaky_relu_train",
             f"(Tensor input, Tensor weight, Tensor? bias, Tensor bn_weight, Tensor bn_bias, Tensor(a!)? running_mean, "
             f"Tensor(b!)? running_var, {_GEOMETRY}, float momentum, float eps, float negative_slope, "
-            f"bool save_output, bool relu=False, {_TRANSPOSED}) -> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
+            f"bool save_output, bool relu=False, {_TRANSPOSED}) "
+            "-> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
             ("batch_norm_leaky_relu",)),
     TorchOp("conv_bn_leaky_relu_train_backward",
             f"(Tensor grad_out, Tensor saved, bool saved_is_result, Tensor input, Tensor weight, Tensor bn_weight, "

@@ -3,11 +3,11 @@ fused op, and running it.
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact nn.Conv2d or
-nn.ConvTranspose2d / nn.BatchNorm2d (or a synchronised BN: ascend_acts.nn.SyncBatchNorm or nn.SyncBatchNorm, sync_batch_norm.py) /
-LeakyReLU modules with no hooks of any kind (their own or the global module hooks), no instance-level forward and
-zero padding fuse; anything else runs module by module, which is torch's behaviour by definition. The fused call
-reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None, num_batches_tracked, track_running_stats,
-affine=False, eval with or without running statistics).
+nn.ConvTranspose2d / nn.BatchNorm2d (or a synchronised BN after a Conv2d: ascend_acts.nn.SyncBatchNorm or
+nn.SyncBatchNorm, sync_batch_norm.py) / LeakyReLU modules with no hooks of any kind (their own or the global module
+hooks), no instance-level forward and zero padding fuse; anything else runs module by module, which is torch's
+behaviour by definition. The fused call reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None,
+num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics).
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ tensors (the "sim" backend's functions), through the op package on NPU tensors, 
   on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless
   ASCEND_ACTS_EVAL_KERNEL=fused asks for the eval kernel: it has never been measured on an NPU (its modelled
   figures: benchmarks/results/), so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has measured it.
-  Grouped and transposed convolutions, layers the kernel has no tiling for on the emulator (an output row of 16 channels must fit
-  L0C, and a band of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000 positions) and the eval
+  Grouped and transposed convolutions, layers the kernel has no tiling for on the emulator (an output row of 16
+  channels must fit L0C, and a band of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000
+  positions) and the eval
   backward (needed only to train through an eval-mode block) run the reference backend on the CPU and torch ops
   on an NPU.
 """
@@ -269,9 +270,10 @@ def eval_path(input, weight, stride, padding, dilation, groups, transposed=False
     the fused kernel where it can: it is the only place that kernel runs until an NPU has measured it."""
     if not on_emulator(input) and not fused_eval_kernel_requested():
         return "platform"
-    # the kernel takes a (not transposed) convolution with groups = 1, a non-empty input (torch's convolution decides what an empty one gives, errors
-    # included) and a layer its tiling covers (the same pure function as the op package's: the emulator binding's,
-    # when this install has it; without it an NPU's op package refuses what it cannot tile)
+    # the kernel takes a (not transposed) convolution with groups = 1, a non-empty input (torch's convolution decides
+    # what an empty one gives, errors included) and a layer its tiling covers (the same pure function as the op
+    # package's: the emulator binding's, when this install has it; without it an NPU's op package refuses what it
+    # cannot tile)
     fits = not transposed and groups == 1 and input.numel() > 0 and (
         (emulator.unavailable_reason() is not None and not on_emulator(input))
         or conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,

@@ -10,11 +10,12 @@ Training backward is InPlace-ABN style: from the post-activation output the BN o
 by inverting LeakyReLU (slope > 0) and x-hat by inverting the affine (no zero bn_weight); otherwise
 the caller keeps the conv output and x-hat is recomputed from it.
 
-The reference backend's convolution (and transposed convolution) is the platform's, as on the NPU: torch's CPU convolution (oneDNN;
-torch.nn.functional.conv2d forward, aten::convolution_backward for grad_input, grad_weight and grad_bias). What is
-ours runs on NumPy: the BatchNorm + LeakyReLU passes (reference_batch_norm.py) and the eval epilogue (leaky_relu's
-reference). Half types are computed in float32 (conv included) and rounded once at the end; the conv output is
-rounded to the input dtype only where it is kept for the backward. float64 stays float64.
+The reference backend's convolution (transposed too) is the platform's, as on the NPU: torch's CPU convolution
+(oneDNN; torch.nn.functional.conv2d or conv_transpose2d forward, aten::convolution_backward for grad_input,
+grad_weight and grad_bias). What is ours runs on NumPy: the BatchNorm + LeakyReLU passes (reference_batch_norm.py)
+and the eval epilogue (leaky_relu's reference). Half types are computed in float32 (conv included) and rounded once
+at the end; the conv output is rounded to the input dtype only where it is kept for the backward. float64 stays
+float64.
 """
 
 from __future__ import annotations

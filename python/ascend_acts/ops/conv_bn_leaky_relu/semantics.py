@@ -164,7 +164,8 @@ def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_v
 
 
 def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
-                         padding, dilation, groups, negative_slope, relu=False, transposed=False, output_padding=(0, 0)):
+                         padding, dilation, groups, negative_slope, relu=False, transposed=False,
+                         output_padding=(0, 0)):
     _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation, groups, negative_slope, relu, transposed, output_padding)
     layout = derivatives.memory_format(input, weight)
@@ -175,7 +176,8 @@ def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_wei
 
 def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
                output_padding=(0, 0)):
-    _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu, transposed, output_padding)
+    _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu, transposed,
+                output_padding)
     shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
     return _empty(shape, input, derivatives.memory_format(input, weight))
 
