@@ -200,7 +200,7 @@ KERNELS: tuple[Kernel, ...] = (
 _GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
 # aten::convolution's: conv_transpose2d in place of conv2d (weight (C_in, C_out/groups, kh, kw)); appended after
 # `relu`, with defaults, so that positional callers of the older schemas keep working
-_TRANSPOSED = "bool transposed=False, int[2] output_padding=[0, 0]"
+_TRANSPOSED = "bool transposed=False, int[2] output_padding=0"  # 0: [0, 0], as aten::conv_transpose2d writes it
 
 
 @dataclass(frozen=True)
