@@ -35,7 +35,7 @@ class Checked:
     output_shape: torch.Size
     no_input_channels: bool
     transposed: bool = False
-    output_padding: list[int] = (0, 0)
+    output_padding: list[int] | tuple[int, int] = (0, 0)  # conv_transpose2d's; (0, 0) when not transposed
 
     @property
     def geometry(self) -> tuple:
