@@ -138,6 +138,18 @@ CONV_GEOMETRIES = {
     "strided-asymmetric-groups": (2, 4, 4, 5, 5, 3, [2, 1], [1, 0, 0, 1], [1, 1], 2),
     "dilated": (3, 2, 2, 5, 5, 2, [1, 1], [1, 1, 1, 1], [2, 2], 1),
 }
+# transposed (conv_transpose2d's weight (C_in, C_out/groups, k, k)), with output_padding (height, width)
+TRANSPOSED_GEOMETRIES = {
+    "transposed-strided-groups": ((2, 4, 6, 3, 4, 3, [2, 2], [1, 1, 1, 1], [1, 1], 2), [1, 0]),
+    "transposed-dilated": ((2, 3, 4, 3, 3, 2, [1, 2], [0, 0, 1, 1], [2, 1], 1), [0, 1]),
+}
+
+
+def _transposed_tensors(m: _Maker, geometry, layout=""):
+    """Input, weight, bias of a transposed convolution; layout "input": a channels_last input."""
+    n, cin, cout, h, w, k, *_, groups = geometry
+    x, weight = m.randn(n, cin, h, w), m.randn(cin, cout // groups, k, k)
+    return x.contiguous(memory_format=CL) if layout == "input" else x, weight, m.randn(cout)
 
 
 def _conv_tensors(m: _Maker, geometry, layout=""):
@@ -176,19 +188,31 @@ def conv_bn_leaky_relu_train(dtype, device):
                 *config[6:], 0.1, 1e-5, slope, save_output, relu)
         samples.append(Sample(args, name=f"{geometry}-bias{with_bias}-stats{stats}-slope{slope}-save{save_output}"
                                          f"{_layout_name(layout)}{'-relu' if relu else ''}"))
+    for geometry, with_bias, slope, save_output, layout, relu in (
+            ("transposed-strided-groups", True, 0.2, True, "", False),
+            ("transposed-dilated", False, 0.0, False, "input", True)):
+        config, output_padding = TRANSPOSED_GEOMETRIES[geometry]
+        x, weight, bias = _transposed_tensors(m, config, layout)
+        c, pc = config[2], m.per_channel_dtype
+        args = (x, weight, bias if with_bias else None, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc),
+                m.randn(c).to(pc) * 0.1, m.positive(c, dtype=pc), *config[6:], 0.1, 1e-5, slope, save_output, relu,
+                True, output_padding)
+        samples.append(Sample(args, name=f"{geometry}-bias{with_bias}-slope{slope}-save{save_output}"
+                                         f"{_layout_name(layout)}{'-relu' if relu else ''}"))
     return samples
 
 
 def conv_bn_leaky_relu_train_backward(dtype, device):
     m, samples = _Maker(dtype, device, seed=7), []
     for forward in conv_bn_leaky_relu_train(dtype, device):
-        x, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, slope, save_output, relu = forward.args
+        x, weight, bias, bn_weight, bn_bias = forward.args[:5]
+        geometry, (slope, save_output, *options) = forward.args[7:11], forward.args[13:]  # options: relu, transposed...
         out, conv_out, mean, invstd = ops.conv_bn_leaky_relu_train(x, weight, bias, bn_weight, bn_bias, None, None,
-                                                                   *geometry, 0.1, 1e-5, slope, save_output, relu)
+                                                                   *geometry, 0.1, 1e-5, slope, save_output, *options)
         grad = torch.empty_like(out).copy_(m.randn(*out.shape))
         saved = out if save_output else conv_out
         samples.append(Sample((grad, saved, save_output, x, weight, bn_weight, bn_bias, mean, invstd, *geometry, slope,
-                               relu), name=forward.name))
+                               *options), name=forward.name))
     return samples
 
 
@@ -203,6 +227,12 @@ def conv_bn_leaky_relu_eval(dtype, device):
                               name=f"{geometry}-slope{slope}{_layout_name(layout)}{'-relu' if relu else ''}"))
     x, weight, bias = _conv_tensors(m, CONV_GEOMETRIES["3x3"])
     samples.append(Sample((x[:0], weight, bias, *CONV_GEOMETRIES["3x3"][6:], 0.2, False), name="empty"))
+    for geometry, slope, layout, relu in (("transposed-strided-groups", 0.2, "input", False),
+                                          ("transposed-dilated", 0.0, "", True)):
+        config, output_padding = TRANSPOSED_GEOMETRIES[geometry]
+        x, weight, bias = _transposed_tensors(m, config, layout)
+        samples.append(Sample((x, weight, bias, *config[6:], slope, relu, True, output_padding),
+                              name=f"{geometry}-slope{slope}{_layout_name(layout)}{'-relu' if relu else ''}"))
     return samples
 
 
@@ -237,8 +267,10 @@ NON_DIFFERENTIABLE = {
 
 
 # --- torch's own functions for the same calls ---------------------------------------------------------------------
-def _conv(x, weight, bias, stride, padding, dilation, groups):
+def _conv(x, weight, bias, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0)):
     top, bottom, left, right = padding
+    if transposed:
+        return F.conv_transpose2d(x, weight, bias, stride, (top, left), output_padding, groups, dilation)
     return F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, stride, 0, dilation, groups)
 
 
@@ -247,26 +279,26 @@ def _activation(z, slope, relu):
 
 
 def _train_composite(x, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation,
-                     groups, momentum, eps, slope, save_output, relu):
-    conv = _conv(x, weight, bias, stride, padding, dilation, groups)
+                     groups, momentum, eps, slope, save_output, relu, *transposition):
+    conv = _conv(x, weight, bias, stride, padding, dilation, groups, *transposition)
     out = _activation(F.batch_norm(conv, None, None, bn_weight, bn_bias, True, momentum, eps), slope, relu)
     var, mean = torch.var_mean(conv.float() if conv.dtype != torch.float64 else conv, (0, 2, 3), correction=0)
     return out, conv, mean, (var + eps).rsqrt()
 
 
 def _train_backward_composite(grad, saved, saved_is_result, x, weight, bn_weight, bn_bias, mean, invstd, stride,
-                              padding, dilation, groups, slope, relu):
+                              padding, dilation, groups, slope, relu, *transposition):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bn_weight, bn_bias)]
-    bias = torch.zeros(weight.shape[0], dtype=weight.dtype, requires_grad=True)
-    conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups)
+    bias = torch.zeros(bn_weight.shape[0], dtype=weight.dtype, requires_grad=True)
+    conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups, *transposition)
     out = _activation(F.batch_norm(conv, None, None, leaves[2], leaves[3], True, 0.1, 1e-5), slope, relu)
     grads = torch.autograd.grad(out, [*leaves[:2], bias, *leaves[2:]], grad)
     return grads
 
 
-def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope, relu):
+def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope, relu, *transposition):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
-    out = _activation(_conv(*leaves, stride, padding, dilation, groups), slope, relu)
+    out = _activation(_conv(*leaves, stride, padding, dilation, groups, *transposition), slope, relu)
     return torch.autograd.grad(out, leaves, grad)
 
 
@@ -299,8 +331,8 @@ COMPOSITES = {
     "fused_bias_leaky_relu_backward": _fused_bias_backward_composite,
     "conv_bn_leaky_relu_train": _train_composite,
     "conv_bn_leaky_relu_train_backward": _train_backward_composite,
-    "conv_bn_leaky_relu_eval": lambda x, weight, bias, stride, padding, dilation, groups, slope, relu: _activation(
-        _conv(x, weight, bias, stride, padding, dilation, groups), slope, relu),
+    "conv_bn_leaky_relu_eval": lambda x, weight, bias, stride, padding, dilation, groups, slope, relu, *transposition:
+    _activation(_conv(x, weight, bias, stride, padding, dilation, groups, *transposition), slope, relu),
     "conv_bn_leaky_relu_eval_backward": _eval_backward_composite,
 }
 

@@ -85,10 +85,12 @@ def test_dcgan_generator_and_discriminator(training):
             assert run.path in text and run.pattern in text
     generator_table = ascend_acts.explain(generator, z)
     assert [r.pattern for r in generator_table] == ["ConvTranspose2d -> BatchNorm2d -> ReLU"] * 4
-    assert not any(r.fused for r in generator_table)
-    assert all(r.reason == "ConvTranspose2d runs are not fused yet" for r in generator_table)
-    # an unfused run keeps what torch keeps: the same modules ran
-    assert all(r.saved_bytes_converted == r.saved_bytes_torch for r in generator_table)
+    assert all(r.fused for r in generator_table)
+    if training:  # ReLU: the conv output kept, not the BN and ReLU outputs too
+        assert all(r.saved_bytes_converted < r.saved_bytes_torch for r in generator_table)
+        assert all(r.reason == "" for r in generator_table)
+    else:
+        assert all(r.reason == "eval: BatchNorm folded into the conv" for r in generator_table)
     table = ascend_acts.explain(discriminator, image)
     assert [r.path for r in table] == ["<model>[2:5]", "<model>[5:8]", "<model>[8:11]"]
     assert all(r.fused for r in table)

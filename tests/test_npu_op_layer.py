@@ -153,3 +153,32 @@ def test_results_have_the_layout_the_fake_kernel_promises(extension, name):
     ((called, args),) = extension
     assert called == torch_op(name).npu_kernels[0]
     assert all(a.is_contiguous() for a in args.values() if isinstance(a, torch.Tensor))
+
+
+def transposed_calls():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 4, 5, 6, generator=g).to(memory_format=torch.channels_last)
+    weight, bias = torch.randn(4, 3, 3, 3, generator=g), torch.randn(6, generator=g)  # groups 2: 6 output channels
+    geometry = ([2, 2], [1, 1, 1, 1], [1, 1], 2)
+    transposition = (True, [1, 0])  # transposed, output_padding
+    return {
+        "conv_bn_leaky_relu_eval": (x, weight, bias, *geometry, 0.2, False, *transposition),
+        "conv_bn_leaky_relu_train": (x, weight, None, torch.rand(6, generator=g) + 0.5, torch.randn(6, generator=g),
+                                     None, None, *geometry, 0.1, 1e-5, 0.2, False, False, *transposition),
+    }
+
+
+@pytest.mark.parametrize("name", list(transposed_calls()))
+def test_transposed_runs_the_platforms_conv_transpose_then_our_kernel(extension, name):
+    """A transposed call: the CPU's values and the fake kernel's layout, one launch of the op's first NPU kernel
+    after the platform's conv_transpose2d (eval: no fused eval kernel for it)."""
+    arguments = transposed_calls()[name]
+    got, promised = on_npu(name, *arguments), getattr(torch.ops.ascend_acts, name)(*map(meta, arguments))
+    expected = getattr(torch.ops.ascend_acts, name)(*arguments)
+    got, promised, expected = ((t,) if isinstance(t, torch.Tensor) else t for t in (got, promised, expected))
+    assert got[0].shape == (2, 6, 10, 11) and got[0].is_contiguous(memory_format=torch.channels_last)
+    assert [t.stride() for t in got] == [t.stride() for t in promised]
+    for ours, cpu in zip(got, expected):
+        torch.testing.assert_close(ours, cpu, rtol=1e-5, atol=1e-5)
+    ((called, _),) = extension
+    assert called == torch_op(name).npu_kernels[0]

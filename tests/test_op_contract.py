@@ -106,9 +106,11 @@ def as_function(name, args):
         for i, t in zip(indices, tensors):
             full[i] = t.clone() if mutated(name, i) else t
         if name == "conv_bn_leaky_relu_train_backward":
-            grad, _, saved_is_result, x, weight, bn_weight, bn_bias, _, _, *geometry, slope = full
+            grad, _, saved_is_result, x, weight, bn_weight, bn_bias = full[:7]
+            geometry, (slope, *options) = full[9:13], full[13:]  # options: relu, transposed, output_padding
             out, conv_out, mean, invstd = ops.conv_bn_leaky_relu_train(x, weight, None, bn_weight, bn_bias, None, None,
-                                                                       *geometry, 0.1, 1e-5, slope, saved_is_result)
+                                                                       *geometry, 0.1, 1e-5, slope, saved_is_result,
+                                                                       *options)
             full[1], full[7], full[8] = (out if saved_is_result else conv_out), mean, invstd
         return tuple(t for t in call(name, full) if t is not None and t.numel())
 
@@ -254,7 +256,8 @@ def expected_saved(name, args, results):
         tells_sign = (relu or slope >= 0) and scale >= 1 and clamp < 0
         return [out] if tells_sign else [x] + ([bias] if bias is not None else [])
     if name == "conv_bn_leaky_relu_train":
-        x, weight, _, bn_weight, bn_bias, *_, save_output, relu = args
+        x, weight, _, bn_weight, bn_bias = args[:5]
+        save_output, relu = args[14:16]
         assert not (relu and save_output), "relu is not invertible: the conv output must be kept"
         kept = out if save_output else results[1]
         return [kept, x, weight, bn_weight, bn_bias, results[2], results[3]]
@@ -354,7 +357,8 @@ def backend_params():
 def test_backend_matches_the_reference(name, backend, dtype):
     dtype = getattr(torch, dtype)
     bound = BACKEND_BOUND.get(name, 0.0)
-    for sample in samples_of(name, dtype)[:2]:
+    samples = samples_of(name, dtype)
+    for sample in [*samples[:2], *(s for s in samples[2:] if s.name.startswith("transposed"))]:
         with use_backend("reference"):
             want = call(name, clone_args(sample.args))
         with use_backend(backend):

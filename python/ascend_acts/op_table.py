@@ -202,6 +202,9 @@ KERNELS: tuple[Kernel, ...] = (
 
 # --- torch.library operators ---------------------------------------------------------------------------
 _GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
+# aten::convolution's: conv_transpose2d in place of conv2d (weight (C_in, C_out/groups, kh, kw)); appended after
+# `relu`, with defaults, so that positional callers of the older schemas keep working
+_TRANSPOSED = "bool transposed=False, int[2] output_padding=0"  # 0: [0, 0], as aten::conv_transpose2d writes it
 
 
 @dataclass(frozen=True)
@@ -254,19 +257,22 @@ TORCH_OPS: tuple[TorchOp, ...] = (
     TorchOp("conv_bn_leaky_relu_train",
             f"(Tensor input, Tensor weight, Tensor? bias, Tensor bn_weight, Tensor bn_bias, Tensor(a!)? running_mean, "
             f"Tensor(b!)? running_var, {_GEOMETRY}, float momentum, float eps, float negative_slope, "
-            "bool save_output, bool relu=False) -> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
+            f"bool save_output, bool relu=False, {_TRANSPOSED}) "
+            "-> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
             ("batch_norm_leaky_relu",)),
     TorchOp("conv_bn_leaky_relu_train_backward",
             f"(Tensor grad_out, Tensor saved, bool saved_is_result, Tensor input, Tensor weight, Tensor bn_weight, "
-            f"Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, float negative_slope, bool relu=False) "
+            f"Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, float negative_slope, bool relu=False, "
+            f"{_TRANSPOSED}) "
             "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
             ("batch_norm_leaky_relu_grad",)),
     TorchOp("conv_bn_leaky_relu_eval",
-            f"(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, bool relu=False) -> Tensor",
+            f"(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, bool relu=False, "
+            f"{_TRANSPOSED}) -> Tensor",
             ("leaky_relu", "conv_bn_leaky_relu_eval")),  # aclnn conv + ours; the fused kernel on request
     TorchOp("conv_bn_leaky_relu_eval_backward",
             f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, "
-            "bool relu=False) -> (Tensor, Tensor, Tensor)",
+            f"bool relu=False, {_TRANSPOSED}) -> (Tensor, Tensor, Tensor)",
             ()),
     # StyleGAN2's bias + LeakyReLU * scale (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu); the
     # bias is over dim 1 of an input of rank >= 2

@@ -1,13 +1,13 @@
-"""When a Conv2d -> BatchNorm2d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the fused op, and
-running it.
+"""When a Conv2d or ConvTranspose2d -> BatchNorm2d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the
+fused op, and running it.
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
-hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact nn.Conv2d /
-nn.BatchNorm2d (or a synchronised BN: ascend_acts.nn.SyncBatchNorm or nn.SyncBatchNorm, sync_batch_norm.py) /
-LeakyReLU modules with no hooks of any kind (their own or the global module hooks), no instance-level forward and
-zero padding fuse; anything else runs module by module, which is torch's behaviour by definition. The fused call
-reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None, num_batches_tracked, track_running_stats,
-affine=False, eval with or without running statistics).
+hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact nn.Conv2d or
+nn.ConvTranspose2d / nn.BatchNorm2d (or a synchronised BN after a Conv2d: ascend_acts.nn.SyncBatchNorm or
+nn.SyncBatchNorm, sync_batch_norm.py) / LeakyReLU modules with no hooks of any kind (their own or the global module
+hooks), no instance-level forward and zero padding fuse; anything else runs module by module, which is torch's
+behaviour by definition. The fused call reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None,
+num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ _ACTIVATIONS = (nn.LeakyReLU, LeakyReLU)  # exact types: a user's subclass may c
 # convert_sync_batchnorm put it in (DDP refuses it on the CPU until a second `convert` swaps in ours)
 _SYNC_BATCH_NORMS = (SyncBatchNorm, nn.SyncBatchNorm)
 _BATCH_NORMS = (nn.BatchNorm2d, *_SYNC_BATCH_NORMS)
+_FUSED_CONVS = (nn.Conv2d, nn.ConvTranspose2d)  # exact types: the fused op computes their forward (transposed or not)
 
 
 def _untouched(module: nn.Module) -> bool:
@@ -62,10 +63,11 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     The one rule for Sequential's forward, ConvBNLeakyReLU2d and `ascend_acts.explain`."""
     if parametrize.is_parametrized(conv):
         return "a parametrization on the conv (spectral_norm, weight_norm...)"
-    if type(conv) is not nn.Conv2d:
-        if isinstance(conv, (nn.ConvTranspose2d, nn.Linear)):
+    if type(conv) not in _FUSED_CONVS:
+        if isinstance(conv, nn.Linear):
             return f"{type(conv).__name__} runs are not fused yet"
-        return f"the conv is a {type(conv).__name__}, not exactly nn.Conv2d (its forward may differ)"
+        expected = "nn.ConvTranspose2d" if isinstance(conv, nn.ConvTranspose2d) else "nn.Conv2d"
+        return f"the conv is a {type(conv).__name__}, not exactly {expected} (its forward may differ)"
     if bn is None:
         return "no normalisation after the conv"
     if parametrize.is_parametrized(bn):
@@ -78,6 +80,8 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
         return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
     if bn.num_features != conv.out_channels:
         return "the BatchNorm's num_features differs from the conv's out_channels"
+    if type(conv) is nn.ConvTranspose2d and type(bn) in _SYNC_BATCH_NORMS:
+        return "a synchronised BatchNorm after a ConvTranspose2d is not fused yet"
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
@@ -183,7 +187,7 @@ def _number(value):
     return value.item() if isinstance(value, torch.Tensor) else value
 
 
-def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slope: float,
+def conv_bn_leaky_relu_modules(conv: nn.Conv2d | nn.ConvTranspose2d, bn: nn.BatchNorm2d, negative_slope: float,
                                input: torch.Tensor, relu: bool = False) -> torch.Tensor:
     """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op, with
     nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
@@ -201,6 +205,8 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d, bn: nn.BatchNorm2d, negative_slo
         fused, options = sync_conv_bn_leaky_relu, {"process_group": bn.process_group}
     else:
         fused, options = conv_bn_activation, {"relu": relu}
+        if type(conv) is nn.ConvTranspose2d:
+            options |= {"transposed": True, "output_padding": conv.output_padding}
     if counts and momentum is None:
         if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
             # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor

@@ -38,10 +38,12 @@ def in_format(t: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
 # included, and torch differentiates it to any order. Computed in float32 (float64 stays float64).
 def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                      bn_bias, mean, invstd, stride, padding, dilation, groups,
-                                                     negative_slope, relu=False):
+                                                     negative_slope, relu=False, transposed=False,
+                                                     output_padding=(0, 0)):
     c, layout = compute_dtype(input.dtype), memory_format(input, weight)
     x, w = input.to(c), weight.to(c)
-    y = conv2d(x, w, None, stride, padding, dilation, groups)  # the conv bias cancels in the batch statistics
+    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    y = conv2d(x, w, None, *geometry)  # the conv bias cancels in the batch statistics
     batch_mean = y.mean((0, 2, 3))
     variance = y.var((0, 2, 3), unbiased=False)
     # eps is no argument of the backward; the saved invstd carries it (variance + eps = invstd^-2): this has the
@@ -55,31 +57,33 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     dxhat = dz * gamma
     dy = channel(invstd) * (dxhat - dxhat.mean((0, 2, 3), keepdim=True)
                             - xhat * (dxhat * xhat).mean((0, 2, 3), keepdim=True))
-    grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, w, stride, padding, dilation, groups)
+    grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, w, *geometry)
     return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
             grad_bias.to(weight.dtype), grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype))
 
 
 def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                                 negative_slope, relu=False):
+                                                 negative_slope, relu=False, transposed=False, output_padding=(0, 0)):
     c, layout = compute_dtype(input.dtype), memory_format(input, weight)
     x, w = input.to(c), weight.to(c)
-    pre = conv2d(x, w, bias.to(c), stride, padding, dilation, groups)
+    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    pre = conv2d(x, w, bias.to(c), *geometry)
     grad = grad_out.to(c)
     dz = activation_gradient(pre, grad, negative_slope, relu)
-    grad_input, grad_weight, grad_bias = conv2d_backward(dz, x, w, stride, padding, dilation, groups)
+    grad_input, grad_weight, grad_bias = conv2d_backward(dz, x, w, *geometry)
     return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
             grad_bias.to(bias.dtype))
 
 
 # --- forward-mode derivatives (jvp) of the forward ops ----------------------------------------
-def _tangent_conv(input, weight, input_tangent, weight_tangent, stride, padding, dilation, groups):
-    """d conv(input, weight) along the tangents (None = 0), or None when both are None."""
+def _tangent_conv(input, weight, input_tangent, weight_tangent, geometry):
+    """d conv(input, weight) along the tangents (None = 0), or None when both are None; `geometry` is conv2d's
+    arguments after the bias."""
     parts = []
     if input_tangent is not None:
-        parts.append(conv2d(input_tangent, weight, None, stride, padding, dilation, groups))
+        parts.append(conv2d(input_tangent, weight, None, *geometry))
     if weight_tangent is not None:
-        parts.append(conv2d(input, weight_tangent, None, stride, padding, dilation, groups))
+        parts.append(conv2d(input, weight_tangent, None, *geometry))
     return sum(parts[1:], parts[0]) if parts else None
 
 
@@ -88,17 +92,19 @@ def _as(t, dtype):
 
 
 def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tangents, stride, padding,
-                                 dilation, groups, negative_slope, like, relu=False):
+                                 dilation, groups, negative_slope, like, relu=False, transposed=False,
+                                 output_padding=(0, 0)):
     """Tangent of the training output along tangents (input, weight, bias, bn_weight, bn_bias); a conv bias
     tangent cancels in the batch statistics."""
     c = compute_dtype(input.dtype)
     input_t, weight_t, _, gamma_t, beta_t = (_as(t, c) for t in tangents)
     x, w = input.to(c), weight.to(c)
-    y = conv2d(x, w, None, stride, padding, dilation, groups)  # without the conv bias, so not `mean` but y's own
+    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    y = conv2d(x, w, None, *geometry)  # without the conv bias, so not `mean` but y's own
     xhat = (y - y.mean((0, 2, 3), keepdim=True)) * channel(invstd.to(c))
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     z_t = torch.zeros_like(xhat)
-    y_t = _tangent_conv(x, w, input_t, weight_t, stride, padding, dilation, groups)
+    y_t = _tangent_conv(x, w, input_t, weight_t, geometry)
     if y_t is not None:
         xhat_t = channel(invstd.to(c)) * (y_t - y_t.mean((0, 2, 3), keepdim=True)
                                           - xhat * (xhat * y_t).mean((0, 2, 3), keepdim=True))
@@ -112,13 +118,14 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
 
 
 def conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like,
-                                relu=False):
+                                relu=False, transposed=False, output_padding=(0, 0)):
     """Tangent of the eval output along tangents (input, weight, bias)."""
     c = compute_dtype(input.dtype)
     input_t, weight_t, bias_t = (_as(t, c) for t in tangents)
     x, w = input.to(c), weight.to(c)
-    pre = conv2d(x, w, bias.to(c), stride, padding, dilation, groups)
-    pre_t = _tangent_conv(x, w, input_t, weight_t, stride, padding, dilation, groups)
+    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    pre = conv2d(x, w, bias.to(c), *geometry)
+    pre_t = _tangent_conv(x, w, input_t, weight_t, geometry)
     pre_t = torch.zeros_like(pre) if pre_t is None else pre_t
     if bias_t is not None:
         pre_t = pre_t + channel(bias_t)

@@ -18,20 +18,26 @@ ops = torch.ops.ascend_acts
 F = torch.nn.functional
 
 
-def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias, eps):
-    """Conv weight and bias with eval-mode BN folded in (exact up to rounding; differentiable)."""
+def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias, eps, transposed=False, groups=1):
+    """Conv weight and bias with eval-mode BN folded in (exact up to rounding; differentiable). A transposed weight
+    (C_in, C_out/groups, kh, kw) is scaled per output channel along dim 1, within each group."""
     scale = torch.rsqrt(running_var + eps)
     if bn_weight is not None:
         scale = scale * bn_weight
     shift = -running_mean * scale if bias is None else (bias - running_mean) * scale
     if bn_bias is not None:
         shift = shift + bn_bias
-    return weight * scale.to(weight.dtype).reshape(-1, 1, 1, 1), shift.to(weight.dtype)
+    scale = scale.to(weight.dtype)
+    if transposed:
+        c_in, per_group, kh, kw = weight.shape
+        grouped = weight.reshape(groups, c_in // groups, per_group, kh, kw) * scale.reshape(groups, 1, per_group, 1, 1)
+        return grouped.reshape(weight.shape), shift.to(weight.dtype)
+    return weight * scale.reshape(-1, 1, 1, 1), shift.to(weight.dtype)
 
 
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0,
-                       dilation=1, groups=1):
+                       dilation=1, groups=1, transposed=False, output_padding=0):
     """leaky_relu(batch_norm(conv2d(input, weight, bias, ...), ...), negative_slope), as torch computes it.
 
     Training (or no running statistics): batch statistics; running_mean/running_var, when given, are
@@ -42,20 +48,25 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     sees the current weights, whatever changed them.
     Every argument is checked before anything is computed or written: a call that raises changes nothing.
     `momentum` is a number here; nn.ConvBNLeakyReLU2d handles momentum=None (cumulative average).
+    `transposed=True`: the convolution is conv_transpose2d (weight (C_in, C_out/groups, kH, kW), `output_padding`),
+    as aten::convolution takes it.
     """
     return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
-                              eps, negative_slope, stride, padding, dilation, groups)
+                              eps, negative_slope, stride, padding, dilation, groups, transposed=transposed,
+                              output_padding=output_padding)
 
 
 def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0, dilation=1,
-                       groups=1, relu=False):
+                       groups=1, relu=False, transposed=False, output_padding=0):
     """conv_bn_leaky_relu, or with relu=True torch's relu in place of the LeakyReLU (negative_slope is then unused).
     ReLU is not invertible: training keeps the conv output, which the backward needs anyway to tell z <= 0 from
     z > 0 and to rebuild x-hat where the output is 0 (the least any backward of batch_norm + relu can keep)."""
     args = check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
-                           eps, negative_slope, stride, padding, dilation, groups)
+                           eps, negative_slope, stride, padding, dilation, groups, transposed=transposed,
+                           output_padding=output_padding)
     geometry = (args.stride, args.padding, args.dilation, args.groups)
+    transposition = (args.transposed, args.output_padding)
     if not args.batch_stats:
         # eps == 0 (a static choice): a zero running variance makes the folded weight inf and the conv inf * 0 = NaN,
         # where torch's (conv - mean) * inf is a signed inf; so is any fold that is not finite, checked on the CPU
@@ -63,11 +74,11 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
         # parameters) makes the output non-finite there as in torch, NaN where torch may give an infinity
         if args.eps != 0:
             folded_weight, folded_bias = fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
-                                                         args.eps)
+                                                         args.eps, args.transposed, args.groups)
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
                     torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
                 return ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
-                                                   relu)
+                                                   relu, *transposition)
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
     if _is_empty(args.output_shape):
         return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args, relu)
@@ -76,30 +87,30 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
     if overlapping_statistics(running_mean, running_var):
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
 
-    c_out = weight.shape[0]
+    c_out = args.output_shape[1]
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
     invertible = not relu and output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype)
     # the op updates running_mean/running_var itself, as torch's batch_norm does
     out, _, _, _ = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, running_mean, running_var,
                                                 *geometry, args.momentum, args.eps, args.negative_slope, invertible,
-                                                relu)
+                                                relu, *transposition)
     return out
 
 
 def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, running_var, bn_weight, bn_bias,
                                       training, momentum: torch.Tensor, eps, negative_slope, stride, padding,
-                                      dilation, groups, relu=False):
+                                      dilation, groups, relu=False, transposed=False, output_padding=0):
     """conv_bn_leaky_relu with a 0-dim tensor `momentum` (and running statistics): momentum=None's
     1 / num_batches_tracked under torch.compile, where that number is data-dependent and the op's float argument
     cannot take it. In training the op runs with momentum 1 on zeroed copies of the running statistics (which it
     sets to the batch statistics exactly: 0 * 0 + 1 * batch); torch's update is then made here with the tensor."""
     if not training:
         return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, False, 0.0, eps,
-                                  negative_slope, stride, padding, dilation, groups, relu)
+                                  negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding)
     batch_mean, batch_var = torch.zeros_like(running_mean), torch.zeros_like(running_var)
     out = conv_bn_activation(input, weight, bias, batch_mean, batch_var, bn_weight, bn_bias, True, 1.0, eps,
-                             negative_slope, stride, padding, dilation, groups, relu)
+                             negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding)
     if out.numel():  # an empty batch leaves the running statistics as they are (as torch)
         with torch.no_grad():
             running_mean.mul_(1 - momentum).add_(batch_mean * momentum)
@@ -118,6 +129,6 @@ def _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias,
     """torch's own composite, for what only it reproduces: an empty training batch (an empty output still connected
     to the parameters, zero gradients, running statistics untouched: pass None), an eval fold that is not finite, and
     expanded running statistics in training (torch's batch_norm updates their shared elements in its own order)."""
-    conv = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
+    conv = platform_conv2d(input, weight, bias, *args.geometry)
     out = F.batch_norm(conv, running_mean, running_var, bn_weight, bn_bias, args.batch_stats, args.momentum, args.eps)
     return activation(out, args.negative_slope, relu)

@@ -12,8 +12,9 @@ tensors (the "sim" backend's functions), through the op package on NPU tensors, 
   on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless
   ASCEND_ACTS_EVAL_KERNEL=fused asks for the eval kernel: it has never been measured on an NPU (its modelled
   figures: benchmarks/results/), so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has measured it.
-  Grouped convolutions, layers the kernel has no tiling for on the emulator (an output row of 16 channels must fit
-  L0C, and a band of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000 positions) and the eval
+  Grouped and transposed convolutions, layers the kernel has no tiling for on the emulator (an output row of 16
+  channels must fit L0C, and a band of input rows L1: e.g. a 1x1 convolution over rows wider than about 2000
+  positions) and the eval
   backward (needed only to train through an eval-mode block) run the reference backend on the CPU and torch ops
   on an NPU.
 """
@@ -34,25 +35,28 @@ from . import torch_ops as platform
 EVAL_KERNEL_ENV = "ASCEND_ACTS_EVAL_KERNEL"
 
 
-def platform_conv2d(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
-    """The platform's convolution next to our kernels, contiguous: torch_npu's on an NPU; on the CPU torch's,
-    conv2d(input, weight) + bias computed in float32 and rounded to the input's dtype once, as an NPU convolution
-    returns it."""
+def platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=False,
+                    output_padding=(0, 0)) -> torch.Tensor:
+    """The platform's convolution (or transposed convolution) next to our kernels, contiguous: torch_npu's on an NPU;
+    on the CPU torch's, conv2d(input, weight) + bias computed in float32 and rounded to the input's dtype once, as an
+    NPU convolution returns it."""
+    geometry = (stride, padding, dilation, groups, transposed, output_padding)
     if not on_emulator(input):
-        return platform.conv2d(input, weight, bias, stride, padding, dilation, groups).contiguous()
+        return platform.conv2d(input, weight, bias, *geometry).contiguous()
     f = torch.float32
     b = None if bias is None else bias.to(f)
-    return platform.conv2d(input.to(f), weight.to(f), b, stride, padding, dilation, groups).to(input.dtype)
+    return platform.conv2d(input.to(f), weight.to(f), b, *geometry).to(input.dtype)
 
 
-def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups):
-    """Gradients of conv2d's input, weight and bias from `grad_output`, in input's/weight's dtypes (on the CPU from
-    grad_output in float32, as an NPU computes them)."""
+def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups, transposed=False,
+                             output_padding=(0, 0)):
+    """Gradients of conv2d's (or the transposed convolution's) input, weight and bias from `grad_output`, in
+    input's/weight's dtypes (on the CPU from grad_output in float32, as an NPU computes them)."""
+    geometry = (stride, padding, dilation, groups, transposed, output_padding)
     if not on_emulator(input):
-        return platform.conv2d_backward(grad_output.to(input.dtype), input, weight, stride, padding, dilation, groups)
+        return platform.conv2d_backward(grad_output.to(input.dtype), input, weight, *geometry)
     f = torch.float32
-    grad_x, grad_w, grad_b = platform.conv2d_backward(grad_output.to(f), input.to(f), weight.to(f), stride, padding,
-                                                      dilation, groups)
+    grad_x, grad_w, grad_b = platform.conv2d_backward(grad_output.to(f), input.to(f), weight.to(f), *geometry)
     return grad_x.to(input.dtype), grad_w.to(weight.dtype), grad_b.to(weight.dtype)
 
 
@@ -136,9 +140,10 @@ def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope:
 
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
-                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False):
+                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
+                             output_padding=(0, 0)):
     check_dtype(input)
-    y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
+    y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
     # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
     # dtype) once it has run
     update = running_mean is not None
@@ -155,12 +160,13 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
-                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False):
+                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False,
+                                      transposed=False, output_padding=(0, 0)):
     check_dtype(input)
     if not saved_is_result and not on_emulator(input):  # no kernel for the BN part: the torch backend's maths
         return platform.conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                           bn_bias, mean, invstd, stride, padding, dilation, groups,
-                                                          negative_slope, relu)
+                                                          negative_slope, relu, transposed, output_padding)
     gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
     if saved_is_result:
         grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
@@ -177,7 +183,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
             relu)
         grad_y, grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
     grad_input, grad_weight, grad_bias = platform_conv2d_backward(grad_y, input, weight, stride, padding, dilation,
-                                                                  groups)
+                                                                  groups, transposed, output_padding)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
@@ -258,16 +264,17 @@ def fused_eval_kernel_requested() -> bool:
     return True
 
 
-def eval_path(input, weight, stride, padding, dilation, groups) -> str:
+def eval_path(input, weight, stride, padding, dilation, groups, transposed=False) -> str:
     """Which eval runs: "fused" (our eval kernel), "platform" (the platform's convolution + our LeakyReLU kernel,
     an NPU's default) or "reference" (the CPU's oracle, where the emulator has no tiling). The emulator always runs
     the fused kernel where it can: it is the only place that kernel runs until an NPU has measured it."""
     if not on_emulator(input) and not fused_eval_kernel_requested():
         return "platform"
-    # the kernel takes groups = 1, a non-empty input (torch's convolution decides what an empty one gives, errors
-    # included) and a layer its tiling covers (the same pure function as the op package's: the emulator binding's,
-    # when this install has it; without it an NPU's op package refuses what it cannot tile)
-    fits = groups == 1 and input.numel() > 0 and (
+    # the kernel takes a (not transposed) convolution with groups = 1, a non-empty input (torch's convolution decides
+    # what an empty one gives, errors included) and a layer its tiling covers (the same pure function as the op
+    # package's: the emulator binding's, when this install has it; without it an NPU's op package refuses what it
+    # cannot tile)
+    fits = not transposed and groups == 1 and input.numel() > 0 and (
         (emulator.unavailable_reason() is not None and not on_emulator(input))
         or conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,
                                               input.element_size()))
@@ -276,16 +283,17 @@ def eval_path(input, weight, stride, padding, dilation, groups) -> str:
     return "reference" if on_emulator(input) else "platform"
 
 
-def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
+                            transposed=False, output_padding=(0, 0)):
     """ReLU: the eval kernel has no relu mode, so it runs as the identity (slope 1: x * 1 is x, -0.0 and NaN
-    included) and torch's relu follows."""
+    included) and torch's relu follows. A transposed convolution has no eval kernel: it runs as grouped ones do."""
     check_dtype(input)
-    path = eval_path(input, weight, stride, padding, dilation, groups)
+    path = eval_path(input, weight, stride, padding, dilation, groups, transposed)
     if path == "reference":
         return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope,
-                                                 relu)
+                                                 relu, transposed, output_padding)
     if path == "platform":
-        y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups)
+        y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
         return torch.relu(y) if relu else elementwise.leaky_relu(y, negative_slope)
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
@@ -297,8 +305,8 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                     negative_slope, relu=False):
+                                     negative_slope, relu=False, transposed=False, output_padding=(0, 0)):
     """No kernel of ours: the reference backend's on the CPU, the torch backend's torch ops on an NPU."""
     backend = reference if on_emulator(input) else platform
     return backend.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                                    negative_slope, relu)
+                                                    negative_slope, relu, transposed, output_padding)

@@ -10,11 +10,12 @@ Training backward is InPlace-ABN style: from the post-activation output the BN o
 by inverting LeakyReLU (slope > 0) and x-hat by inverting the affine (no zero bn_weight); otherwise
 the caller keeps the conv output and x-hat is recomputed from it.
 
-The reference backend's convolution is the platform's, as on the NPU: torch's CPU convolution (oneDNN;
-torch.nn.functional.conv2d forward, aten::convolution_backward for grad_input, grad_weight and grad_bias). What is
-ours runs on NumPy: the BatchNorm + LeakyReLU passes (reference_batch_norm.py) and the eval epilogue (leaky_relu's
-reference). Half types are computed in float32 (conv included) and rounded once at the end; the conv output is
-rounded to the input dtype only where it is kept for the backward. float64 stays float64.
+The reference backend's convolution (transposed too) is the platform's, as on the NPU: torch's CPU convolution
+(oneDNN; torch.nn.functional.conv2d or conv_transpose2d forward, aten::convolution_backward for grad_input,
+grad_weight and grad_bias). What is ours runs on NumPy: the BatchNorm + LeakyReLU passes (reference_batch_norm.py)
+and the eval epilogue (leaky_relu's reference). Half types are computed in float32 (conv included) and rounded once
+at the end; the conv output is rounded to the input dtype only where it is kept for the backward. float64 stays
+float64.
 """
 
 from __future__ import annotations
@@ -31,13 +32,18 @@ from .torch_ops import conv2d_backward as platform_conv2d_backward
 from .torch_ops import update_running_statistics
 
 
-def output_shape(input_shape, weight_shape, stride, padding, dilation) -> list:
-    """NCHW shape of the convolution's output; padding is (top, bottom, left, right)."""
+def output_shape(input_shape, weight_shape, stride, padding, dilation, groups=1, transposed=False,
+                 output_padding=(0, 0)) -> list:
+    """NCHW shape of the convolution's output (or of the transposed convolution's: weight (C_in, C_out/groups, kh,
+    kw)); padding is (top, bottom, left, right)."""
     sizes = []
     for axis in range(2):
-        extent = input_shape[2 + axis] + padding[2 * axis] + padding[2 * axis + 1]
-        sizes.append((extent - dilation[axis] * (weight_shape[2 + axis] - 1) - 1) // stride[axis] + 1)
-    return [input_shape[0], weight_shape[0], *sizes]
+        pads, kernel_extent = padding[2 * axis] + padding[2 * axis + 1], dilation[axis] * (weight_shape[2 + axis] - 1)
+        if transposed:
+            sizes.append((input_shape[2 + axis] - 1) * stride[axis] - pads + kernel_extent + output_padding[axis] + 1)
+        else:
+            sizes.append((input_shape[2 + axis] + pads - kernel_extent - 1) // stride[axis] + 1)
+    return [input_shape[0], weight_shape[1] * groups if transposed else weight_shape[0], *sizes]
 
 
 def _windows(x, kernel, stride, padding, dilation):
@@ -173,11 +179,12 @@ def _tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
-                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False):
+                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
+                             output_padding=(0, 0)):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), None if bias is None else bias.detach().to(c),
-                            stride, padding, dilation, groups)
+                            stride, padding, dilation, groups, transposed, output_padding)
         kept = torch.empty(0, dtype=input.dtype) if save_output else y.to(input.dtype)
         out = torch.empty_like(y) if kept is y else y  # normalised in place unless y itself is kept
         mean, invstd, variance = reference_batch_norm.forward(y.numpy(), _array(bn_weight, c), _array(bn_bias, c),
@@ -189,7 +196,8 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
-                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False):
+                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False,
+                                      transposed=False, output_padding=(0, 0)):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         grad = grad_out.detach().to(c)
@@ -198,16 +206,18 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
             grad.numpy(), _array(saved, c), saved_is_result, _array(bn_weight, c), _array(bn_bias, c), _array(mean, c),
             _array(invstd, c), negative_slope, grad_y.numpy(), relu)
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(
-            grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups)
+            grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups, transposed,
+            output_padding)
         return (grad_input.to(input.dtype), grad_weight.to(weight.dtype), grad_bias.to(weight.dtype),
                 _tensor(grad_gamma, bn_weight), _tensor(grad_beta, bn_bias))
 
 
-def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
+                            transposed=False, output_padding=(0, 0)):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), bias.detach().to(c), stride, padding,
-                            dilation, groups)
+                            dilation, groups, transposed, output_padding)
         if relu:
             reference_batch_norm.relu_in_place(y.numpy())
         else:
@@ -216,16 +226,17 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
-                                     relu=False):
+                                     relu=False, transposed=False, output_padding=(0, 0)):
     """Recomputes the pre-activation for the LeakyReLU (or ReLU) mask (works for any slope): nothing else is kept."""
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         x, w = input.detach().to(c), weight.detach().to(c)
-        pre = platform_conv2d(x, w, bias.detach().to(c), stride, padding, dilation, groups)
+        geometry = (stride, padding, dilation, groups, transposed, output_padding)
+        pre = platform_conv2d(x, w, bias.detach().to(c), *geometry)
         grad_pre = pre.numpy()  # overwritten with the gradient through the LeakyReLU
         if relu:
             np.copyto(grad_pre, reference_batch_norm.relu_gradient(_array(grad_out, c), grad_pre))
         else:
             leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
-        grads = platform_conv2d_backward(pre, x, w, stride, padding, dilation, groups)
+        grads = platform_conv2d_backward(pre, x, w, *geometry)
         return tuple(g.to(like.dtype) for g, like in zip(grads, (input, weight, bias)))

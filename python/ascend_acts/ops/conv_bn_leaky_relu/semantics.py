@@ -24,6 +24,7 @@ from .._library import (
 from .._semantics import declare
 from . import derivatives
 from .reference import output_shape
+from .torch_ops import output_channels
 
 ops = torch.ops.ascend_acts
 TRAIN, TRAIN_BACKWARD = "conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward"
@@ -71,19 +72,20 @@ def check_dtypes(op: str, input: torch.Tensor, same_dtype: dict, channel_paramet
                             f"{input.dtype} input, got {t.dtype}")
 
 
-def conv_output_shape(input, weight, stride, padding, dilation) -> list:
-    """The convolution output's shape as torch's conv2d gives it (meta included): no output channels for an input
-    without channels."""
-    shape = output_shape(input.shape, weight.shape, stride, padding, dilation)
+def conv_output_shape(input, weight, stride, padding, dilation, groups=1, transposed=False,
+                      output_padding=(0, 0)) -> list:
+    """The convolution output's shape as torch's conv2d (conv_transpose2d) gives it (meta included): no output
+    channels for an input without channels."""
+    shape = output_shape(input.shape, weight.shape, stride, padding, dilation, groups, transposed, output_padding)
     return [shape[0], 0, *shape[2:]] if input.shape[1] == 0 else shape
 
 
-def check_shapes(op: str, weight: torch.Tensor, per_channel: dict, like_output: dict | None = None,
+def check_shapes(op: str, out_channels: int, per_channel: dict, like_output: dict | None = None,
                  out_shape=None) -> None:
     """Per-channel tensors (conv bias, BatchNorm parameters and statistics) have shape (C_out,); gradients and kept
     tensors the convolution output's. A RuntimeError naming the argument, as torch's batch_norm raises for a
     running_mean of the wrong size (before any backend reads a wrong-sized buffer, or NumPy broadcasts one)."""
-    channels = (weight.shape[0],)
+    channels = (out_channels,)
     for name, t in per_channel.items():
         if t is not None and tuple(t.shape) != channels:
             raise RuntimeError(f"ascend_acts::{op}: '{name}' must have shape {channels} (the output channels), got "
@@ -94,35 +96,41 @@ def check_shapes(op: str, weight: torch.Tensor, per_channel: dict, like_output: 
                                f"{tuple(out_shape)}, got {tuple(t.shape)}")
 
 
-def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):
-    if len(attributes) > 8 and attributes[8] and attributes[7]:  # relu (the schema's default: False), save_output
+def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
+                 momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0)):
+    if relu and save_output:
         raise ValueError(f"ascend_acts::{TRAIN}: 'save_output' needs an invertible activation; relu is not")
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"ascend_acts::{TRAIN}: 'running_mean' and 'running_var' must both be given or both be None")
     statistics = {} if running_mean is None else {"running_mean": running_mean, "running_var": running_var}
     check_dtypes(TRAIN, input, {"weight": weight, "bias": bias},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
-    check_shapes(TRAIN, weight, {"bias": bias, "bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
+    check_shapes(TRAIN, output_channels(weight, groups, transposed),
+                 {"bias": bias, "bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
 
 
 def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
-                          padding, dilation, *_):
+                          padding, dilation, groups, negative_slope, relu=False, transposed=False,
+                          output_padding=(0, 0)):
     check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd})
-    check_shapes(TRAIN_BACKWARD, weight, {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd},
-                 {"grad_out": grad_out, "saved": saved}, conv_output_shape(input, weight, stride, padding,
-                                                                           dilation))
+    check_shapes(TRAIN_BACKWARD, output_channels(weight, groups, transposed),
+                 {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd},
+                 {"grad_out": grad_out, "saved": saved},
+                 conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding))
 
 
-def _check_eval(input, weight, bias, *_):
+def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
+                output_padding=(0, 0)):
     check_dtypes(EVAL, input, {"weight": weight, "bias": bias})
-    check_shapes(EVAL, weight, {"bias": bias})
+    check_shapes(EVAL, output_channels(weight, groups, transposed), {"bias": bias})
 
 
-def _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, *_):
+def _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
+                         transposed=False, output_padding=(0, 0)):
     check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias})
-    check_shapes(EVAL_BACKWARD, weight, {"bias": bias}, {"grad_out": grad_out},
-                 conv_output_shape(input, weight, stride, padding, dilation))
+    check_shapes(EVAL_BACKWARD, output_channels(weight, groups, transposed), {"bias": bias}, {"grad_out": grad_out},
+                 conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding))
 
 
 def _conv_layout(input_index: int, laid_out: tuple[int, ...]):
@@ -145,10 +153,10 @@ def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
 
 
 def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
-                momentum, eps, negative_slope, save_output, relu=False):
+                momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0)):
     _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
-                 momentum, eps, negative_slope, save_output, relu)
-    shape = conv_output_shape(input, weight, stride, padding, dilation)
+                 momentum, eps, negative_slope, save_output, relu, transposed, output_padding)
+    shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
     c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
     out = _empty(shape, input, layout)
     kept = input.new_empty(0) if save_output else _empty(shape, input, layout)
@@ -156,33 +164,44 @@ def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_v
 
 
 def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
-                         padding, dilation, groups, negative_slope, relu=False):
+                         padding, dilation, groups, negative_slope, relu=False, transposed=False,
+                         output_padding=(0, 0)):
     _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
-                          padding, dilation)
+                          padding, dilation, groups, negative_slope, relu, transposed, output_padding)
     layout = derivatives.memory_format(input, weight)
-    return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout), weight.new_empty(weight.shape[0]),
+    return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout),
+            weight.new_empty(output_channels(weight, groups, transposed)),
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
 
 
-def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
-    _check_eval(input, weight, bias)
-    shape = conv_output_shape(input, weight, stride, padding, dilation)
+def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
+               output_padding=(0, 0)):
+    _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu, transposed,
+                output_padding)
+    shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
     return _empty(shape, input, derivatives.memory_format(input, weight))
 
 
-def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
-    _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation)
+def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
+                        transposed=False, output_padding=(0, 0)):
+    _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu,
+                         transposed, output_padding)
     layout = derivatives.memory_format(input, weight)
     return _empty(input.shape, input, layout), _empty(weight.shape, weight, layout), torch.empty_like(bias)
 
 
 # --- autograd: reverse mode through the backward ops, forward mode by jvp rules in torch ops -----------
-_RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' arguments
+_RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' arguments; transposed and
+# output_padding follow it
 
 
-def _relu(inputs: tuple, position: int = _RELU) -> bool:
-    """The `relu` argument; a caller that left it out (it has a default) gets the schema's False."""
-    return bool(inputs[position]) if len(inputs) > position else False
+def _trailing(ctx, inputs: tuple, position: int) -> None:
+    """The arguments with defaults, from `relu` on (relu, transposed, output_padding), into ctx; a caller that left
+    them out gets the schema's defaults. backward returns a None for each argument after the differentiable ones."""
+    given = tuple(inputs[position:])
+    ctx.relu, ctx.transposed, ctx.output_padding = (*given, *(False, False, (0, 0))[len(given):])[:3]
+    ctx.trailing_arguments = len(inputs)
+
 
 class _Train(OpFunction):
     @staticmethod
@@ -193,7 +212,7 @@ class _Train(OpFunction):
     def setup_context(ctx, inputs, output):
         input, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, ctx.negative_slope, ctx.save_output = \
             inputs[:_RELU]
-        ctx.relu = _relu(inputs)
+        _trailing(ctx, inputs, _RELU)
         ctx.geometry, ctx.has_bias = geometry, bias is not None
         out, conv_out, mean, invstd = output
         ctx.mark_non_differentiable(conv_out, mean, invstd)
@@ -205,16 +224,17 @@ class _Train(OpFunction):
         saved, input, weight, bn_weight, bn_bias, mean, invstd = ctx.saved_tensors
         grads = ops.conv_bn_leaky_relu_train_backward(
             grad_out, saved, ctx.save_output, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
-            ctx.negative_slope, ctx.relu)
+            ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding)
         grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
         return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
-                None, None, None, None, None, None, None, None, None, None, None)
+                *(None,) * (ctx.trailing_arguments - 5))
 
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bn_weight, bn_bias, invstd = ctx.saved_tensors
         out_tangent = derivatives.conv_bn_leaky_relu_train_jvp(
-            input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out, ctx.relu)
+            input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out, ctx.relu,
+            ctx.transposed, ctx.output_padding)
         return out_tangent, None, None, None
 
 
@@ -226,7 +246,7 @@ class _Eval(OpFunction):
     @staticmethod
     def setup_context(ctx, inputs, output):
         input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs[:_EVAL_RELU]
-        ctx.relu = _relu(inputs, _EVAL_RELU)
+        _trailing(ctx, inputs, _EVAL_RELU)
         ctx.save_for_backward(input, weight, bias)
         ctx.save_for_forward(output, input, weight, bias)
 
@@ -234,14 +254,15 @@ class _Eval(OpFunction):
     def backward(ctx, grad_out):
         input, weight, bias = ctx.saved_tensors
         grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope,
-                                                     ctx.relu)
-        return (*grads, None, None, None, None, None, None)
+                                                     ctx.relu, ctx.transposed, ctx.output_padding)
+        return (*grads, *(None,) * (ctx.trailing_arguments - 3))
 
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bias = ctx.saved_tensors
         return derivatives.conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
-                                                    ctx.negative_slope, out, ctx.relu)
+                                                    ctx.negative_slope, out, ctx.relu, ctx.transposed,
+                                                    ctx.output_padding)
 
 
 def _train_vmap(info, in_dims, input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):

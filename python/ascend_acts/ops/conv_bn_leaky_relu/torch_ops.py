@@ -25,23 +25,33 @@ def _pad(input: torch.Tensor, padding) -> torch.Tensor:
     return F.pad(input, (left, right, top, bottom))
 
 
-def conv2d(input, weight, bias, stride, padding, dilation, groups) -> torch.Tensor:
+def output_channels(weight: torch.Tensor, groups: int, transposed: bool) -> int:
+    """The convolution's output channels: weight (C_out, C_in/groups, kh, kw), or transposed (C_in, C_out/groups,
+    kh, kw)."""
+    return weight.shape[1] * groups if transposed else weight.shape[0]
+
+
+def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=False,
+           output_padding=(0, 0)) -> torch.Tensor:
     """The platform's convolution (every backend's: ours never implement one), in the tensors' dtype and
-    differentiable; padding is (top, bottom, left, right), an asymmetric one applied by F.pad."""
+    differentiable; padding is (top, bottom, left, right), an asymmetric one applied by F.pad. `transposed`:
+    conv_transpose2d (aten::convolution's argument; its padding is always symmetric)."""
     symmetric = _symmetric(padding)
+    if transposed:
+        return F.conv_transpose2d(input, weight, bias, stride, symmetric, output_padding, groups, dilation)
     if symmetric is None:
         input, symmetric = _pad(input, padding), (0, 0)
     return F.conv2d(input, weight, bias, stride, symmetric, dilation, groups)
 
 
-def conv2d_backward(grad, input, weight, stride, padding, dilation, groups):
-    """(grad_input, grad_weight, grad_bias) of conv2d from one aten::convolution_backward, with grad in the
-    input's dtype."""
+def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0)):
+    """(grad_input, grad_weight, grad_bias) of conv2d (or its transposed) from one aten::convolution_backward, with
+    grad in the input's dtype."""
     symmetric = _symmetric(padding)
     padded = input if symmetric is not None else _pad(input, padding)
     grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
-        grad, padded, weight, [weight.shape[0]], stride, symmetric or (0, 0), dilation, False, (0, 0), groups,
-        (True, True, True))
+        grad, padded, weight, [output_channels(weight, groups, transposed)], stride, symmetric or (0, 0), dilation,
+        transposed, output_padding if transposed else (0, 0), groups, (True, True, True))
     if symmetric is None:
         top, _, left, _ = padding
         grad_input = grad_input[:, :, top: top + input.shape[2], left: left + input.shape[3]]
@@ -75,9 +85,10 @@ def activation_gradient(z: torch.Tensor, grad: torch.Tensor, negative_slope: flo
 
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
-                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False):
+                             dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
+                             output_padding=(0, 0)):
     c = compute_dtype(input.dtype)
-    y = conv2d(input, weight, bias, stride, padding, dilation, groups)
+    y = conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
     yc = y.to(c)
     mean = yc.mean((0, 2, 3))
     variance = yc.var((0, 2, 3), unbiased=False)
@@ -90,7 +101,8 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
-                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False):
+                                      invstd, stride, padding, dilation, groups, negative_slope, relu=False,
+                                      transposed=False, output_padding=(0, 0)):
     c = compute_dtype(input.dtype)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     saved, grad = saved.to(c), grad_out.to(c)
@@ -106,18 +118,20 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
     dy = channel(invstd.to(c)) * (dxhat - dxhat.mean((0, 2, 3), keepdim=True)
                                   - xhat * (dxhat * xhat).mean((0, 2, 3), keepdim=True))
     grad_input, grad_weight, grad_bias = conv2d_backward(dy.to(input.dtype), input, weight, stride, padding,
-                                                         dilation, groups)
+                                                         dilation, groups, transposed, output_padding)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
-def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False):
-    return activation(conv2d(input, weight, bias, stride, padding, dilation, groups), negative_slope, relu)
+def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
+                            transposed=False, output_padding=(0, 0)):
+    return activation(conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding),
+                      negative_slope, relu)
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
-                                     relu=False):
-    pre = conv2d(input, weight, bias, stride, padding, dilation, groups)
+                                     relu=False, transposed=False, output_padding=(0, 0)):
+    pre = conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
     dz = activation_gradient(pre, grad_out, negative_slope, relu)
-    return conv2d_backward(dz, input, weight, stride, padding, dilation, groups)
+    return conv2d_backward(dz, input, weight, stride, padding, dilation, groups, transposed, output_padding)
 
 

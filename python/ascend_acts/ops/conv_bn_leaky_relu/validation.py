@@ -7,6 +7,7 @@ messages name the argument.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -33,6 +34,13 @@ class Checked:
     groups: int
     output_shape: torch.Size
     no_input_channels: bool
+    transposed: bool = False
+    output_padding: list[int] | tuple[int, int] = (0, 0)  # conv_transpose2d's; (0, 0) when not transposed
+
+    @property
+    def geometry(self) -> tuple:
+        """The ops' convolution arguments after the bias, in the platform convolution's order (torch_ops.conv2d)."""
+        return self.stride, self.padding, self.dilation, self.groups, self.transposed, self.output_padding
 
 
 def _int(name: str, value) -> int:
@@ -79,15 +87,20 @@ def resolve_padding(padding, weight: torch.Tensor, stride: list[int], dilation: 
     return [ph, ph, pw, pw]
 
 
-def _check_tensors(input, weight, bias, statistics: dict) -> None:
+def _check_tensors(input, weight, bias, statistics: dict, transposed: bool, groups) -> None:
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"{FN}(): argument 'input' must be a torch.Tensor, got {type(input).__name__}")
     if input.dim() != 4:  # conv2d refuses all but 3-D and 4-D (RuntimeError); BatchNorm2d then a 3-D (ValueError)
         error = ValueError if input.dim() == 3 else RuntimeError
         raise error(f"{FN}(): argument 'input' must be 4-D (N, C, H, W), got {input.dim()}-D")
     if not isinstance(weight, torch.Tensor) or weight.dim() != 4:
-        raise RuntimeError(f"{FN}(): argument 'weight' must be a 4-D tensor (C_out, C_in/groups, kH, kW)")
-    c_out = weight.shape[0]
+        layout = "(C_in, C_out/groups, kH, kW)" if transposed else "(C_out, C_in/groups, kH, kW)"
+        raise RuntimeError(f"{FN}(): argument 'weight' must be a 4-D tensor {layout}")
+    if transposed:  # the output channels are weight.shape[1] * groups
+        groups = _int("groups", groups)
+        if groups < 1:
+            raise RuntimeError(f"{FN}(): argument 'groups' must be positive, got {groups}")
+    c_out = weight.shape[1] * groups if transposed else weight.shape[0]
     for name, t in (("bias", bias), *statistics.items()):
         if t is None:
             continue
@@ -155,9 +168,7 @@ def overlapping_statistics(running_mean, running_var) -> bool:
 def _output_shape(input, weight, stride, padding, dilation) -> torch.Size:
     """conv2d's output shape, with conv2d's errors for inputs it cannot convolve."""
     n, c_in, h, w = input.shape
-    if n > 0 and c_in > 0 and (h == 0 or w == 0):
-        raise RuntimeError(f"{FN}(): argument 'input' has an empty spatial size {tuple(input.shape)}; only zero "
-                           "batch or zero channel inputs are supported")
+    _check_spatial_size(input)
     padded = (h + padding[0] + padding[1], w + padding[2] + padding[3])
     extent = tuple(dilation[a] * (weight.shape[2 + a] - 1) + 1 for a in range(2))
     if padded[0] < extent[0] or padded[1] < extent[1]:
@@ -166,23 +177,49 @@ def _output_shape(input, weight, stride, padding, dilation) -> torch.Size:
     return torch.Size([n, weight.shape[0], *((padded[a] - extent[a]) // stride[a] + 1 for a in range(2))])
 
 
-def check_arguments(*args) -> Checked:
+def _check_spatial_size(input) -> None:
+    n, c_in, h, w = input.shape
+    if n > 0 and c_in > 0 and (h == 0 or w == 0):
+        raise RuntimeError(f"{FN}(): argument 'input' has an empty spatial size {tuple(input.shape)}; only zero "
+                           "batch or zero channel inputs are supported")
+
+
+def _transposed_output_shape(input, weight, stride, padding, dilation, output_padding, groups) -> torch.Size:
+    """conv_transpose2d's output shape, with its errors: output_padding smaller than stride or dilation, an output
+    of at least one position."""
+    if not all(output_padding[a] < stride[a] or output_padding[a] < dilation[a] for a in range(2)):
+        raise RuntimeError(
+            "output padding must be smaller than either stride or dilation, but got output_padding_height: "
+            f"{output_padding[0]} output_padding_width: {output_padding[1]} stride_height: {stride[0]} stride_width: "
+            f"{stride[1]} dilation_height: {dilation[0]} dilation_width: {dilation[1]}")
+    _check_spatial_size(input)
+    sizes = [(input.shape[2 + a] - 1) * stride[a] - 2 * padding[2 * a] + dilation[a] * (weight.shape[2 + a] - 1)
+             + output_padding[a] + 1 for a in range(2)]
+    if min(sizes) < 1:
+        raise RuntimeError(f"{FN}(): given input size per channel ({input.shape[2]} x {input.shape[3]}), the "
+                           f"transposed convolution's output would be ({sizes[0]} x {sizes[1]}): too small")
+    return torch.Size([input.shape[0], weight.shape[1] * groups, *sizes])
+
+
+def check_arguments(*args, transposed=False, output_padding=(0, 0)) -> Checked:
     """(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
-    negative_slope, stride, padding, dilation, groups), as conv_bn_leaky_relu takes them."""
+    negative_slope, stride, padding, dilation, groups), as conv_bn_leaky_relu takes them; `transposed`: weight is
+    conv_transpose2d's (C_in, C_out/groups, kH, kW), with `output_padding`."""
     if not torch.jit.is_tracing():
-        return _check_arguments(*args)
+        return _check_arguments(*args, transposed, output_padding)
     # torch.jit.trace records the ops, not these Python checks: they run on the example input only, and
     # their shape comparisons would each warn that the trace may not generalize. The traced graph's shapes
     # come from the ops and their fake kernels, not from these values.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        return _check_arguments(*args)
+        return _check_arguments(*args, transposed, output_padding)
 
 
 def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
-                     negative_slope, stride, padding, dilation, groups) -> Checked:
+                     negative_slope, stride, padding, dilation, groups, transposed, output_padding) -> Checked:
     statistics = dict(zip(_STATISTICS, (running_mean, running_var, bn_weight, bn_bias)))
-    _check_tensors(input, weight, bias, statistics)
+    transposed = check.check_bool(FN, "transposed", transposed)
+    _check_tensors(input, weight, bias, statistics, transposed, groups)
     _check_dtypes(input, weight, bias, statistics)
     training = check.check_bool(FN, "training", training)
     _check_statistics(statistics, training)
@@ -198,6 +235,9 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     if groups < 1:
         raise RuntimeError(f"{FN}(): argument 'groups' must be positive, got {groups}")
     c_in, c_out = input.shape[1], weight.shape[0]
+    if transposed:
+        return _check_transposed(input, weight, running_mean, training, momentum, eps, negative_slope, stride,
+                                 padding, dilation, groups, output_padding)
     if c_out % groups:
         raise RuntimeError(f"{FN}(): groups ({groups}) must divide the output channels of 'weight' ({c_out})")
     if weight.shape[1] * groups != c_in:
@@ -208,6 +248,37 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
         raise RuntimeError(f"{FN}(): 'stride' and 'dilation' must be positive, got {stride} and {dilation}")
     pad = resolve_padding(padding, weight, stride, dilation)
     shape = _output_shape(input, weight, stride, pad, dilation)
+    if _pair("output_padding", output_padding) != [0, 0]:
+        raise RuntimeError(f"{FN}(): argument 'output_padding' is for a transposed convolution, got {output_padding}")
+    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in)
+
+
+def _check_transposed(input, weight, running_mean, training, momentum, eps, negative_slope, stride, padding, dilation,
+                      groups, output_padding) -> Checked:
+    """conv_transpose2d's rules: weight (C_in, C_out/groups, kH, kW), groups dividing C_in, an int or pair padding
+    (no 'same'/'valid'), output_padding smaller than stride or dilation."""
+    c_in = input.shape[1]
+    if weight.shape[0] != c_in or c_in % groups:
+        raise RuntimeError(f"{FN}(): transposed 'weight' {tuple(weight.shape)} with groups={groups} expects "
+                           f"{weight.shape[0]} input channels divisible by groups, 'input' has {c_in}")
+    stride, dilation = _pair("stride", stride), _pair("dilation", dilation)
+    if min(stride) < 1 or min(dilation) < 1:
+        raise RuntimeError(f"{FN}(): 'stride' and 'dilation' must be positive, got {stride} and {dilation}")
+    if isinstance(padding, str):
+        raise RuntimeError(f"{FN}(): a transposed convolution takes an int or a pair 'padding', got {padding!r}")
+    pad = resolve_padding(padding, weight, stride, dilation)
+    output_padding = _pair("output_padding", output_padding)
+    if min(output_padding) < 0:
+        raise RuntimeError(f"{FN}(): argument 'output_padding' must be non-negative, got {output_padding}")
+    shape = _transposed_output_shape(input, weight, stride, pad, dilation, output_padding, groups)
+    checked = _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
+                       c_in)
+    return dataclasses.replace(checked, transposed=True, output_padding=output_padding)
+
+
+def _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
+             c_in) -> Checked:
+    """BatchNorm's checks on the conv output's `shape`, and the Checked call."""
     batch_stats = training or running_mean is None
     if batch_stats:
         if shape[0] * shape[2] * shape[3] == 1:  # torch's BatchNorm message, about the BN input (our conv output)
