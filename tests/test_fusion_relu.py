@@ -82,11 +82,14 @@ def test_runs_fuse_and_train_like_torch(tail, bn, backend):
     torch.testing.assert_close(converted.eval()(x), again.eval()(x), **tol)
 
 
-def test_the_op_keeps_the_conv_output_for_relu_and_only_the_output_with_no_activation():
+def test_the_op_keeps_the_conv_output_for_relu_and_with_no_activation():
     """ReLU is not invertible: the op keeps the conv output (what the backward needs to rebuild x-hat where the
-    output is 0); no activation is slope 1, invertible: only the output (InPlace-ABN)."""
-    for tail, kept_conv_output in (("relu", True), ("none at the end", False)):
-        model = ascend_acts.convert(model_with(tail))
+    output is 0). With no activation the output would do (slope 1), but the next module may change it in place
+    before the backward (pix2pix's U-Net: an in-place LeakyReLU opens the inner block), so the conv output is kept,
+    as torch's BN keeps its input; a LeakyReLU run keeps only its output (InPlace-ABN)."""
+    for tail, kept_conv_output in (("relu", True), ("none at the end", True), ("leaky", False)):
+        model = ascend_acts.convert(model_with(tail) if tail in TAILS
+                                    else nn.Sequential(*model_with("none at the end"), nn.LeakyReLU(0.2)))
         saved = []
 
         def keep(t, saved=saved):
@@ -96,7 +99,28 @@ def test_the_op_keeps_the_conv_output_for_relu_and_only_the_output_with_no_activ
         with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
             out = model(torch.randn(2, 3, 6, 6))
         big = [t for t in saved if t.shape == out.shape]
-        assert len(big) == 1 and (big[0] is not out) == kept_conv_output
+        assert len(big) == 1 and (big[0] is not out) == kept_conv_output, tail
+
+
+@pytest.mark.parametrize("after", ["ReLU6(inplace)", "U-Net inner block"])
+def test_a_module_changing_a_no_activation_output_in_place_trains_as_torch(after, backend):
+    """Conv2d -> BatchNorm2d, then a module that changes its input in place (practitioner review: the fused run kept
+    its output and the backward raised "modified by an inplace operation" where torch trains)."""
+    dtype = dtype_of(backend)
+    tail = (nn.ReLU6(inplace=True) if after == "ReLU6(inplace)"
+            else nn.Sequential(nn.LeakyReLU(0.2, True), nn.Conv2d(8, 4, 3)).to(dtype))
+    model = nn.Sequential(*model_with("none at the end", dtype), tail)
+    converted = ascend_acts.convert(copy.deepcopy(model))
+    x = torch.randn(2, 3, 6, 6, dtype=dtype)
+    with OpCounter() as counter:
+        out = converted(x)
+    assert counter.fused == 1
+    expected = model(x)
+    torch.testing.assert_close(out, expected, **tolerance(dtype))
+    out.square().sum().backward()
+    expected.square().sum().backward()
+    for ours, theirs in zip(converted.parameters(), model.parameters()):
+        torch.testing.assert_close(ours.grad, theirs.grad, **tolerance(dtype))
 
 
 def _bn_inputs(dtype=torch.float32):

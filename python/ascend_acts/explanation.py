@@ -7,8 +7,8 @@ their version counters and the CPU random state are left as they were). Whether 
 copy's Sequential decided while running (nn/fusion.py's `decide`, heard through `fusion.listener`), so explain
 cannot disagree with what runs. The bytes are measured, not computed: every tensor autograd saves during a run's
 modules (torch.autograd.graph.saved_tensors_hooks), each storage counted once, parameters and buffers left out; a
-run's row counts the storages only its modules keep (one the next layer keeps too is kept either way), the total row
-every storage of the forward.
+run's row counts the saved storages the run produced (its input is the previous layer's), the total row every saved
+storage of the forward.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 from .conversion import convert
@@ -36,8 +37,8 @@ _ACTIVATIONS = (nn.LeakyReLU, nn.ReLU)
 class Run:
     """One Conv -> Norm (-> activation) run: `path` the Sequential and child indices (`main[3:6]`), `pattern` the
     modules' classes, `fused` whether its conv and norm ran as the fused op, `reason` why not (or what of the run
-    was left out), and the bytes of activations kept for backward by its modules alone (not also by a module
-    outside the run) in torch and once converted (None: the run did not execute)."""
+    was left out), and the bytes of the activations it produced that are kept for backward (by any module) in torch
+    and once converted (None: the run did not execute)."""
     path: str
     pattern: str
     fused: bool
@@ -153,28 +154,39 @@ class _Listener:
             self.current.pop()
 
 
-class _SavedBytes:
-    """Bytes of the distinct storages autograd saves, in total and per key (the run in progress): a run's bytes are
-    the storages only its modules keep, so a tensor the next layer keeps anyway (a ReLU's output, which the next
-    convolution saves too) counts for no run, and the rows add up to at most the whole forward's bytes."""
+class _SavedBytes(TorchDispatchMode):
+    """Bytes of the distinct storages autograd saves, in total and per key (the run in progress). A saved storage
+    counts for the run that produced it (the key while the op that first wrote it ran, seen as a dispatch mode), not
+    for whichever modules save it: a run's output that the next layer saves is the run's, its input is not, so the
+    rows of torch and of the converted model compare the same tensors and add up to at most the whole forward."""
 
     def __init__(self, model: nn.Module, key):
+        super().__init__()
         self.excluded = {s[0] for s in map(_storage, (*model.parameters(), *model.buffers())) if s is not None}
         self.key = key
-        self.keys: dict = {}  # storage -> the keys (None: outside every run) of the modules that saved it
+        self.producer: dict = {}  # storage -> the key of the run in progress when an op first returned it
         self.total: dict = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        key = self.key()
+        for t in torch.utils._pytree.tree_leaves(result):
+            if isinstance(t, torch.Tensor):
+                storage = _storage(t)
+                if storage is not None:
+                    self.producer.setdefault(storage[0], key)
+        return result
 
     def pack(self, t: torch.Tensor):
         storage = _storage(t)
         if storage is not None and storage[0] not in self.excluded:
             self.total[storage[0]] = storage[1]
-            self.keys.setdefault(storage[0], set()).add(self.key())
         return t
 
     def bytes_of(self, key) -> int | None:
-        if not any(key in keys for keys in self.keys.values()):
+        if key not in self.producer.values():
             return None
-        return sum(self.total[s] for s, keys in self.keys.items() if keys == {key})
+        return sum(size for s, size in self.total.items() if self.producer.get(s) == key)
 
 
 def _storage(t: torch.Tensor):
@@ -211,7 +223,7 @@ def _unconverted_bytes(model: nn.Module, inputs, runs: dict[int, list[_Found]]):
                 handles.append(module.register_forward_hook(leave))
     counter = _SavedBytes(model, lambda: current[-1] if current else None)
     try:
-        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t):
+        with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t), counter:
             model(*_copied_inputs(inputs))
     finally:
         for handle in handles:
@@ -254,7 +266,8 @@ def explain(model: nn.Module, *inputs) -> Explanation:
         converted = _SavedBytes(converted_model, running_key)
         previous, fusion.listener = fusion.listener, listener
         try:
-            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(converted.pack, lambda t: t):
+            with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(converted.pack, lambda t: t), \
+                    converted:
                 converted_model(*_copied_inputs(inputs))
         finally:
             fusion.listener = previous

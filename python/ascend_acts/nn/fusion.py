@@ -172,6 +172,9 @@ def decide(modules: list, i: int, input) -> Decision:
         return Decision(reason="an unbatched (3-D) input")
     act = modules[i + 2] if i + 2 < len(modules) else None
     activation = activation_of(act, bn)
+    if activation is None and type(bn) in _SYNC_BATCH_NORMS:
+        return Decision(reason="a synchronised BatchNorm with no activation after it: its op would keep its output, "
+                               "which the next module may change in place")
     slope, relu = activation or (IDENTITY_SLOPE, False)
     if not readable_numbers(bn, slope, input):
         return Decision(reason="eps, momentum or the slope is a tensor a graph cannot read")
@@ -188,8 +191,9 @@ def _number(value):
 
 
 def conv_bn_leaky_relu_modules(conv: nn.Conv2d | nn.ConvTranspose2d, bn: nn.BatchNorm2d, negative_slope: float,
-                               input: torch.Tensor, relu: bool = False) -> torch.Tensor:
-    """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op, with
+                               input: torch.Tensor, relu: bool = False, keep_output: bool = True) -> torch.Tensor:
+    """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op (keep_output: it may keep
+    its output for backward rather than the conv output; see conv_bn_activation), with
     nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
     before F.batch_norm: a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics
     update) and counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before
@@ -204,7 +208,7 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d | nn.ConvTranspose2d, bn: nn.Batc
         assert not relu, "a synchronised BN has no ReLU mode (activation_of)"
         fused, options = sync_conv_bn_leaky_relu, {"process_group": bn.process_group}
     else:
-        fused, options = conv_bn_activation, {"relu": relu}
+        fused, options = conv_bn_activation, {"relu": relu, "keep_output": keep_output}
         if type(conv) is nn.ConvTranspose2d:
             options |= {"transposed": True, "output_padding": conv.output_padding}
     if counts and momentum is None:

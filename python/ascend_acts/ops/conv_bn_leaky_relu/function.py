@@ -58,10 +58,13 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
 
 def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0, dilation=1,
-                       groups=1, relu=False, transposed=False, output_padding=0):
+                       groups=1, relu=False, transposed=False, output_padding=0, keep_output=True):
     """conv_bn_leaky_relu, or with relu=True torch's relu in place of the LeakyReLU (negative_slope is then unused).
     ReLU is not invertible: training keeps the conv output, which the backward needs anyway to tell z <= 0 from
-    z > 0 and to rebuild x-hat where the output is 0 (the least any backward of batch_norm + relu can keep)."""
+    z > 0 and to rebuild x-hat where the output is 0 (the least any backward of batch_norm + relu can keep).
+    keep_output=False keeps the conv output whatever the activation: for a caller whose output may be changed in
+    place before the backward (a Conv -> BN run with no activation, followed by any module), as torch's BN keeps its
+    input."""
     args = check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
                            eps, negative_slope, stride, padding, dilation, groups, transposed=transposed,
                            output_padding=output_padding)
@@ -90,7 +93,8 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
     c_out = args.output_shape[1]
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
-    invertible = not relu and output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype)
+    invertible = (keep_output and not relu
+                  and output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype))
     # the op updates running_mean/running_var itself, as torch's batch_norm does
     out, _, _, _ = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, running_mean, running_var,
                                                 *geometry, args.momentum, args.eps, args.negative_slope, invertible,
@@ -100,17 +104,20 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
 
 def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, running_var, bn_weight, bn_bias,
                                       training, momentum: torch.Tensor, eps, negative_slope, stride, padding,
-                                      dilation, groups, relu=False, transposed=False, output_padding=0):
+                                      dilation, groups, relu=False, transposed=False, output_padding=0,
+                                      keep_output=True):
     """conv_bn_leaky_relu with a 0-dim tensor `momentum` (and running statistics): momentum=None's
     1 / num_batches_tracked under torch.compile, where that number is data-dependent and the op's float argument
     cannot take it. In training the op runs with momentum 1 on zeroed copies of the running statistics (which it
     sets to the batch statistics exactly: 0 * 0 + 1 * batch); torch's update is then made here with the tensor."""
     if not training:
         return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, False, 0.0, eps,
-                                  negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding)
+                                  negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding,
+                                  keep_output)
     batch_mean, batch_var = torch.zeros_like(running_mean), torch.zeros_like(running_var)
     out = conv_bn_activation(input, weight, bias, batch_mean, batch_var, bn_weight, bn_bias, True, 1.0, eps,
-                             negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding)
+                             negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding,
+                             keep_output)
     if out.numel():  # an empty batch leaves the running statistics as they are (as torch)
         with torch.no_grad():
             running_mean.mul_(1 - momentum).add_(batch_mean * momentum)
