@@ -212,6 +212,11 @@ def test_the_op_refuses_to_keep_only_a_relu_output(backend):
         torch.ops.ascend_acts.conv_bn_leaky_relu_train(x, weight, None, gamma, beta, mean, var, [1, 1], [0] * 4,
                                                        [1, 1], 1, 0.1, 1e-5, 0.0, True, True)
     assert torch.equal(mean, torch.zeros(4)) and torch.equal(var, torch.ones(4))
+    # nor its backward to read one (the adversarial review got NaN or wrong gradients, or a message about the slope)
+    y = torch.relu(torch.randn(2, 4, 5, 5))
+    with pytest.raises(ValueError, match="'saved_is_result' needs an invertible activation; relu is not"):
+        torch.ops.ascend_acts.conv_bn_leaky_relu_train_backward(
+            torch.ones_like(y), y, True, x, weight, gamma, beta, mean, var, [1, 1], [0] * 4, [1, 1], 1, 0.0, True)
 
 
 @slow

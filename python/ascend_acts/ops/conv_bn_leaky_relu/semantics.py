@@ -112,6 +112,9 @@ def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_
 def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation, groups, negative_slope, relu=False, transposed=False,
                           output_padding=(0, 0)):
+    if relu and saved_is_result:  # the forward refuses to keep it (save_output); a ReLU output loses z <= 0
+        raise ValueError(f"ascend_acts::{TRAIN_BACKWARD}: 'saved_is_result' needs an invertible activation; relu is "
+                         "not (keep the conv output)")
     check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd})
     check_shapes(TRAIN_BACKWARD, output_channels(weight, groups, transposed),
