@@ -102,3 +102,17 @@ class MinibatchStdDiscriminator(nn.Module):
 
     def forward(self, input):
         return self.head(self.features(input)).view(-1)
+
+
+def assert_gradient_penalty_as_torch(original: nn.Module, converted: nn.Module, x: torch.Tensor, **tolerance) -> None:
+    """A gradient penalty (the squared input gradient of a loss, as R1 / WGAN-GP take it) through both models: the
+    penalty and its gradients of every parameter (double backward) equal the torch model's."""
+    penalties = []
+    for model in (original, converted):
+        xi = x.clone().requires_grad_()
+        (g,) = torch.autograd.grad(model(xi).square().sum(), xi, create_graph=True)
+        penalty = g.square().sum()
+        penalties.append((penalty, torch.autograd.grad(penalty, list(model.parameters()))))
+    torch.testing.assert_close(penalties[1][0], penalties[0][0], **tolerance)
+    for ours, theirs in zip(penalties[1][1], penalties[0][1]):
+        torch.testing.assert_close(ours, theirs, **tolerance)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import ascend_acts
+from gan_models import assert_gradient_penalty_as_torch
 from markers import slow
 from op_counter import OpCounter
 
@@ -104,15 +105,7 @@ def test_double_backward_as_torch(block, backend):
     original = make(block, dtype)
     converted = ascend_acts.convert(copy.deepcopy(original))
     x = torch.randn(BLOCKS[block][1], dtype=dtype)
-    penalties = []
-    for model in (original, converted):
-        xi = x.clone().requires_grad_()
-        (g,) = torch.autograd.grad(model(xi).square().sum(), xi, create_graph=True)
-        penalty = g.square().sum()
-        penalties.append((penalty, torch.autograd.grad(penalty, list(model.parameters()))))
-    torch.testing.assert_close(penalties[1][0], penalties[0][0], **tolerance(dtype))
-    for a, b in zip(penalties[1][1], penalties[0][1]):
-        torch.testing.assert_close(a, b, **tolerance(dtype))
+    assert_gradient_penalty_as_torch(original, converted, x, **tolerance(dtype))
 
 
 def test_a_bad_output_padding_is_torchs_error_and_changes_nothing(backend):
