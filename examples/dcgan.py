@@ -1,7 +1,8 @@
 """DCGAN on scikit-learn's bundled 8x8 handwritten digits (no download), upscaled to 16x16.
 
 The discriminator is built from ascend_acts: LeakyReLU(0.2) after the first convolution and a fused
-Conv2d + BatchNorm2d + LeakyReLU block after the second. The generator uses the usual torch layers.
+Conv2d + BatchNorm2d + LeakyReLU block after the second. The generator is written with the usual torch layers and
+converted (ascend_acts.convert): its ConvTranspose2d -> BatchNorm2d -> ReLU runs are fused ops.
 Writes image grids, loss curves and checkpoints into --out.
 
     python examples/dcgan.py                              # CPU, NumPy reference kernels, ~4 minutes
@@ -47,12 +48,13 @@ def load_digits_tensor() -> torch.Tensor:
 
 
 def make_generator() -> nn.Module:
-    """latent (N, 32, 1, 1) -> 4x4 -> 8x8 -> 16x16 image."""
-    return nn.Sequential(
+    """latent (N, 32, 1, 1) -> 4x4 -> 8x8 -> 16x16 image; converted, so each ConvTranspose2d -> BatchNorm2d -> ReLU
+    runs as one fused op."""
+    return ascend_acts.convert(nn.Sequential(
         nn.ConvTranspose2d(LATENT_SIZE, 128, 4, 1, 0, bias=False), nn.BatchNorm2d(128), nn.ReLU(True),
         nn.ConvTranspose2d(128, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(True),
         nn.ConvTranspose2d(64, 1, 4, 2, 1), nn.Tanh(),
-    )
+    ))
 
 
 def make_discriminator(sync: bool = False) -> nn.Module:
