@@ -241,3 +241,22 @@ def test_relu_in_16_bit_types(dtype, backend):
     expected = F.relu(F.batch_norm(F.conv2d(x.float(), weight.float()), None, None, gamma, beta, True)).to(dtype)
     assert got.dtype == dtype and no_negative_zero(got) and bool((got == 0).any())
     torch.testing.assert_close(got.float(), expected.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_the_public_function_takes_relu(training, backend):
+    """ascend_acts.conv_bn_leaky_relu(..., relu=True) is torch's relu(batch_norm(conv2d(...))) (the review found the
+    public function without the op's relu argument); a non-bool relu is refused by name."""
+    dtype = dtype_of(backend)
+    model = model_with("relu", dtype).train(training)
+    conv, bn = model[0], model[1]
+    x = torch.randn(2, 3, 6, 6, dtype=dtype)
+    mean, var = bn.running_mean.clone(), bn.running_var.clone()
+    ours = ascend_acts.conv_bn_leaky_relu(x, conv.weight, conv.bias, mean, var, bn.weight, bn.bias, training, 0.1,
+                                          bn.eps, 0.2, 1, 1, relu=True)
+    expected = model(x)
+    torch.testing.assert_close(ours, expected, **tolerance(dtype))
+    torch.testing.assert_close(mean, bn.running_mean, **tolerance(dtype))
+    assert no_negative_zero(ours)
+    with pytest.raises(TypeError, match="'relu' must be a bool"):
+        ascend_acts.conv_bn_leaky_relu(x, conv.weight, conv.bias, mean, var, bn.weight, bn.bias, training, relu=1)

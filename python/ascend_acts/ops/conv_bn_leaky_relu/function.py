@@ -9,6 +9,7 @@ import math
 import torch
 
 from .._library import values_unknown
+from .._validation import check_bool
 from .semantics import output_determines_batch_norm
 from .torch_ops import activation
 from .torch_ops import conv2d as platform_conv2d
@@ -37,8 +38,9 @@ def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
 
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0,
-                       dilation=1, groups=1, transposed=False, output_padding=0):
-    """leaky_relu(batch_norm(conv2d(input, weight, bias, ...), ...), negative_slope), as torch computes it.
+                       dilation=1, groups=1, transposed=False, output_padding=0, relu=False):
+    """leaky_relu(batch_norm(conv2d(input, weight, bias, ...), ...), negative_slope), as torch computes it
+    (relu=True: torch's relu in place of the LeakyReLU, negative_slope unused).
 
     Training (or no running statistics): batch statistics; running_mean/running_var, when given, are
     updated in place with `momentum` (torch's formula, unbiased variance). Autograd keeps the output
@@ -51,8 +53,9 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     `transposed=True`: the convolution is conv_transpose2d (weight (C_in, C_out/groups, kH, kW), `output_padding`),
     as aten::convolution takes it.
     """
+    check_bool("conv_bn_leaky_relu", "relu", relu)
     return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
-                              eps, negative_slope, stride, padding, dilation, groups, transposed=transposed,
+                              eps, negative_slope, stride, padding, dilation, groups, relu=relu, transposed=transposed,
                               output_padding=output_padding)
 
 
