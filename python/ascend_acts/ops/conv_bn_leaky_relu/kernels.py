@@ -45,7 +45,7 @@ def platform_conv2d(input, weight, bias, stride, padding, dilation, groups, tran
         return platform.conv2d(input, weight, bias, *geometry).contiguous()
     f = torch.float32
     b = None if bias is None else bias.to(f)
-    return platform.conv2d(input.to(f), weight.to(f), b, *geometry).to(input.dtype)
+    return platform.conv2d(input.to(f), weight.to(f), b, *geometry).to(input.dtype).contiguous()
 
 
 def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups, transposed=False,

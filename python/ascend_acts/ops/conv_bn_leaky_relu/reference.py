@@ -27,10 +27,16 @@ from ...numerics.dtypes import compute_dtype, to_array
 from ...numerics.layout import channel_view
 from ..leaky_relu import reference as leaky_relu_reference
 from . import reference_batch_norm
-from .torch_ops import conv2d as platform_conv2d
+from .torch_ops import conv2d as torch_conv2d
 from .torch_ops import conv2d_backward as platform_conv2d_backward
 from .torch_ops import update_running_statistics
 
+
+
+def platform_conv2d(*args) -> torch.Tensor:
+    """torch's convolution, C-contiguous: its result follows the input's memory format (channels_last, or a
+    (N, C, 1, 1) input that is contiguous in both formats), and the NumPy code below works on C-ordered arrays."""
+    return torch_conv2d(*args).contiguous()
 
 def output_shape(input_shape, weight_shape, stride, padding, dilation, groups=1, transposed=False,
                  output_padding=(0, 0)) -> list:
@@ -200,8 +206,8 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
                                       transposed=False, output_padding=(0, 0)):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
-        grad = grad_out.detach().to(c)
-        grad_y = grad if grad_out.dtype != c else torch.empty_like(grad)  # in place only in our own copy
+        grad = grad_out.detach().to(c).contiguous()
+        grad_y = grad if grad_out.dtype != c or not grad_out.is_contiguous() else torch.empty_like(grad)  # in place only in our own copy
         grad_gamma, grad_beta = reference_batch_norm.backward(
             grad.numpy(), _array(saved, c), saved_is_result, _array(bn_weight, c), _array(bn_bias, c), _array(mean, c),
             _array(invstd, c), negative_slope, grad_y.numpy(), relu)
