@@ -127,6 +127,21 @@ def test_a_batch_of_one_in_training_is_torchs_error_and_changes_nothing(backend)
     torch.testing.assert_close(got, model(x), **tolerance(torch.float32))
 
 
+@pytest.mark.parametrize("x", [torch.randn(4, LATENT + 1), torch.randn(4, LATENT, dtype=torch.float64),
+                               torch.randint(0, 3, (4, LATENT))], ids=["features", "float64", "int64"])
+def test_an_input_the_linear_refuses_is_torchs_error_and_changes_nothing(x):
+    model = generator("leaky")
+    converted = ascend_acts.convert(copy.deepcopy(model))
+    before = copy.deepcopy(converted.state_dict())
+    with pytest.raises(RuntimeError) as torchs:
+        model(x)
+    with pytest.raises(RuntimeError) as ours:
+        converted(x)
+    assert str(ours.value) == str(torchs.value) and "mat1 and mat2" in str(ours.value)
+    for key, value in converted.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
 def test_a_3d_input_runs_the_modules_as_torch(backend):
     """Linear on (N, L, F) then BatchNorm1d over (N, C, L) (C = L here): other planes share statistics; unfused."""
     dtype = dtype_of(backend)
@@ -162,3 +177,20 @@ def test_unfused_linear_runs_say_why():
     assert table[0].reason == "the conv is a MyLinear, not exactly nn.Linear (its forward may differ)"
     assert table[1].reason == "the norm after a Linear is a SyncBatchNorm, not exactly nn.BatchNorm1d"
     assert table[2].reason == "a hook on the Linear"
+
+
+@slow
+@pytest.mark.parametrize("training", [True, False])
+def test_compile_fullgraph(training, backend):
+    original = generator("leaky").train(training)
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
+    x = torch.randn(5, LATENT)
+    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    yc, ys = compiled(xc), original(xs)
+    torch.testing.assert_close(yc, ys, **tolerance(torch.float32))
+    (gc,) = torch.autograd.grad(yc.sum(), xc)
+    (gs,) = torch.autograd.grad(ys.sum(), xs)
+    torch.testing.assert_close(gc, gs, **tolerance(torch.float32))
+    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
+        torch.testing.assert_close(a, b, **tolerance(torch.float32), msg=key)

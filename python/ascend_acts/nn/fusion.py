@@ -188,6 +188,9 @@ def decide(modules: list, i: int, input) -> Decision:
     if type(conv) is nn.Linear:
         if input.dim() != 2:  # BatchNorm1d over (N, C, L) normalises other planes; a 1-D input makes it raise
             return Decision(reason=f"a {input.dim()}-D input to the Linear (only (N, F) fuses)")
+        if input.shape[1] != conv.in_features or (input.dtype != conv.weight.dtype
+                                                  and not torch.is_autocast_enabled(input.device.type)):
+            return Decision(reason="an input the Linear refuses: its own error")  # torch's message, not the op's
     elif input.dim() != 4:  # torch's Conv2d takes a 3-D (unbatched) input and its BatchNorm2d raises
         return Decision(reason="an unbatched (3-D) input")
     act = modules[i + 2] if i + 2 < len(modules) else None
