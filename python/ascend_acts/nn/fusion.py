@@ -1,5 +1,6 @@
-"""When a Conv2d or ConvTranspose2d -> BatchNorm2d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the
-fused op, and running it.
+"""When a Conv2d or ConvTranspose2d -> BatchNorm2d, or Linear -> BatchNorm1d, (-> LeakyReLU, ReLU or nothing) run of
+modules may execute as the fused op, and running it (a Linear on (N, F) is a 1x1 convolution on (N, F, 1, 1), and
+BatchNorm1d over (N, C) is BatchNorm2d over (N, C, 1, 1): the same statistics and bookkeeping).
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact nn.Conv2d or
@@ -63,10 +64,11 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     The one rule for Sequential's forward, ConvBNLeakyReLU2d and `ascend_acts.explain`."""
     if parametrize.is_parametrized(conv):
         return "a parametrization on the conv (spectral_norm, weight_norm...)"
+    if type(conv) is nn.Linear:
+        return _linear_bn_obstacle(conv, bn)
     if type(conv) not in _FUSED_CONVS:
-        if isinstance(conv, nn.Linear):
-            return f"{type(conv).__name__} runs are not fused yet"
-        expected = "nn.ConvTranspose2d" if isinstance(conv, nn.ConvTranspose2d) else "nn.Conv2d"
+        expected = ("nn.ConvTranspose2d" if isinstance(conv, nn.ConvTranspose2d)
+                    else "nn.Linear" if isinstance(conv, nn.Linear) else "nn.Conv2d")
         return f"the conv is a {type(conv).__name__}, not exactly {expected} (its forward may differ)"
     if bn is None:
         return "no normalisation after the conv"
@@ -85,6 +87,21 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
+
+
+def _linear_bn_obstacle(linear: nn.Linear, bn: nn.Module | None) -> str | None:
+    """conv_bn_obstacle for a Linear: an exact nn.BatchNorm1d after it (a synchronised one runs as modules)."""
+    if bn is None:
+        return "no normalisation after the Linear"
+    if parametrize.is_parametrized(bn):
+        return "a parametrization on the norm"
+    if type(bn) is not nn.BatchNorm1d:
+        return f"the norm after a Linear is a {type(bn).__name__}, not exactly nn.BatchNorm1d"
+    if bn.num_features != linear.out_features:
+        return "the BatchNorm's num_features differs from the Linear's out_features"
+    if (bn.running_mean is None) != (bn.running_var is None):
+        return "only one of running_mean and running_var"
+    return _touched(linear, "Linear") or _touched(bn, "norm")
 
 
 def plain_conv_bn(conv: nn.Module, bn: nn.Module) -> bool:
@@ -168,7 +185,13 @@ def decide(modules: list, i: int, input) -> Decision:
         return Decision(reason=obstacle)
     if not fused_device(input):
         return Decision(reason=f"an input on {getattr(input, 'device', type(input).__name__)}: no kernels there")
-    if input.dim() != 4:  # torch's Conv2d takes a 3-D (unbatched) input and its BatchNorm2d raises
+    if type(conv) is nn.Linear:
+        if input.dim() != 2:  # BatchNorm1d over (N, C, L) normalises other planes; a 1-D input makes it raise
+            return Decision(reason=f"a {input.dim()}-D input to the Linear (only (N, F) fuses)")
+        if input.shape[1] != conv.in_features or (input.dtype != conv.weight.dtype
+                                                  and not torch.is_autocast_enabled(input.device.type)):
+            return Decision(reason="an input the Linear refuses: its own error")  # torch's message, not the op's
+    elif input.dim() != 4:  # torch's Conv2d takes a 3-D (unbatched) input and its BatchNorm2d raises
         return Decision(reason="an unbatched (3-D) input")
     act = modules[i + 2] if i + 2 < len(modules) else None
     activation = activation_of(act, bn)
@@ -181,6 +204,29 @@ def decide(modules: list, i: int, input) -> Decision:
     return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn))
 
 
+class _LinearAsConv(NamedTuple):
+    """A Linear's weight (O, F) and bias seen as a 1x1 Conv2d's: views, so autograd reaches the Linear's own
+    Parameters."""
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    stride: tuple = (1, 1)
+    padding: tuple = (0, 0)
+    dilation: tuple = (1, 1)
+    groups: int = 1
+
+
+def _linear_bn_leaky_relu_modules(linear: nn.Linear, bn: nn.BatchNorm1d, negative_slope, input: torch.Tensor,
+                                  relu: bool, keep_output: bool) -> torch.Tensor:
+    """The fused op on input (N, F) as (N, F, 1, 1), its output viewed back as (N, O)."""
+    if (bn.training or bn.running_mean is None) and input.shape[0] == 1:
+        # torch's message names BatchNorm1d's input (N, O), not our (N, O, 1, 1); raised before anything changes
+        raise ValueError("Expected more than 1 value per channel when training, got input size "
+                         f"{torch.Size((1, linear.out_features))}")
+    conv = _LinearAsConv(linear.weight[:, :, None, None], linear.bias)
+    output = conv_bn_leaky_relu_modules(conv, bn, negative_slope, input[:, :, None, None], relu, keep_output)
+    return output.flatten(1)
+
+
 # `ascend_acts.explain` listens to Sequential's decisions and runs (explanation.py); None when nobody does
 listener = None
 
@@ -190,14 +236,17 @@ def _number(value):
     return value.item() if isinstance(value, torch.Tensor) else value
 
 
-def conv_bn_leaky_relu_modules(conv: nn.Conv2d | nn.ConvTranspose2d, bn: nn.BatchNorm2d, negative_slope: float,
-                               input: torch.Tensor, relu: bool = False, keep_output: bool = True) -> torch.Tensor:
+def conv_bn_leaky_relu_modules(conv: nn.Conv2d | nn.ConvTranspose2d | nn.Linear, bn: nn.BatchNorm2d | nn.BatchNorm1d,
+                               negative_slope: float, input: torch.Tensor, relu: bool = False,
+                               keep_output: bool = True) -> torch.Tensor:
     """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op (keep_output: it may keep
     its output for backward rather than the conv output; see conv_bn_activation), with
     nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
     before F.batch_norm: a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics
     update) and counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before
     the op writes anything) takes the count back: it changes nothing."""
+    if type(conv) is nn.Linear:
+        return _linear_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output)
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
     if counts:
         bn.num_batches_tracked.add_(1)
