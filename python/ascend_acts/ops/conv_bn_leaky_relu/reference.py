@@ -32,7 +32,6 @@ from .torch_ops import conv2d_backward as platform_conv2d_backward
 from .torch_ops import update_running_statistics
 
 
-
 def platform_conv2d(*args) -> torch.Tensor:
     """torch's convolution, C-contiguous: its result follows the input's memory format (channels_last, or a
     (N, C, 1, 1) input that is contiguous in both formats), and the NumPy code below works on C-ordered arrays."""
