@@ -206,7 +206,8 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         grad = grad_out.detach().to(c).contiguous()
-        grad_y = grad if grad_out.dtype != c or not grad_out.is_contiguous() else torch.empty_like(grad)  # in place only in our own copy
+        copied = grad_out.dtype != c or not grad_out.is_contiguous()
+        grad_y = grad if copied else torch.empty_like(grad)  # in place only in our own copy
         grad_gamma, grad_beta = reference_batch_norm.backward(
             grad.numpy(), _array(saved, c), saved_is_result, _array(bn_weight, c), _array(bn_bias, c), _array(mean, c),
             _array(invstd, c), negative_slope, grad_y.numpy(), relu)
