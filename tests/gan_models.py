@@ -116,3 +116,21 @@ def assert_gradient_penalty_as_torch(original: nn.Module, converted: nn.Module, 
     torch.testing.assert_close(penalties[1][0], penalties[0][0], **tolerance)
     for ours, theirs in zip(penalties[1][1], penalties[0][1]):
         torch.testing.assert_close(ours, theirs, **tolerance)
+
+
+def assert_training_step_as_torch(original: nn.Module, converted: nn.Module, optimizers, expected: torch.Tensor,
+                                  got: torch.Tensor, xs: torch.Tensor, xc: torch.Tensor, step: int,
+                                  **tolerance) -> None:
+    """One optimizer step of each model from the same weighted loss of its output (`expected` the torch model's on
+    `xs`, `got` the converted one's on `xc`): the input gradients, every parameter's gradient and, after the step,
+    the whole state (num_batches_tracked included) equal the torch model's."""
+    for optimizer, out in zip(optimizers, (expected, got)):
+        optimizer.zero_grad()
+        (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum().backward()
+    torch.testing.assert_close(xc.grad, xs.grad, **tolerance)
+    for (name, ours), theirs in zip(converted.named_parameters(), original.parameters()):
+        torch.testing.assert_close(ours.grad, theirs.grad, **tolerance, msg=f"step {step}: {name}")
+    for optimizer in optimizers:
+        optimizer.step()
+    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
+        torch.testing.assert_close(a, b, **tolerance, msg=f"step {step}: {key}")  # num_batches_tracked included

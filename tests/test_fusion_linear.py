@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import ascend_acts
-from gan_models import assert_gradient_penalty_as_torch
+from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from markers import slow
 from op_counter import OpCounter
 
@@ -70,16 +70,7 @@ def test_mlp_generators_fuse_and_train_like_torch(activation, bn, backend):
         assert counter.calls["addmm"] == 1  # the last Linear's, outside the runs
         expected = original(xs)
         torch.testing.assert_close(got, expected, **tol)
-        for optimizer, out in zip(optimizers, (expected, got)):
-            optimizer.zero_grad()
-            (out * torch.linspace(-1, 1, out.numel(), dtype=dtype).view_as(out)).sum().backward()
-        torch.testing.assert_close(xc.grad, xs.grad, **tol)
-        for (name, ours), theirs in zip(converted.named_parameters(), original.parameters()):
-            torch.testing.assert_close(ours.grad, theirs.grad, **tol, msg=f"step {step}: {name}")
-        for optimizer in optimizers:
-            optimizer.step()
-        for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-            torch.testing.assert_close(a, b, **tol, msg=f"step {step}: {key}")  # num_batches_tracked included
+        assert_training_step_as_torch(original, converted, optimizers, expected, got, xs, xc, step, **tol)
     # a checkpoint round trip: the converted model's state loads into torch's and back
     again = generator(activation, dtype, **bn)
     again.load_state_dict(converted.state_dict())

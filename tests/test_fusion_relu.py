@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
-from gan_models import assert_gradient_penalty_as_torch
+from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from markers import slow
 from op_counter import OpCounter
 
@@ -68,13 +68,7 @@ def test_runs_fuse_and_train_like_torch(tail, bn, backend):
         torch.testing.assert_close(got, expected, **tol)
         if tail.startswith("relu"):
             assert no_negative_zero(got) and bool((got == 0).any())
-        for optimizer, out in zip(optimizers, (expected, got)):
-            optimizer.zero_grad()
-            (out * torch.linspace(-1, 1, out.numel(), dtype=dtype).view_as(out)).sum().backward()
-            optimizer.step()
-        torch.testing.assert_close(xc.grad, xs.grad, **tol)
-        for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-            torch.testing.assert_close(a, b, **tol, msg=f"step {step}: {key}")  # num_batches_tracked included
+        assert_training_step_as_torch(original, converted, optimizers, expected, got, xs, xc, step, **tol)
     # a checkpoint round trip: the converted model's state loads into torch's and back
     again = model_with(tail, dtype, **bn)
     again.load_state_dict(converted.state_dict())

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import ascend_acts
-from gan_models import assert_gradient_penalty_as_torch
+from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from markers import slow
 from op_counter import OpCounter
 
@@ -80,17 +80,7 @@ def test_runs_fuse_and_train_like_torch(block, backend):
         expected = original(xs)
         assert got.shape == expected.shape
         torch.testing.assert_close(got, expected, **tol)
-        for optimizer, out, model in zip(optimizers, (expected, got), (original, converted)):
-            optimizer.zero_grad()
-            (out * torch.linspace(-1, 1, out.numel(), dtype=dtype).view_as(out)).sum().backward()
-            grads = [p.grad.clone() for p in model.parameters()]
-            optimizer.step()
-            model.last_grads = grads
-        torch.testing.assert_close(xc.grad, xs.grad, **tol)
-        for a, b in zip(converted.last_grads, original.last_grads):
-            torch.testing.assert_close(a, b, **tol)
-        for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-            torch.testing.assert_close(a, b, **tol, msg=f"step {step}: {key}")  # num_batches_tracked included
+        assert_training_step_as_torch(original, converted, optimizers, expected, got, xs, xc, step, **tol)
     # a checkpoint round trip: the converted model's state loads into torch's and back
     again = make(block, dtype)
     again.load_state_dict(converted.state_dict())
