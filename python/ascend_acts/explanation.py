@@ -203,8 +203,8 @@ def _copied_inputs(inputs):
 
 
 def _unconverted_bytes(model: nn.Module, inputs, runs: dict[int, list[_Found]]):
-    """Runs the unconverted copy, attributing saved tensors to the run whose module is running (module hooks:
-    plain torch modules compute the same with them)."""
+    """Runs the unconverted copy, attributing each saved tensor to the run whose module produced it (module hooks
+    say which run is in progress; plain torch modules compute the same with them)."""
     current: list = []
     handles = []
 
