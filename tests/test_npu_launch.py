@@ -161,7 +161,7 @@ def test_the_fused_eval_kernel_runs_on_an_npu_only_on_request(npu, monkeypatch):
     monkeypatch.setenv(conv_bn.EVAL_KERNEL_ENV, "fused")
     got = sim.conv_bn_leaky_relu_eval(*arguments)
     _check_calls(npu, [("conv_bn_leaky_relu_eval", {"strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1],
-                                                    "negative_slope": 0.2})])
+                                                    "negative_slope": 0.2, "relu": False})])
     assert _bits_equal(got, expected)
     monkeypatch.setenv(conv_bn.EVAL_KERNEL_ENV, "fast")
     with pytest.raises(ValueError, match='ASCEND_ACTS_EVAL_KERNEL must be "aclnn" or "fused", got "fast"'):

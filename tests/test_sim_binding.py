@@ -300,7 +300,7 @@ def test_a_refusal_says_what_had_no_tiling_and_where():
         _sim.fused_bias_leaky_relu_tiling("fused_bias_leaky_relu", [(2, 0, 3), None], 4,
                                           {"negative_slope": 0.2, "scale": 1.0, "clamp": -1.0, "relu": False},
                                           "ascend910b3")
-    attrs = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "negative_slope": 0.1}
+    attrs = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "negative_slope": 0.1, "relu": False}
     with pytest.raises(ValueError, match=r"no tiling for conv_bn_leaky_relu_eval of input \(1, 9, 2, 2\), packed "
                                          r"weight \(1, 1, 1, 1, 16, 8\), bias \(8,\) \(the weight is not the "
                                          r"FRACTAL_Z packing of \(C_out, C_in, kh, kw\) = \(8, 9, 1, 1\)\) on "

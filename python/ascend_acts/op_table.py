@@ -178,11 +178,12 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("conv_bn_leaky_relu_eval",
            inputs=(Tensor("x"), Tensor("weight"), per_channel("bias")), outputs=(Tensor("y"),),
            attrs=(Attr("strides", "list_int", (1, 1)), Attr("pads", "list_int", (0, 0, 0, 0)),
-                  Attr("dilations", "list_int", (1, 1)), _FLOATS_ATTR_SLOPE),
+                  Attr("dilations", "list_int", (1, 1)), _FLOATS_ATTR_SLOPE, Attr("relu", "bool", False)),
            family="conv_bn_leaky_relu_eval", tiling="ConvBnLeakyReluEvalTiling",
            infer_shape="ge::ConvOutputShape", infer_dtype="ge::SameTypeAsInput0", mix=True,
-           summary="y = leaky_relu(conv2d(x, weight) + bias) with BatchNorm folded into weight and bias; weight packed "
-                   "in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0), C_out from the bias"),
+           summary="y = act(conv2d(x, weight) + bias), act leaky_relu(., negative_slope) or relu, with BatchNorm "
+                   "folded into weight and bias; weight packed in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0), "
+                   "C_out from the bias"),
     Kernel("fused_bias_leaky_relu", inputs=(Tensor("x"), Tensor("bias", optional=True)), outputs=(Tensor("y"),),
            attrs=(*_FUSED_BIAS_ATTRS, *_FUSED_BIAS_MODES),
            tiling="FusedBiasLeakyReluTiling", tiling_variant="ascend_acts::FusedBiasPass::Forward",

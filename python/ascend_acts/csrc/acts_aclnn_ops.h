@@ -37,8 +37,8 @@ aclnnStatus aclnnActsBatchNormLeakyReluGrad(void* workspace, uint64_t workspaceS
 aclnnStatus aclnnActsConvBnLeakyReluEvalGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
                                                          const aclTensor* bias, const aclIntArray* strides,
                                                          const aclIntArray* pads, const aclIntArray* dilations,
-                                                         double negativeSlope, aclTensor* out, uint64_t* workspaceSize,
-                                                         aclOpExecutor** executor);
+                                                         double negativeSlope, bool relu, aclTensor* out,
+                                                         uint64_t* workspaceSize, aclOpExecutor** executor);
 aclnnStatus aclnnActsConvBnLeakyReluEval(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                          aclrtStream stream);
 aclnnStatus aclnnActsFusedBiasLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* biasOptional,

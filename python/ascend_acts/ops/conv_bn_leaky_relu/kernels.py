@@ -8,7 +8,7 @@ tensors (the "sim" backend's functions), through the op package on NPU tensors, 
   bn_weight or a too large |bn_bias| / |bn_weight|) the BN part has no kernel: the NumPy oracle on the emulator,
   the torch backend's torch ops on an NPU. Per-channel statistics are float32 whatever the data type.
 - eval (`eval_path`): on the emulator the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the
-  cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and LeakyReLU
+  cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and (Leaky)ReLU
   on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless
   ASCEND_ACTS_EVAL_KERNEL=fused asks for the eval kernel: it has never been measured on an NPU (its modelled
   figures: benchmarks/results/), so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has measured it.
@@ -188,10 +188,10 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
 
 
 def conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int,
-                                   negative_slope: float = 0.0, platform: str | None = None):
+                                   negative_slope: float = 0.0, platform: str | None = None, relu: bool = False):
     """The op_host tiling (ascend_acts._sim.ConvBnLeakyReluEvalTiling) of the layer: W' of `weight_shape`
     (C_out, C_in, kh, kw), which the kernel reads packed (`packed_weight_shape`); padding (top, bottom, left, right);
-    groups = 1."""
+    groups = 1. `relu` leaves Select's UB free, so a layer at the UB's limit may tile only without it."""
     platform = emulator.settings().platform if platform is None else platform
     x_shape, weight_shape = tuple(x_shape), tuple(weight_shape)
     layer = f"for input {list(x_shape)}, weight {list(weight_shape)} on {platform}"
@@ -201,7 +201,7 @@ def conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilat
         raise ValueError(f"conv_bn_leaky_relu_eval_tiling(): weight.shape[1] is not the input's channels (groups = 1), "
                          f"{layer}")
     attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
-             "negative_slope": negative_slope}
+             "negative_slope": negative_slope, "relu": relu}
     return emulator.binding().conv_bn_leaky_relu_eval_tiling(
         "conv_bn_leaky_relu_eval", [x_shape, packed_weight_shape(weight_shape, element_size), (weight_shape[0],)],
         element_size, attrs, platform)
@@ -214,10 +214,11 @@ def packed_weight_shape(weight_shape, element_size: int) -> tuple[int, ...]:
     return -(-cin // c0), kh, kw, -(-cout // 16), 16, c0
 
 
-def conv_bn_leaky_relu_eval_has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int) -> bool:
+def conv_bn_leaky_relu_eval_has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int,
+                                       relu: bool = False) -> bool:
     """Whether the kernel can run this layer (the op layer has checked the shapes: a refusal here is capacity)."""
     try:
-        conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size)
+        conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size, relu=relu)
     except ValueError:
         return False
     return True
@@ -233,9 +234,9 @@ def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return padded.view(m1, 16, c1, c0, kh, kw).permute(2, 4, 5, 0, 1, 3).contiguous()
 
 
-def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
-    """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
-    `bias` is float32; x and weight share one dtype."""
+def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float, relu: bool = False) -> torch.Tensor:
+    """leaky_relu(conv2d(x, weight) + bias, negative_slope) (torch's relu with `relu`) in one launch, weight and bias
+    already BN-folded; groups = 1. `bias` is float32; x and weight share one dtype."""
     check_dtype(x)
     if weight.dtype != x.dtype:
         raise TypeError(f"weight must have the input's dtype {x.dtype}, got {weight.dtype}")
@@ -244,7 +245,7 @@ def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: floa
     y = torch.empty(reference.output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype,
                     device=x.device)
     attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
-             "negative_slope": negative_slope}
+             "negative_slope": negative_slope, "relu": relu}
     packed = pack_weight(weight, x.dtype)
     launch("conv_bn_leaky_relu_eval", {"x": x, "weight": packed, "bias": bias, "y": y}, attrs,
            lambda: emulator.binding().conv_bn_leaky_relu_eval_tiling(  # the op package's tiling, from the launch's
@@ -264,7 +265,7 @@ def fused_eval_kernel_requested() -> bool:
     return True
 
 
-def eval_path(input, weight, stride, padding, dilation, groups, transposed=False) -> str:
+def eval_path(input, weight, stride, padding, dilation, groups, transposed=False, relu=False) -> str:
     """Which eval runs: "fused" (our eval kernel), "platform" (the platform's convolution + our LeakyReLU kernel,
     an NPU's default) or "reference" (the CPU's oracle, where the emulator has no tiling). The emulator always runs
     the fused kernel where it can: it is the only place that kernel runs until an NPU has measured it."""
@@ -277,7 +278,7 @@ def eval_path(input, weight, stride, padding, dilation, groups, transposed=False
     fits = not transposed and groups == 1 and input.numel() > 0 and (
         (emulator.unavailable_reason() is not None and not on_emulator(input))
         or conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,
-                                              input.element_size()))
+                                              input.element_size(), relu))
     if fits:
         return "fused"
     return "reference" if on_emulator(input) else "platform"
@@ -285,10 +286,9 @@ def eval_path(input, weight, stride, padding, dilation, groups, transposed=False
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
                             transposed=False, output_padding=(0, 0)):
-    """ReLU: the eval kernel has no relu mode, so it runs as the identity (slope 1: x * 1 is x, -0.0 and NaN
-    included) and torch's relu follows. A transposed convolution has no eval kernel: it runs as grouped ones do."""
+    """A transposed convolution has no eval kernel: it runs as grouped ones do."""
     check_dtype(input)
-    path = eval_path(input, weight, stride, padding, dilation, groups, transposed)
+    path = eval_path(input, weight, stride, padding, dilation, groups, transposed, relu)
     if path == "reference":
         return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope,
                                                  relu, transposed, output_padding)
@@ -298,10 +298,8 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
         return input.new_empty(shape)
-    y = eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
-                    bias.detach().to(torch.float32).contiguous(), stride, padding, dilation,
-                    1.0 if relu else negative_slope)
-    return torch.relu_(y) if relu else y
+    return eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
+                       bias.detach().to(torch.float32).contiguous(), stride, padding, dilation, negative_slope, relu)
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
