@@ -270,3 +270,20 @@ def test_float32_grouped_error_stays_within_twice_torchs():
     for from_output in (True, False):
         y, grads = backward(x, weight, bias, grad, 4, 0.2, False, from_output)
         assert_within_torch([y, *grads], x, weight, bias, 4, 0.2, False, grad)
+
+
+@pytest.mark.parametrize("from_output", [True, False])
+def test_the_npu_branch_passes_norm_groups_and_the_optional_save_mean(from_output, monkeypatch):
+    """The private ops (ascend_acts_npu::<kernel>, stood in for on the emulator) take norm_groups as an int and
+    save_mean only from the conv output; values bit for bit the emulator's."""
+    from npu_stand_in import npu_branch, private_ops
+
+    x, weight, bias, grad = inputs((2, 6, 5, 7), torch.float32)
+    expected = backward(x, weight, bias, grad, 3, 0.2, False, from_output)
+    with private_ops() as calls:
+        npu_branch(monkeypatch)
+        got = backward(x, weight, bias, grad, 3, 0.2, False, from_output)
+    assert [base for base, _ in calls] == ["batch_norm_leaky_relu", "batch_norm_leaky_relu_grad"]
+    assert calls[0][1]["norm_groups"] == calls[1][1]["norm_groups"] == 3
+    assert (calls[1][1]["save_mean"] is None) == from_output
+    assert torch.equal(got[0], expected[0]) and all(torch.equal(a, b) for a, b in zip(got[1], expected[1]))
