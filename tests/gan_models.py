@@ -134,3 +134,30 @@ def assert_training_step_as_torch(original: nn.Module, converted: nn.Module, opt
         optimizer.step()
     for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
         torch.testing.assert_close(a, b, **tolerance, msg=f"step {step}: {key}")  # num_batches_tracked included
+
+
+SEQUENCE_ACTIVATIONS = {
+    "leaky": lambda: nn.LeakyReLU(0.2, inplace=True),
+    "relu": lambda: nn.ReLU(inplace=True),
+    "none": lambda: None,
+}
+
+
+def sequence_discriminator(activation: str = "leaky", dtype: torch.dtype = torch.float32, seed: int = 5,
+                           **bn) -> nn.Sequential:
+    """A 1-D (audio or time-series) GAN discriminator, small: (Conv1d -> BatchNorm1d -> activation) x 3 over
+    (N, 3, L), with a strided, a dilated and a padding="same" conv, then a Conv1d head. Affine parameters that put
+    about half of each norm's outputs below 0."""
+    torch.manual_seed(seed)
+    convs = [nn.Conv1d(3, 8, 4, 2, 1, bias=False), nn.Conv1d(8, 8, 3, 1, 2, dilation=2),
+             nn.Conv1d(8, 6, 3, padding="same", bias=False)]
+    layers = []
+    for conv in convs:
+        act = SEQUENCE_ACTIVATIONS[activation]()
+        layers += [conv, nn.BatchNorm1d(conv.out_channels, **bn), *([act] if act is not None else [])]
+    model = nn.Sequential(*layers, nn.Conv1d(6, 1, 3)).to(dtype)
+    with torch.no_grad():
+        for module in model:
+            if isinstance(module, nn.BatchNorm1d) and module.affine:
+                module.weight.uniform_(0.5, 1.5), module.bias.uniform_(-0.5, 0.5)
+    return model

@@ -28,7 +28,7 @@ from .nn import fusion
 
 __all__ = ["explain", "Explanation", "Run"]
 
-_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)
+_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d, nn.Linear)
 _NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.GroupNorm)
 _ACTIVATIONS = (nn.LeakyReLU, nn.ReLU)
 
@@ -233,7 +233,7 @@ def _unconverted_bytes(model: nn.Module, inputs, runs: dict[int, list[_Found]]):
 
 def explain(model: nn.Module, *inputs) -> Explanation:
     """Runs `model(*inputs)` once on a converted deep copy and once on an unconverted one and returns the table of
-    every Conv2d/ConvTranspose2d/Linear -> BatchNorm/InstanceNorm/GroupNorm -> LeakyReLU/ReLU/none run among the
+    every Conv2d/ConvTranspose2d/Conv1d/Linear -> BatchNorm/InstanceNorm/GroupNorm -> LeakyReLU/ReLU/none run among the
     nn.Sequential children: fused or not, why not, and the bytes kept for backward either way. Changes nothing of
     `model` (parameters, buffers, their version counters, the CPU random state)."""
     if not isinstance(model, nn.Module):
