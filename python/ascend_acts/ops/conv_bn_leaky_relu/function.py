@@ -91,8 +91,10 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
                                                          args.eps, args.transposed, args.groups)
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
                     torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
-                return ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
-                                                   relu, *transposition)
+                out = ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
+                                                  relu, *transposition)
+                # running statistics with norm_groups are InstanceNorm's, whose output torch makes contiguous
+                return out.contiguous() if args.norm_groups else out
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
     if _is_empty(args.output_shape):
         statistics = (running_mean, running_var) if args.norm_groups else (None, None)

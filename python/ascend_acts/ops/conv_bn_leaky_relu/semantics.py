@@ -178,6 +178,23 @@ def _conv_layout(input_index: int, laid_out: tuple[int, ...]):
     return layout
 
 
+_NORM_GROUPS = 18  # the position of conv_bn_leaky_relu_train's norm_groups
+
+
+def instance_norm_of(norm_groups: int, channels: int) -> bool:
+    """Whether the statistics are InstanceNorm's, whose output torch's instance_norm makes contiguous whatever the
+    layout of its input (group_norm and batch_norm keep a channels_last one)."""
+    return norm_groups == channels
+
+
+def _train_layout(args, results):
+    results = _conv_layout(0, (0, 1))(args, results)
+    norm_groups = args[_NORM_GROUPS] if len(args) > _NORM_GROUPS else 0
+    if instance_norm_of(norm_groups, results[0].shape[1]):
+        return (results[0].contiguous(), *results[1:])
+    return results
+
+
 # --- fake kernels ------------------------------------------------------------------------------
 def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
     return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=layout)
@@ -190,7 +207,7 @@ def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_v
                  momentum, eps, negative_slope, save_output, relu, transposed, output_padding, norm_groups)
     shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
     c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
-    out = _empty(shape, input, layout)
+    out = _empty(shape, input, torch.contiguous_format if instance_norm_of(norm_groups, shape[1]) else layout)
     kept = input.new_empty(0) if save_output else _empty(shape, input, layout)
     statistics = statistics_shape(shape[0], shape[1], norm_groups)
     return out, kept, input.new_empty(statistics, dtype=c), input.new_empty(statistics, dtype=c)
@@ -340,7 +357,7 @@ def _cast_train_arguments(args, dtype, device_type):
 
 
 declare(TRAIN, fake=_train_fake, check=_check_train, autograd=autograd_function(_Train),
-        layout=_conv_layout(0, (0, 1)), vmap=_train_vmap, autocast=_cast_train_arguments)
+        layout=_train_layout, vmap=_train_vmap, autocast=_cast_train_arguments)
 declare(TRAIN_BACKWARD, fake=_train_backward_fake, check=_check_train_backward, layout=_conv_layout(3, (0, 1)),
         vmap=per_sample_vmap(TRAIN_BACKWARD),
         # the backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.

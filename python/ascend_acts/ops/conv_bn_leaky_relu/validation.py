@@ -220,8 +220,10 @@ def check_arguments(*args, transposed=False, output_padding=(0, 0), norm_groups=
 def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
                      negative_slope, stride, padding, dilation, groups, transposed, output_padding,
                      norm_groups) -> Checked:
-    if isinstance(norm_groups, bool) or not isinstance(norm_groups, int) or norm_groups < 0:
-        raise TypeError(f"{FN}(): argument 'norm_groups' must be an int >= 0 (0: BatchNorm), got {norm_groups!r}")
+    if isinstance(norm_groups, bool) or not isinstance(norm_groups, int):
+        raise TypeError(f"{FN}(): argument 'norm_groups' must be an int, got {norm_groups!r}")
+    if norm_groups < 0:
+        raise ValueError(f"{FN}(): argument 'norm_groups' must be >= 0 (0: BatchNorm), got {norm_groups}")
     if norm_groups and momentum is None:  # nn.InstanceNorm2d's None is 0.0 (it has no num_batches_tracked)
         momentum = 0.0
     statistics = dict(zip(_STATISTICS, (running_mean, running_var, bn_weight, bn_bias)))
