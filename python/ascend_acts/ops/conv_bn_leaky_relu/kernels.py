@@ -7,6 +7,8 @@ tensors (the "sim" backend's functions), through the op package on NPU tensors, 
   (InPlace-ABN) kernel when the output was kept; when the conv output was kept instead (slope <= 0, a zero
   bn_weight or a too large |bn_bias| / |bn_weight|) the BN part has no kernel: the NumPy oracle on the emulator,
   the torch backend's torch ops on an NPU. Per-channel statistics are float32 whatever the data type.
+  norm_groups >= 1 (InstanceNorm, GroupNorm statistics) has no kernel yet: the reference backend's NumPy passes in
+  float32 on the emulator, the torch backend's ops on an NPU, after the same platform convolution.
 - eval (`eval_path`): on the emulator the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the
   cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and LeakyReLU
   on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless

@@ -251,7 +251,8 @@ def _trailing(ctx, inputs: tuple, position: int) -> None:
     caller that left them out gets the schema's defaults. backward returns a None for each argument after the
     differentiable ones."""
     given = tuple(inputs[position:])
-    ctx.relu, ctx.transposed, ctx.output_padding, ctx.norm_groups = (*given, *(False, False, (0, 0), 0)[len(given):])[:4]
+    defaults = (False, False, (0, 0), 0)
+    ctx.relu, ctx.transposed, ctx.output_padding, ctx.norm_groups = (*given, *defaults[len(given):])[:4]
     ctx.trailing_arguments = len(inputs)
 
 
