@@ -165,6 +165,7 @@ def test_autocast_as_torch(dtype, backend):
 @slow
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph(training, backend):
+    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original = discriminator("leaky").train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
     compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)

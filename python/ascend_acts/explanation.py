@@ -302,6 +302,7 @@ def _verdict(run: _Found, container: nn.Module, decision: fusion.Decision | None
         else:
             notes.append(decision.reason or "the activation runs itself")
     norm = list(container.children())[run.norm]
-    if not norm.training:
-        notes.append("eval: BatchNorm folded into the conv")
+    if not norm.training and getattr(norm, "running_mean", None) is not None:  # GroupNorm has none: per sample
+        notes.append("eval: BatchNorm folded into the conv" if isinstance(norm, nn.modules.batchnorm._BatchNorm)
+                     else "eval: running statistics folded into the conv")
     return True, "; ".join(notes)

@@ -36,11 +36,15 @@ _ACTIVATIONS = (nn.LeakyReLU, LeakyReLU)  # exact types: a user's subclass may c
 # convert_sync_batchnorm put it in (DDP refuses it on the CPU until a second `convert` swaps in ours)
 _SYNC_BATCH_NORMS = (SyncBatchNorm, nn.SyncBatchNorm)
 _BATCH_NORMS = (nn.BatchNorm2d, *_SYNC_BATCH_NORMS)
+# per-sample statistics: the op's norm_groups (C for InstanceNorm2d, num_groups for GroupNorm)
+_PER_SAMPLE_NORMS = (nn.InstanceNorm2d, nn.GroupNorm)
 # exact types: the fused op computes their forward (transposed or not; a Conv1d as a (1, K) Conv2d)
 _FUSED_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d)
 # the exact norms the fused op computes after each conv, and the one a message names
-_NORMS_AFTER = {nn.Conv2d: _BATCH_NORMS, nn.ConvTranspose2d: _BATCH_NORMS, nn.Conv1d: (nn.BatchNorm1d,)}
-_NORM_NAMED = {nn.Conv2d: "nn.BatchNorm2d", nn.ConvTranspose2d: "nn.BatchNorm2d", nn.Conv1d: "nn.BatchNorm1d"}
+_NORMS_AFTER = {nn.Conv2d: (*_BATCH_NORMS, *_PER_SAMPLE_NORMS), nn.ConvTranspose2d: (*_BATCH_NORMS, *_PER_SAMPLE_NORMS),
+                nn.Conv1d: (nn.BatchNorm1d,)}
+_NORM_NAMED = {nn.Conv2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm",
+               nn.ConvTranspose2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm", nn.Conv1d: "nn.BatchNorm1d"}
 
 def _untouched(module: nn.Module) -> bool:
     """No hooks on the module and no forward assigned to the instance: its forward is its class's."""
@@ -60,7 +64,7 @@ def no_global_hooks() -> bool:
     return not any(getattr(_module_globals, name) for name in _GLOBAL_HOOK_DICTS)
 
 
-_NO_KERNEL_YET = (nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, nn.GroupNorm, nn.LayerNorm)
+_NO_KERNEL_YET = (nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm3d, nn.LayerNorm)
 
 
 def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
@@ -85,6 +89,8 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
         return f"the norm{after} is a {type(bn).__name__}, not exactly {_NORM_NAMED[type(conv)]}"
     if conv.padding_mode != "zeros":
         return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
+    if type(bn) in _PER_SAMPLE_NORMS:
+        return _per_sample_norm_obstacle(conv, bn) or _touched(conv, "conv") or _touched(bn, "norm")
     if bn.num_features != conv.out_channels:
         return "the BatchNorm's num_features differs from the conv's out_channels"
     if type(conv) is nn.ConvTranspose2d and type(bn) in _SYNC_BATCH_NORMS:
@@ -92,6 +98,25 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
+
+def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
+    """conv_bn_obstacle's rules for an exact InstanceNorm2d or GroupNorm after an exact Conv2d / ConvTranspose2d."""
+    if type(norm) is nn.GroupNorm:
+        if norm.num_channels != conv.out_channels:
+            return "the GroupNorm's num_channels differs from the conv's out_channels"
+        if conv.out_channels % norm.num_groups:  # a num_groups set after construction: group_norm's own error
+            return "the GroupNorm's num_groups does not divide the channels"
+        return None
+    if norm.num_features != conv.out_channels:
+        # affine: torch's error; otherwise torch warns and normalises the channels it gets (or fails on the running
+        # statistics' size): only its modules do exactly that
+        return "the InstanceNorm2d's num_features differs from the conv's out_channels (torch warns or raises)"
+    if (norm.running_mean is None) != (norm.running_var is None):
+        return "only one of running_mean and running_var"
+    if norm.track_running_stats and norm.running_mean is None:  # F.instance_norm's eval then has no statistics
+        return "track_running_stats without running statistics"
+    return None
+
 
 def _linear_bn_obstacle(linear: nn.Linear, bn: nn.Module | None) -> str | None:
     """conv_bn_obstacle for a Linear: an exact nn.BatchNorm1d after it (a synchronised one runs as modules)."""
@@ -151,7 +176,7 @@ def activation_obstacle(act: nn.Module | None, bn: nn.Module) -> str | None:
 def readable_numbers(bn: nn.Module, negative_slope, input: torch.Tensor) -> bool:
     """bn.eps, bn.momentum and the slope may be tensors (torch's functionals read them as numbers): the fused op
     takes their values, which a graph or fake tensors cannot read; there the modules run, as torch's do."""
-    tensors = [v for v in (bn.eps, bn.momentum, negative_slope) if isinstance(v, torch.Tensor)]
+    tensors = [v for v in (bn.eps, getattr(bn, "momentum", None), negative_slope) if isinstance(v, torch.Tensor)]
     if any(t.dim() != 0 or t.requires_grad for t in tensors):  # what torch refuses for a number: its modules raise it
         return False
     return not tensors or not values_unknown(input)
@@ -201,6 +226,8 @@ def decide(modules: list, i: int, input) -> Decision:
             return Decision(reason=refusal)
     elif input.dim() != 4:  # torch's Conv2d takes a 3-D (unbatched) input and its BatchNorm2d raises
         return Decision(reason="an unbatched (3-D) input")
+    elif type(bn) in _PER_SAMPLE_NORMS and _single_value_per_statistic(conv, bn, input):
+        return Decision(reason=f"one value per {type(bn).__name__} statistic: the modules raise or compute it")
     act = modules[i + 2] if i + 2 < len(modules) else None
     activation = activation_of(act, bn)
     if activation is None and type(bn) in _SYNC_BATCH_NORMS:
@@ -224,11 +251,32 @@ def _conv1d_input_obstacle(conv: nn.Conv1d, input: torch.Tensor) -> str | None:
 
 
 def _conv1d_length(conv: nn.Conv1d, length: int) -> int:
-    """The Conv1d's output length for an input of `length` (torch's formula; "same" keeps it)."""
+    """The Conv1d's output length for an input of `length`."""
+    return _output_length(conv, 0, length)
+
+
+def _output_length(conv: nn.Module, axis: int, length: int) -> int:
+    """The conv's output size along spatial `axis` for an input of `length` (torch's formulas; "same" keeps it)."""
+    kernel, stride, dilation = conv.kernel_size[axis], conv.stride[axis], conv.dilation[axis]
+    if isinstance(conv, nn.ConvTranspose2d):
+        return ((length - 1) * stride - 2 * conv.padding[axis] + dilation * (kernel - 1) + conv.output_padding[axis]
+                + 1)
     if conv.padding == "same":
         return length
-    padding = 0 if conv.padding == "valid" else conv.padding[0]
-    return (length + 2 * padding - conv.dilation[0] * (conv.kernel_size[0] - 1) - 1) // conv.stride[0] + 1
+    padding = 0 if conv.padding == "valid" else conv.padding[axis]
+    return (length + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _single_value_per_statistic(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm, input: torch.Tensor) -> bool:
+    """Whether each statistic is of one value: F.instance_norm's input statistics of 1x1 planes (its ValueError), or
+    F.group_norm's groups of one value (its ValueError in a batch of one, otherwise zero variance, where the op, seeing
+    instance norm in a GroupNorm(C, C), would raise instance_norm's). The modules raise or compute it, as torch's."""
+    positions = _output_length(conv, 0, input.shape[2]) * _output_length(conv, 1, input.shape[3])
+    if positions < 1:  # the convolution's own error, which the op raises as for a BatchNorm
+        return False
+    if type(norm) is nn.GroupNorm:
+        return (conv.out_channels // norm.num_groups) * positions == 1
+    return positions == 1 and (norm.training or not norm.track_running_stats)
 
 
 class _Conv2dView(NamedTuple):
@@ -288,6 +336,8 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     the op writes anything) takes the count back: it changes nothing."""
     if type(conv) in (nn.Linear, nn.Conv1d):
         return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output)
+    if type(bn) in _PER_SAMPLE_NORMS:
+        return _per_sample_norm_modules(conv, bn, negative_slope, input, relu, keep_output)
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
     if counts:
         bn.num_batches_tracked.add_(1)
@@ -317,3 +367,24 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
         if counts and not isinstance(error, RECOMPUTATION_STOPPED):
             bn.num_batches_tracked.sub_(1)
         raise
+
+
+def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.InstanceNorm2d | nn.GroupNorm,
+                             negative_slope, input: torch.Tensor, relu: bool, keep_output: bool) -> torch.Tensor:
+    """The fused op computing norm(conv(input)) and the activation, with the op's norm_groups: nn.GroupNorm's
+    F.group_norm (per-sample statistics of num_groups channel groups, in train and eval), or nn.InstanceNorm2d's
+    F.instance_norm (one group per channel): input statistics in training or without running statistics, the running
+    ones in eval; the running statistics updated in training with momentum (None means 0 there: no update, no
+    cumulative average) and num_batches_tracked never counted, as torch's InstanceNorm2d.forward does."""
+    options = {"relu": relu, "keep_output": keep_output}
+    if type(conv) is nn.ConvTranspose2d:
+        options |= {"transposed": True, "output_padding": conv.output_padding}
+    if type(norm) is nn.GroupNorm:
+        groups, training, momentum, statistics = norm.num_groups, True, 0.0, (None, None)
+    else:
+        groups, training = norm.num_features, norm.training or not norm.track_running_stats
+        momentum = 0.0 if norm.momentum is None else _number(norm.momentum)
+        statistics = (norm.running_mean, norm.running_var) if norm.track_running_stats else (None, None)
+    return conv_bn_activation(input, conv.weight, conv.bias, *statistics, norm.weight, norm.bias, training, momentum,
+                              _number(norm.eps), _number(negative_slope), conv.stride, conv.padding, conv.dilation,
+                              conv.groups, norm_groups=groups, **options)
