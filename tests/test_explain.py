@@ -3,6 +3,7 @@
 kept for backward measured both ways; and the model, its version counters and the random state left untouched."""
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -193,3 +194,17 @@ def test_a_container_after_the_norm_ends_the_run():
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), inner, nn.ReLU())
     (row,) = list(ascend_acts.explain(model, torch.randn(2, 3, 8, 8)))
     assert (row.path, row.pattern, row.fused) == ("<model>[0:2]", "Conv2d -> BatchNorm2d -> none", True)
+
+
+def test_the_readme_table_is_what_explain_prints():
+    """README's example: a PatchGAN critic with instance and group norm and one reflect-padded conv."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(
+        nn.Conv2d(3, 64, 4, 2, 1), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(64, 128, 4, 2, 1), nn.InstanceNorm2d(128), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(128, 256, 4, 2, 1), nn.GroupNorm(32, 256), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(256, 512, 4, 1, 1, padding_mode="reflect"), nn.InstanceNorm2d(512), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(512, 1, 4, 1, 1))
+    table = str(ascend_acts.explain(critic, torch.randn(4, 3, 64, 64)))
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"```\n{table}\n```" in readme, table

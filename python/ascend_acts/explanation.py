@@ -166,6 +166,9 @@ class _SavedBytes(TorchDispatchMode):
         self.key = key
         self.producer: dict = {}  # storage -> the key of the run in progress when an op first returned it
         self.total: dict = {}
+        # every storage an op returned, alive until the run ends: a freed temporary's address, reused by a later
+        # tensor, would give that tensor the temporary's producer (the counts changed with the allocator's reuse)
+        self.alive: list = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
@@ -175,6 +178,7 @@ class _SavedBytes(TorchDispatchMode):
                 storage = _storage(t)
                 if storage is not None:
                     self.producer.setdefault(storage[0], key)
+                    self.alive.append(t.untyped_storage())
         return result
 
     def pack(self, t: torch.Tensor):

@@ -1,15 +1,18 @@
-"""When a Conv2d or ConvTranspose2d -> BatchNorm2d, Conv1d -> BatchNorm1d, or Linear -> BatchNorm1d (-> LeakyReLU, ReLU
-or nothing) run of modules may execute as the fused op, and running it. The op is the Conv2d one: a Linear on (N, F)
-is a 1x1 convolution on (N, F, 1, 1) and a Conv1d on (N, C, L) a (1, K) convolution on (N, C, 1, L); BatchNorm1d
-over (N, C) or (N, C, L) is BatchNorm2d over those views (the same statistics and bookkeeping).
+"""When a Conv2d or ConvTranspose2d -> BatchNorm2d, InstanceNorm2d or GroupNorm, Conv1d -> BatchNorm1d, or Linear ->
+BatchNorm1d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the fused op, and running it. The op is the
+Conv2d one: a Linear on (N, F) is a 1x1 convolution on (N, F, 1, 1) and a Conv1d on (N, C, L) a (1, K) convolution on
+(N, C, 1, L); BatchNorm1d over (N, C) or (N, C, L) is BatchNorm2d over those views (the same statistics and
+bookkeeping). InstanceNorm2d and GroupNorm are the op's norm_groups (C or num_groups: per-sample statistics).
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact conv / norm /
 activation classes (a synchronised BN after a Conv2d too: ascend_acts.nn.SyncBatchNorm or nn.SyncBatchNorm,
 sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks), no instance-level forward and
 zero padding fuse; anything else runs module by module, which is torch's behaviour by definition. The fused call
-reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None, num_batches_tracked, track_running_stats,
-affine=False, eval with or without running statistics).
+reproduces the norm module's forward: nn.BatchNorm2d's bookkeeping (momentum=None, num_batches_tracked,
+track_running_stats, affine=False, eval with or without running statistics), nn.InstanceNorm2d's (running statistics
+used in eval and updated in training only with track_running_stats, momentum None as 0, no num_batches_tracked) and
+nn.GroupNorm's (per-sample statistics in train and eval).
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
+
 
 def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
     """conv_bn_obstacle's rules for an exact InstanceNorm2d or GroupNorm after an exact Conv2d / ConvTranspose2d."""
@@ -384,7 +388,7 @@ def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.Inst
     else:
         groups, training = norm.num_features, norm.training or not norm.track_running_stats
         momentum = 0.0 if norm.momentum is None else _number(norm.momentum)
-        statistics = (norm.running_mean, norm.running_var) if norm.track_running_stats else (None, None)
+        statistics = (norm.running_mean, norm.running_var)  # as torch passes them (None without track_running_stats)
     return conv_bn_activation(input, conv.weight, conv.bias, *statistics, norm.weight, norm.bias, training, momentum,
                               _number(norm.eps), _number(negative_slope), conv.stride, conv.padding, conv.dilation,
                               conv.groups, norm_groups=groups, **options)
