@@ -49,6 +49,7 @@ _NORMS_AFTER = {nn.Conv2d: (*_BATCH_NORMS, *_PER_SAMPLE_NORMS), nn.ConvTranspose
 _NORM_NAMED = {nn.Conv2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm",
                nn.ConvTranspose2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm", nn.Conv1d: "nn.BatchNorm1d"}
 
+
 def _untouched(module: nn.Module) -> bool:
     """No hooks on the module and no forward assigned to the instance: its forward is its class's."""
     return _touched(module, "") is None
@@ -248,15 +249,10 @@ def _conv1d_input_obstacle(conv: nn.Conv1d, input: torch.Tensor) -> str | None:
     (any other raises the modules' own errors, naming torch's shapes rather than the op's (N, C, 1, L) view)."""
     if input.dim() != 3:  # (C, L): BatchNorm1d would take the conv's (C_out, L) output as a batch of C_out
         return f"a {input.dim()}-D input to the Conv1d (only (N, C, L) fuses)"
-    if input.shape[1] != conv.in_channels or _conv1d_length(conv, input.shape[2]) < 1 or (
+    if input.shape[1] != conv.in_channels or _output_length(conv, 0, input.shape[2]) < 1 or (
             input.dtype != conv.weight.dtype and not torch.is_autocast_enabled(input.device.type)):
         return "an input the Conv1d refuses: its own error"
     return None
-
-
-def _conv1d_length(conv: nn.Conv1d, length: int) -> int:
-    """The Conv1d's output length for an input of `length`."""
-    return _output_length(conv, 0, length)
 
 
 def _output_length(conv: nn.Module, axis: int, length: int) -> int:
@@ -311,7 +307,7 @@ def _viewed_bn_leaky_relu_modules(conv: nn.Linear | nn.Conv1d, bn: nn.BatchNorm1
     else:
         # contiguous: torch's conv1d returns a contiguous output whatever the input's strides, where the op would
         # lay out (N, C, 1, L) as channels_last for an input whose channels are innermost
-        bn_input_size = (input.shape[0], conv.out_channels, _conv1d_length(conv, input.shape[2]))
+        bn_input_size = (input.shape[0], conv.out_channels, _output_length(conv, 0, input.shape[2]))
         view = input.contiguous()[:, :, None, :]
     if (bn.training or bn.running_mean is None) and bn_input_size[0] * math.prod(bn_input_size[2:]) == 1:
         # torch's message names BatchNorm1d's input, not our view; raised before anything changes
@@ -337,7 +333,8 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
     before F.batch_norm: a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics
     update) and counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before
-    the op writes anything) takes the count back: it changes nothing."""
+    the op writes anything) takes the count back: it changes nothing. An InstanceNorm2d or GroupNorm follows its own
+    module's rules instead (_per_sample_norm_modules)."""
     if type(conv) in (nn.Linear, nn.Conv1d):
         return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output)
     if type(bn) in _PER_SAMPLE_NORMS:
