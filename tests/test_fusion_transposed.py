@@ -146,6 +146,7 @@ def test_the_public_function_takes_transposed(backend):
 @slow
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph(training, backend):
+    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original = make("dcgan generator", torch.float32).train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
     compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
