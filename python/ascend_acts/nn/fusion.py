@@ -6,8 +6,8 @@ bookkeeping). InstanceNorm2d and GroupNorm are the op's norm_groups (C or num_gr
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact conv / norm /
-activation classes (a synchronised BN after a Conv2d too: ascend_acts.nn.SyncBatchNorm or nn.SyncBatchNorm,
-sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks), no instance-level forward and
+activation classes (a synchronised BN after a Conv2d or ConvTranspose2d too: ascend_acts.nn.SyncBatchNorm or
+nn.SyncBatchNorm, sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks), no instance-level forward and
 zero padding fuse; anything else runs module by module, which is torch's behaviour by definition. The fused call
 reproduces the norm module's forward: nn.BatchNorm2d's bookkeeping (momentum=None, num_batches_tracked,
 track_running_stats, affine=False, eval with or without running statistics), nn.InstanceNorm2d's (running statistics
@@ -97,8 +97,6 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
         return _per_sample_norm_obstacle(conv, bn) or _touched(conv, "conv") or _touched(bn, "norm")
     if bn.num_features != conv.out_channels:
         return "the BatchNorm's num_features differs from the conv's out_channels"
-    if type(conv) is nn.ConvTranspose2d and type(bn) in _SYNC_BATCH_NORMS:
-        return "a synchronised BatchNorm after a ConvTranspose2d is not fused yet"
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
@@ -157,10 +155,10 @@ IDENTITY_SLOPE = 1.0  # no activation: LeakyReLU with slope 1 is z * 1 = z exact
 
 def activation_of(act: nn.Module | None, bn: nn.Module) -> tuple[float, bool] | None:
     """(negative_slope, relu) of the fused op that computes `act` after `bn`, or None if it cannot: an untouched
-    LeakyReLU or ReLU (a synchronised BN has no ReLU mode: its ReLU runs as a module after the fused run)."""
+    LeakyReLU or ReLU."""
     if act is not None and plain_leaky_relu(act):
         return act.negative_slope, False
-    if act is not None and plain_relu(act) and type(bn) not in _SYNC_BATCH_NORMS:
+    if act is not None and plain_relu(act):
         return 0.0, True
     return None
 
@@ -172,8 +170,6 @@ def activation_obstacle(act: nn.Module | None, bn: nn.Module) -> str | None:
     if isinstance(act, (nn.LeakyReLU, nn.ReLU)):
         if type(act) not in (*_ACTIVATIONS, nn.ReLU):
             return f"the activation is a {type(act).__name__}, not exactly torch's"
-        if type(act) is nn.ReLU and type(bn) in _SYNC_BATCH_NORMS:
-            return "a synchronised BatchNorm has no ReLU mode yet: the ReLU runs itself"
         return _touched(act, "activation")
     return None
 
@@ -235,9 +231,6 @@ def decide(modules: list, i: int, input) -> Decision:
         return Decision(reason=f"one value per {type(bn).__name__} statistic: the modules raise or compute it")
     act = modules[i + 2] if i + 2 < len(modules) else None
     activation = activation_of(act, bn)
-    if activation is None and type(bn) in _SYNC_BATCH_NORMS:
-        return Decision(reason="a synchronised BatchNorm with no activation after it: its op would keep its output, "
-                               "which the next module may change in place")
     slope, relu = activation or (IDENTITY_SLOPE, False)
     if not readable_numbers(bn, slope, input):
         return Decision(reason="eps, momentum or the slope is a tensor a graph cannot read")
@@ -345,13 +338,13 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     momentum, eps, negative_slope = _number(bn.momentum), _number(bn.eps), _number(negative_slope)
     factor = 0.0 if momentum is None else momentum
     statistics = not bn.training or bn.track_running_stats
+    options = {"relu": relu, "keep_output": keep_output}
+    if type(conv) is nn.ConvTranspose2d:
+        options |= {"transposed": True, "output_padding": conv.output_padding}
     if type(bn) in _SYNC_BATCH_NORMS:
-        assert not relu, "a synchronised BN has no ReLU mode (activation_of)"
-        fused, options = sync_conv_bn_leaky_relu, {"process_group": bn.process_group}
+        fused, options = sync_conv_bn_leaky_relu, options | {"process_group": bn.process_group}
     else:
-        fused, options = conv_bn_activation, {"relu": relu, "keep_output": keep_output}
-        if type(conv) is nn.ConvTranspose2d:
-            options |= {"transposed": True, "output_padding": conv.output_padding}
+        fused = conv_bn_activation
     if counts and momentum is None:
         if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
             # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor
