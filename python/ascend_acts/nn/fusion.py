@@ -7,12 +7,12 @@ bookkeeping). InstanceNorm2d and GroupNorm are the op's norm_groups (C or num_gr
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact conv / norm /
 activation classes (a synchronised BN after a Conv2d or ConvTranspose2d too: ascend_acts.nn.SyncBatchNorm or
-nn.SyncBatchNorm, sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks), no instance-
-level forward and zero padding fuse; anything else runs module by module, which is torch's behaviour by definition. The
-fused call reproduces the norm module's forward: nn.BatchNorm2d's bookkeeping (momentum=None, num_batches_tracked,
-track_running_stats, affine=False, eval with or without running statistics), nn.InstanceNorm2d's (running statistics
-used in eval and updated in training only with track_running_stats, momentum None as 0, no num_batches_tracked) and
-nn.GroupNorm's (per-sample statistics in train and eval).
+nn.SyncBatchNorm, sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks), no
+instance-level forward and zero padding fuse; anything else runs module by module, which is torch's behaviour by
+definition. The fused call reproduces the norm module's forward: nn.BatchNorm2d's bookkeeping (momentum=None,
+num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics), nn.InstanceNorm2d's
+(running statistics used in eval and updated in training only with track_running_stats, momentum None as 0, no
+num_batches_tracked) and nn.GroupNorm's (per-sample statistics in train and eval).
 """
 
 from __future__ import annotations
