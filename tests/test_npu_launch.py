@@ -59,11 +59,12 @@ def _cases():
         "conv_bn_leaky_relu_train": (
             (x, weight, randn(6), gamma, beta, torch.zeros(6), torch.ones(6), *geometry, 0.1, 1e-5, 0.2, True),
             [("batch_norm_leaky_relu", {"negative_slope": 0.2, "eps": 1e-5, "momentum": 0.1,
-                                        "update_running_stats": True, "relu": False})]),
+                                        "update_running_stats": True, "relu": False, "norm_groups": 0})]),
         "conv_bn_leaky_relu_train_backward": (
             (randn(*conv_out.shape), conv_out.abs(), True, x, weight, gamma, beta, torch.zeros(6), torch.ones(6),
              *geometry, 0.2),
-            [("batch_norm_leaky_relu_grad", {"negative_slope": 0.2})]),
+            [("batch_norm_leaky_relu_grad", {"negative_slope": 0.2, "saved_is_result": True, "relu": False,
+                                             "norm_groups": 0})]),
     }
 
 

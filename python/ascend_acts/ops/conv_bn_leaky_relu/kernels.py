@@ -71,17 +71,33 @@ def _per_channel(like: torch.Tensor, channels: int) -> torch.Tensor:
     return torch.empty(channels, dtype=torch.float32, device=like.device)
 
 
+def _statistics_shape(shape, norm_groups: int) -> tuple[int, ...]:
+    """save_mean's and save_invstd's shape: (C,), or (N, G) for norm_groups G > 0."""
+    return (shape[0], norm_groups) if norm_groups else ((shape[1],) if len(shape) > 1 else (0,))
+
+
 def batch_norm_leaky_relu_tiling(kernel: str, shape, element_size: int, platform: str | None = None,
                                  vector_cores: int | None = None, **attrs):
     """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial `shape`, with
-    the kernel's attributes `attrs` (the op table's defaults for those not given)."""
+    the kernel's attributes `attrs` (the op table's defaults for those not given); the backward's save_mean is given
+    only from the conv output (saved_is_result False)."""
     spec = table_kernel(kernel)
+    attrs = {a.name: a.default for a in spec.attrs} | attrs
     shape = tuple(shape)
     channels = (shape[1],) if len(shape) > 1 else (0,)
+    statistics = _statistics_shape(shape, attrs["norm_groups"]) if len(shape) > 1 else channels
+
+    def input_shape(name):
+        if name in ("x", "dy", "saved"):
+            return shape
+        if name == "save_mean":
+            return None if attrs["saved_is_result"] else statistics
+        return statistics if name == "save_invstd" else channels
+
     current = emulator.settings()
     return emulator.binding().batch_norm_leaky_relu_tiling(
-        kernel, [shape if t.name in ("x", "dy", "y") else channels for t in spec.inputs], element_size,
-        {a.name: a.default for a in spec.attrs} | attrs, current.platform if platform is None else platform,
+        kernel, [input_shape(t.name) for t in spec.inputs], element_size, attrs,
+        current.platform if platform is None else platform,
         current.vector_cores if vector_cores is None else vector_cores)
 
 
@@ -91,11 +107,21 @@ def _check_statistics(**tensors) -> None:
             raise TypeError(f"{name}: the kernels keep per-channel statistics as contiguous float32, got {t.dtype}")
 
 
+def _check_norm_groups(shape, norm_groups: int, running: bool) -> None:
+    channels = shape[1]
+    if norm_groups < 0 or (norm_groups and channels % norm_groups):
+        raise ValueError(f"norm_groups: must be 0 (BatchNorm) or divide the {channels} channels, got {norm_groups}")
+    if running and norm_groups not in (0, channels):
+        raise ValueError(f"norm_groups: running statistics are per channel, so grouped statistics update them only "
+                         f"with norm_groups == C ({channels}, instance norm), got {norm_groups}")
+
+
 def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_slope: float, eps: float,
-                          momentum: float, relu: bool = False):
-    """y = leaky_relu(batch_norm(x) * weight + bias) (or torch's relu) over N, C, spatial `x`, with the batch mean and
-    1 / sqrt(var + eps) per channel: (y, save_mean, save_invstd). The running statistics (float32, or both
-    None) are updated in place as torch does (momentum, unbiased variance)."""
+                          momentum: float, relu: bool = False, norm_groups: int = 0):
+    """y = leaky_relu(norm(x) * weight + bias) (or torch's relu) over N, C, spatial `x`: (y, save_mean, save_invstd).
+    norm_groups 0: BatchNorm, the batch mean and 1 / sqrt(var + eps) per channel (C,); G > 0: GroupNorm, per sample
+    and group of C/G channels, (N, G). The running statistics (float32, or both None; grouped only for G == C) are
+    updated in place as torch's batch_norm / instance_norm do (momentum, unbiased variance)."""
     check_dtype(x)
     _check_statistics(weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
     c = x.shape[1]
@@ -104,8 +130,9 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
         raise ValueError(f"batch_norm_leaky_relu: training needs at least one value per channel, got shape "
                          f"{tuple(x.shape)}")
     update = running_mean is not None
+    _check_norm_groups(x.shape, norm_groups, update)
     attrs = {"negative_slope": negative_slope, "eps": eps, "momentum": momentum, "update_running_stats": update,
-             "relu": relu}
+             "relu": relu, "norm_groups": norm_groups}
     if update or on_emulator(x):
         # the emulator takes None for statistics it does not update (it requires every output byte written)
         statistics = (running_mean, running_var)
@@ -113,7 +140,9 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
         statistics = (torch.zeros(c, dtype=torch.float32, device=x.device),  # float32 whatever the default dtype
                       torch.ones(c, dtype=torch.float32, device=x.device))
     y = torch.empty_like(x)
-    save_mean, save_invstd = _per_channel(x, c), _per_channel(x, c)
+    saved_shape = _statistics_shape(x.shape, norm_groups)
+    save_mean = torch.empty(saved_shape, dtype=torch.float32, device=x.device)
+    save_invstd = torch.empty(saved_shape, dtype=torch.float32, device=x.device)
     launch("batch_norm_leaky_relu", {
         "x": x, "weight": weight, "bias": bias, "running_mean": statistics[0], "running_var": statistics[1], "y": y,
         "save_mean": save_mean, "save_invstd": save_invstd}, attrs,
@@ -121,23 +150,32 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
     return y, save_mean, save_invstd
 
 
-def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope: float):
-    """Gradients of x, weight, bias from the forward's output y (needs negative_slope > 0 and no zero weight):
-    (dx, grad_weight, grad_bias)."""
-    if not negative_slope > 0:
-        raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got {negative_slope}")
+def batch_norm_leaky_relu_grad(dy, saved, weight, bias, save_invstd, negative_slope: float, *, save_mean=None,
+                               saved_is_result: bool = True, relu: bool = False, norm_groups: int = 0):
+    """Gradients of x, weight, bias of `batch_norm_leaky_relu` (same norm_groups, relu, slope): (dx, grad_weight,
+    grad_bias). From the forward's output `saved` (saved_is_result, InPlace-ABN: needs LeakyReLU with a slope > 0 and
+    no zero weight), or from the conv output `saved` and the forward's save_mean (any slope, or relu)."""
+    if saved_is_result:
+        if relu or not negative_slope > 0:
+            raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got "
+                             f"{'relu' if relu else negative_slope}")
+    elif save_mean is None:
+        raise ValueError("save_mean: the backward from the conv output (saved_is_result=False) needs the forward's "
+                         "save_mean")
     check_dtype(dy)
-    _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd)
-    if not bool((weight != 0).all()):
+    _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd, save_mean=save_mean)
+    _check_norm_groups(dy.shape, norm_groups, False)
+    if saved_is_result and not bool((weight != 0).all()):
         raise ValueError("weight: the output-based backward divides by weight (gamma); a zero entry needs the conv "
                          "output kept")
     c = dy.shape[1]
     dx, grad_weight, grad_bias = torch.empty_like(dy), _per_channel(dy, c), _per_channel(dy, c)
+    attrs = {"negative_slope": negative_slope, "saved_is_result": saved_is_result, "relu": relu,
+             "norm_groups": norm_groups}
     launch("batch_norm_leaky_relu_grad", {
-        "dy": dy, "y": y, "weight": weight, "bias": bias, "save_invstd": save_invstd, "dx": dx,
-        "grad_weight": grad_weight, "grad_bias": grad_bias}, {"negative_slope": negative_slope},
-        lambda: batch_norm_leaky_relu_tiling("batch_norm_leaky_relu_grad", dy.shape, dy.element_size(),
-                                             negative_slope=negative_slope))
+        "dy": dy, "saved": saved, "weight": weight, "bias": bias, "save_mean": None if saved_is_result else save_mean,
+        "save_invstd": save_invstd, "dx": dx, "grad_weight": grad_weight, "grad_bias": grad_bias}, attrs,
+        lambda: batch_norm_leaky_relu_tiling("batch_norm_leaky_relu_grad", dy.shape, dy.element_size(), **attrs))
     return dx, grad_weight, grad_bias
 
 
