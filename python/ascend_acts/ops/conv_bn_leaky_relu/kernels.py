@@ -7,8 +7,8 @@ tensors (the "sim" backend's functions), through the op package on NPU tensors, 
   (InPlace-ABN) kernel when the output was kept; when the conv output was kept instead (slope <= 0, a zero
   bn_weight or a too large |bn_bias| / |bn_weight|) the BN part has no kernel: the NumPy oracle on the emulator,
   the torch backend's torch ops on an NPU. Per-channel statistics are float32 whatever the data type.
-  norm_groups >= 1 (InstanceNorm, GroupNorm statistics) has no kernel yet: the reference backend's NumPy passes in
-  float32 on the emulator, the torch backend's ops on an NPU, after the same platform convolution.
+  norm_groups >= 1 (InstanceNorm, GroupNorm statistics) runs the same kernels with per-sample statistics, and its
+  backward the gradient kernel from whichever tensor was kept.
 - eval (`eval_path`): on the emulator the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the
   cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and (Leaky)ReLU
   on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless
@@ -31,7 +31,7 @@ from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
 from ...op_table import kernel as table_kernel
 from ..leaky_relu import kernels as elementwise
-from . import reference, reference_batch_norm
+from . import reference
 from . import torch_ops as platform
 
 EVAL_KERNEL_ENV = "ASCEND_ACTS_EVAL_KERNEL"
@@ -179,22 +179,6 @@ def batch_norm_leaky_relu_grad(dy, saved, weight, bias, save_invstd, negative_sl
     return dx, grad_weight, grad_bias
 
 
-def _group_norm_leaky_relu(y, gamma, beta, running_mean, running_var, negative_slope, eps, momentum, relu,
-                           norm_groups):
-    """batch_norm_leaky_relu's contract for norm_groups >= 1 until its kernels take them: the reference backend's
-    NumPy passes in float32 on the CPU; the torch backend's ops on an NPU."""
-    if not on_emulator(y):
-        return platform.batch_norm_activation(y, gamma, beta, running_mean, running_var, momentum, eps,
-                                              negative_slope, relu, norm_groups)
-    f = torch.float32
-    computed = y.to(f, copy=True)
-    mean, invstd, variance = reference_batch_norm.forward(computed.numpy(), gamma.numpy(), beta.numpy(), eps,
-                                                          negative_slope, computed.numpy(), relu, norm_groups)
-    mean, invstd = torch.from_numpy(mean), torch.from_numpy(invstd)
-    platform.update_running_statistics(running_mean, running_var, mean, torch.from_numpy(variance), y.shape, momentum)
-    return computed.to(y.dtype), mean, invstd
-
-
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
                              output_padding=(0, 0), norm_groups=0):
@@ -205,12 +189,8 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
     update = running_mean is not None
     staged = [t.detach().to(torch.float32, copy=True).contiguous() for t in (running_mean, running_var)] \
         if update else [None, None]
-    if norm_groups:
-        out, mean, invstd = _group_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
-                                                   negative_slope, eps, momentum, relu, norm_groups)
-    else:
-        out, mean, invstd = batch_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
-                                                  negative_slope, eps, momentum, relu)
+    out, mean, invstd = batch_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
+                                              negative_slope, eps, momentum, relu, norm_groups)
     if update:
         with torch.no_grad():
             running_mean.copy_(staged[0])
@@ -222,36 +202,33 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
                                       transposed=False, output_padding=(0, 0), norm_groups=0, bias=None):
-    """`bias` (the conv's) is needed only to differentiate this op again (the composite); the kernels never read it."""
+    """The gradient kernel from the output (InPlace-ABN) or, with norm_groups, from the conv output too. BatchNorm from
+    the conv output runs as before that kernel existed (the NumPy oracle on the emulator, torch ops on an NPU), so
+    its results stay what they were. `bias` (the conv's) is needed only to differentiate this op again (the
+    composite); the kernels never read it."""
     check_dtype(input)
-    kernel = saved_is_result and not norm_groups
-    if not kernel and not on_emulator(input):  # no kernel for the BN part: the torch backend's maths
+    kernel = saved_is_result or norm_groups
+    if not kernel and not on_emulator(input):  # the torch backend's maths
         return platform.conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                           bn_bias, mean, invstd, stride, padding, dilation, groups,
-                                                          negative_slope, relu, transposed, output_padding,
-                                                          norm_groups)
+                                                          negative_slope, relu, transposed, output_padding)
     gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
     if kernel:
         grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
-            grad_out.contiguous(), saved, gamma, beta, _channel_floats(invstd), negative_slope)
+            grad_out.contiguous(), saved.contiguous(), gamma, beta, _channel_floats(invstd), negative_slope,
+            save_mean=None if saved_is_result else _channel_floats(mean), saved_is_result=saved_is_result, relu=relu,
+            norm_groups=norm_groups)
         grad_y = grad_y.float()
-    else:  # the NumPy passes in float32: the oracle's from the conv output, the reference backend's from the output
+    else:
         f = torch.float32
 
         def array(t):
             return t.detach().to(f).contiguous().numpy()
 
-        if saved_is_result:
-            grad_y = grad_out.detach().to(f, copy=True).contiguous()
-            grads = reference_batch_norm.backward(grad_y.numpy(), array(saved), True, gamma.numpy(), beta.numpy(),
-                                                  array(mean), array(invstd), negative_slope, grad_y.numpy(), relu,
-                                                  norm_groups)
-            grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
-        else:
-            grads = reference.batch_norm_leaky_relu_backward(
-                array(grad_out), array(saved), False, array(gamma), array(beta), array(mean), array(invstd),
-                negative_slope, relu, norm_groups)
-            grad_y, grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
+        grads = reference.batch_norm_leaky_relu_backward(
+            array(grad_out), array(saved), False, array(gamma), array(beta), array(mean), array(invstd), negative_slope,
+            relu)
+        grad_y, grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
     grad_input, grad_weight, grad_bias = platform_conv2d_backward(grad_y, input, weight, stride, padding, dilation,
                                                                   groups, transposed, output_padding)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)

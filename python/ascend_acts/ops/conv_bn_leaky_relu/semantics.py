@@ -141,14 +141,16 @@ def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_we
     check_norm_groups(TRAIN_BACKWARD, norm_groups, channels, False)
     check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight, "bias": bias},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd})
-    check_shapes(TRAIN_BACKWARD, channels, {"bn_weight": bn_weight, "bn_bias": bn_bias, "bias": bias},
+    statistics = {"mean": mean, "invstd": invstd}
+    check_shapes(TRAIN_BACKWARD, channels,
+                 {"bn_weight": bn_weight, "bn_bias": bn_bias, **({} if norm_groups else statistics), "bias": bias},
                  {"grad_out": grad_out, "saved": saved},
                  conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding))
     expected = statistics_shape(input.shape[0], channels, norm_groups)
-    for name, t in (("mean", mean), ("invstd", invstd)):
+    for name, t in statistics.items() if norm_groups else ():
         if tuple(t.shape) != expected:
-            raise RuntimeError(f"ascend_acts::{TRAIN_BACKWARD}: '{name}' must have shape {expected} (the forward's "
-                               f"statistics for norm_groups={norm_groups}), got {tuple(t.shape)}")
+            raise RuntimeError(f"ascend_acts::{TRAIN_BACKWARD}: '{name}' must have shape {expected} (N, norm_groups), "
+                               f"got {tuple(t.shape)}")
 
 
 def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
