@@ -159,6 +159,28 @@ def test_a_num_features_mismatch_runs_the_modules_as_torch():
         affine(x)
 
 
+@pytest.mark.parametrize("case", fast_only(["instance eps=0", "group eps<0", "instance statistics of another dtype"],
+                                           ["instance statistics of another dtype"]))
+def test_what_only_torchs_per_sample_norms_take_runs_the_modules(case):
+    """instance_norm and group_norm take an eps <= 0 (batch_norm refuses it in training), and an untracked-affine
+    InstanceNorm running statistics of another dtype than its input: the modules run, as torch's, in train and eval."""
+    torch.manual_seed(0)
+    norm = {"instance eps=0": nn.InstanceNorm2d(4, eps=0.0), "group eps<0": nn.GroupNorm(2, 4, eps=-1e-4),
+            "instance statistics of another dtype": nn.InstanceNorm2d(4, track_running_stats=True).double()}[case]
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), norm, nn.LeakyReLU(0.2))
+    converted = ascend_acts.convert(copy.deepcopy(model))
+    x = torch.randn(2, 3, 8, 8)
+    for training in (True, False):
+        model.train(training), converted.train(training)
+        with OpCounter() as counter:
+            got = converted(x)
+        assert counter.fused == 0 and torch.equal(got, model(x))
+        for key, value in model.state_dict().items():
+            assert torch.equal(converted.state_dict()[key], value), key
+    (run,) = ascend_acts.explain(model, x)
+    assert not run.fused and ("eps" in run.reason or "dtype" in run.reason)
+
+
 @pytest.mark.parametrize("norm", ["instance tracked", "group"])
 def test_an_unbatched_input_runs_the_modules_as_torch(norm):
     """torch's Conv2d and InstanceNorm2d take a 3-D (C, H, W) input (GroupNorm raises for it); the run is not

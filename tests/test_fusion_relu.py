@@ -255,3 +255,26 @@ def test_the_public_function_takes_relu(training, backend):
     assert no_negative_zero(ours)
     with pytest.raises(TypeError, match="'relu' must be a bool"):
         ascend_acts.conv_bn_leaky_relu(x, conv.weight, conv.bias, mean, var, bn.weight, bn.bias, training, relu=1)
+
+
+@slow
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("norm", ["batch", "instance"])
+def test_16_bit_relu_gradient_is_that_of_its_own_output(backend, dtype, norm):
+    """A ReLU run keeps the conv output rounded to the data dtype; the backward's ReLU decision must be the forward's,
+    so the norm's bias gradient is exactly sum(grad_out over the elements the output kept > 0). When the forward
+    normalised the unrounded conv output, a z near 0 took the other branch and moved that sum by whole elements."""
+    for seed in range(3):
+        torch.manual_seed(seed)
+        normalisation = nn.BatchNorm2d(6) if norm == "batch" else nn.InstanceNorm2d(6, affine=True)
+        model = nn.Sequential(nn.ConvTranspose2d(3, 6, 4, 2, 1, output_padding=1), normalisation, nn.ReLU())
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p) * 0.3)
+        model = ascend_acts.convert(model.to(dtype))
+        out = model(torch.randn(2, 3, 10, 10).to(dtype))
+        grad = torch.randn_like(out)
+        out.backward(grad)
+        kept_positive = (grad.float() * (out > 0)).sum((0, 2, 3))
+        # the gradient is summed in float32 and rounded once to the dtype
+        torch.testing.assert_close(model[1].bias.grad.float(), kept_positive, rtol=torch.finfo(dtype).eps, atol=1e-3)

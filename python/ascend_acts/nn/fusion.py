@@ -104,6 +104,9 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
 
 def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
     """conv_bn_obstacle's rules for an exact InstanceNorm2d or GroupNorm after an exact Conv2d / ConvTranspose2d."""
+    if isinstance(norm.eps, (int, float)) and not norm.eps > 0:
+        # instance_norm and group_norm take it (only batch_norm refuses it in training); the fused op does not
+        return f"eps={norm.eps}: only torch's per-sample norms take an eps <= 0"
     if type(norm) is nn.GroupNorm:
         if norm.num_channels != conv.out_channels:
             return "the GroupNorm's num_channels differs from the conv's out_channels"
@@ -118,6 +121,9 @@ def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.Grou
         return "only one of running_mean and running_var"
     if norm.track_running_stats and norm.running_mean is None:  # F.instance_norm's eval then has no statistics
         return "track_running_stats without running statistics"
+    if norm.running_mean is not None and norm.running_mean.dtype != conv.weight.dtype:
+        # torch's instance_norm takes them with affine=False (it updates copies of another dtype); the op does not
+        return "running statistics of another dtype than the conv's weight"
     return None
 
 

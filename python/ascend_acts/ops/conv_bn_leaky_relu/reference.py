@@ -16,7 +16,8 @@ The reference backend's convolution (transposed too) is the platform's, as on th
 (oneDNN; torch.nn.functional.conv2d or conv_transpose2d forward, aten::convolution_backward for grad_input,
 grad_weight and grad_bias). What is ours runs on NumPy: the BatchNorm + LeakyReLU passes (reference_batch_norm.py)
 and the eval epilogue (leaky_relu's reference). Half types are computed in float32 (conv included) and rounded once
-at the end; the conv output is rounded to the input dtype only where it is kept for the backward. float64 stays
+at the end; the conv output is rounded to the input dtype only where it is kept for the backward (and then
+normalised as rounded, so that forward and backward see the same values). float64 stays
 float64.
 """
 
@@ -215,6 +216,11 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), None if bias is None else bias.detach().to(c),
                             stride, padding, dilation, groups, transposed, output_padding)
         kept = torch.empty(0, dtype=input.dtype) if save_output else y.to(input.dtype)
+        if not save_output and kept.dtype != c:
+            # the backward rebuilds z and x-hat from the kept conv output, rounded to the input dtype: the forward
+            # normalises those same values, so its activation and the backward's agree (as torch's BN reads its
+            # rounded input); where they did not, a z near 0 took the other branch and its whole gradient
+            y = kept.to(c)
         out = torch.empty_like(y) if kept is y else y  # normalised in place unless y itself is kept
         mean, invstd, variance = reference_batch_norm.forward(y.numpy(), _array(bn_weight, c), _array(bn_bias, c),
                                                               eps, negative_slope, out.numpy(), relu, norm_groups)
