@@ -1,0 +1,118 @@
+"""A whole CycleGAN-style training step, instance norm on both sides: ascend_acts.convert vs the same torch model.
+
+The networks are built as junyanz/pytorch-CycleGAN-and-pix2pix builds its defaults (netG resnet_9blocks, netD
+basic, norm instance: InstanceNorm2d(affine=False, track_running_stats=False), convolution biases on, LSGAN):
+- the ResNet generator: ReflectionPad2d(3), Conv2d 7x7 -> InstanceNorm2d -> ReLU; two Conv2d 3x3 stride 2 ->
+  InstanceNorm2d -> ReLU downsamplings; residual blocks x + [ReflectionPad2d(1), Conv2d 3x3 -> InstanceNorm2d ->
+  ReLU, ReflectionPad2d(1), Conv2d 3x3 -> InstanceNorm2d]; two ConvTranspose2d 3x3 stride 2 (output_padding 1) ->
+  InstanceNorm2d -> ReLU upsamplings; ReflectionPad2d(3), Conv2d 7x7, Tanh;
+- the PatchGAN discriminator: Conv2d 4x4 stride 2 -> LeakyReLU(0.2, True), two Conv2d 4x4 stride 2 ->
+  InstanceNorm2d -> LeakyReLU(0.2, True), Conv2d 4x4 stride 1 -> InstanceNorm2d -> LeakyReLU(0.2, True), Conv2d
+  4x4 to one channel.
+One step is one generator and one discriminator update (gan_step.py: junyanz's order, LSGAN loss, Adam), the torch
+model and `ascend_acts.convert` of a copy side by side in one run: step time, bytes kept for each backward, the
+peak memory of a step, and issue 25's targets (memory <= 0.7x torch's, time <= 1.0x) as verdicts.
+
+    python benchmarks/bench_cyclegan_step.py            # batch 1, 256x256, ngf = ndf = 64, 9 blocks
+    python benchmarks/bench_cyclegan_step.py --quick    # smoke run: 32x32, width 8, 2 blocks
+    python benchmarks/bench_cyclegan_step.py --backends reference sim --image-size 32 --ngf 8 --ndf 8 --blocks 2
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import gan_step
+
+SLOPE = 0.2
+
+
+def instance_norm(channels: int) -> nn.Module:
+    return nn.InstanceNorm2d(channels, affine=False, track_running_stats=False)  # junyanz's 'instance'
+
+
+class ResnetBlock(nn.Module):
+    """x + conv_block(x): reflection padding, conv 3x3, instance norm, ReLU, then again without the ReLU."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv_block = nn.Sequential(
+            nn.ReflectionPad2d(1), nn.Conv2d(channels, channels, 3), instance_norm(channels), nn.ReLU(True),
+            nn.ReflectionPad2d(1), nn.Conv2d(channels, channels, 3), instance_norm(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv_block(x)
+
+
+class ResnetGenerator(nn.Module):
+    def __init__(self, channels: int = 3, ngf: int = 64, blocks: int = 9):
+        super().__init__()
+        layers = [nn.ReflectionPad2d(3), nn.Conv2d(channels, ngf, 7), instance_norm(ngf), nn.ReLU(True)]
+        width = ngf
+        for _ in range(2):
+            layers += [nn.Conv2d(width, 2 * width, 3, 2, 1), instance_norm(2 * width), nn.ReLU(True)]
+            width *= 2
+        layers += [ResnetBlock(width) for _ in range(blocks)]
+        for _ in range(2):
+            layers += [nn.ConvTranspose2d(width, width // 2, 3, 2, 1, output_padding=1), instance_norm(width // 2),
+                       nn.ReLU(True)]
+            width //= 2
+        layers += [nn.ReflectionPad2d(3), nn.Conv2d(width, channels, 7), nn.Tanh()]
+        self.model = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+
+class NLayerDiscriminator(nn.Module):
+    """The 70x70 PatchGAN (three layers): one prediction per overlapping patch."""
+
+    def __init__(self, channels: int = 3, ndf: int = 64, layers: int = 3):
+        super().__init__()
+        sequence = [nn.Conv2d(channels, ndf, 4, 2, 1), nn.LeakyReLU(SLOPE, True)]
+        width = ndf
+        for n in range(1, layers + 1):
+            out = ndf * min(2 ** n, 8)
+            stride = 2 if n < layers else 1
+            sequence += [nn.Conv2d(width, out, 4, stride, 1), instance_norm(out), nn.LeakyReLU(SLOPE, True)]
+            width = out
+        sequence.append(nn.Conv2d(width, 1, 4, 1, 1))
+        self.model = nn.Sequential(*sequence)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+
+def add_options(parser) -> None:
+    parser.add_argument("--batch", type=int, default=1, help="images per step (CycleGAN: 1)")
+    parser.add_argument("--image-size", type=int, default=256, help="height = width (CycleGAN: 256)")
+    parser.add_argument("--ngf", type=int, default=64, help="generator width (CycleGAN: 64)")
+    parser.add_argument("--ndf", type=int, default=64, help="discriminator width (CycleGAN: 64)")
+    parser.add_argument("--blocks", type=int, default=9, help="residual blocks (CycleGAN: 9 at 256x256, 6 at 128)")
+
+
+def build_case(args):
+    if args.quick:
+        args.batch, args.image_size, args.ngf, args.ndf, args.blocks = 1, 32, 8, 8, 2
+    if args.image_size % 4 or args.image_size < 32:
+        raise SystemExit("--image-size must be a multiple of 4 and at least 32 (the PatchGAN's 4x4 convolutions)")
+    torch.manual_seed(0)
+    case = gan_step.GanCase(ResnetGenerator(3, args.ngf, args.blocks), NLayerDiscriminator(3, args.ndf),
+                            torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1,
+                            torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1, gan_step.lsgan_loss)
+    config = f"batch {args.batch}, {args.image_size}x{args.image_size}, ngf {args.ngf}, ndf {args.ndf}, " \
+             f"{args.blocks} blocks"
+    notes = [f"{config}, float32; the source and real batches uniform in [-1, 1]; convolutions with biases, "
+             "InstanceNorm2d(affine=False, track_running_stats=False), as junyanz's instance-norm networks"]
+    return config, case, notes
+
+
+def main(argv=None) -> None:
+    gan_step.run(argv, __doc__, "smoke run: batch 1, 32x32, ngf = ndf = 8, 2 blocks, 2 repeats", "cyclegan_step",
+                 "CycleGAN-style step (ResNet generator + PatchGAN, instance norm): converted vs torch",
+                 add_options, build_case, repeats=5)
+
+
+if __name__ == "__main__":
+    main()
