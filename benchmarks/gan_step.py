@@ -278,11 +278,13 @@ def results_table(rows: list[StepRow]) -> str:
 def verdicts(rows: list[StepRow]) -> list[str]:
     """Issue 25's targets for each converted row, each with what would flip it."""
     base, lines = rows[0], []
+    torch_kept = max(base.g_step_saved, base.d_step_saved)
     for row in rows[1:]:
-        memory = row.g_step_saved / base.g_step_saved
-        need = row.g_step_saved - MEMORY_TARGET * base.g_step_saved
+        kept = max(row.g_step_saved, row.d_step_saved)
+        memory, need = kept / torch_kept, kept - MEMORY_TARGET * torch_kept
         lines.append(
-            f"{row.model}: memory kept for the G step's backward (the larger graph) {memory:.2f}x torch's: "
+            f"{row.model}: memory kept for backward (the larger of the G and D steps' graphs, what a step must hold) "
+            f"{memory:.2f}x torch's: "
             f"target <= {MEMORY_TARGET}x {'met' if memory <= MEMORY_TARGET else 'NOT met'} "
             + (f"(it would take {need / 2**20:.2f} MiB less kept to meet it; the count is exact, not a timing)"
                if need > 0 else f"(by {-need / 2**20:.2f} MiB; the count is exact, not a timing)"))
