@@ -108,10 +108,75 @@ def build_case(args):
     return config, case, notes
 
 
+def layer_budget(args) -> list[tuple[str, int, int, str]]:
+    """Per layer group of the G step's graph (G on the source, D on the fake): (layers, bytes torch keeps, the least a
+    fused Conv -> Norm -> activation can keep, what the saving would need), from the shapes and these rules: the next
+    layer keeps a run's output y anyway (a conv, a transposed conv and a ReflectionPad2d keep their input; an
+    addition keeps nothing); torch keeps the conv output z and y of every run (z alone where the output only feeds an
+    addition); a fused LeakyReLU run keeps y alone (InPlace-ABN), a fused ReLU or no-activation run what torch keeps
+    (the backward needs every normalised value, which ReLU's zeros lose). The last column says which change outside
+    that rule would drop the group's bytes: "pads" (ReflectionPad2d folded into the next conv, which then keeps the
+    unpadded input), "recompute" (the consumer of a ReLU run keeping z and recomputing y in its backward)."""
+    b, s, g, d, k = args.batch, args.image_size, args.ngf, args.ndf, args.blocks
+
+    def size(channels, side):
+        return 4 * b * channels * side * side
+
+    q = s // 4
+    block_padded, block_out = size(4 * g, q + 2), size(4 * g, q)
+    down = size(g, s) + size(2 * g, s // 2) + size(4 * g, q)  # the outputs of c7s1-ngf, d2ngf, d4ngf
+    up = size(2 * g, s // 2) + size(g, s)
+    patch = [size(2 * d, s // 4), size(4 * d, s // 8), size(8 * d, s // 8 - 1)]
+    return [
+        ("G: the source's ReflectionPad2d(3) copy (the source needs no gradient)", size(3, s + 6),
+         size(3, s + 6), "pads"),
+        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: z", down, down, "recompute"),
+        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: y", down, down, ""),
+        ("G: residual blocks, the two ReflectionPad2d(1) copies", 2 * k * block_padded, 2 * k * block_padded, "pads"),
+        ("G: residual blocks, Conv -> IN -> ReLU: z", k * block_out, k * block_out, "recompute"),
+        ("G: residual blocks, Conv -> IN -> ReLU: y", k * block_out, k * block_out, ""),
+        ("G: residual blocks, Conv -> IN -> none: z (or y)", k * block_out, k * block_out, ""),
+        ("G: residual blocks, the sums x + y", k * block_out, k * block_out, ""),
+        ("G: two ConvTranspose2d -> IN -> ReLU: z", up, up, "recompute"),
+        ("G: two ConvTranspose2d -> IN -> ReLU: y", up, up, ""),
+        ("G: the last ReflectionPad2d(3) copy", size(g, s + 6), size(g, s + 6), "pads"),
+        ("G: Tanh's output (D's input)", size(3, s), size(3, s), ""),
+        ("D: Conv -> LeakyReLU: y", size(d, s // 2), size(d, s // 2), ""),
+        ("D: three Conv -> IN -> LeakyReLU: z", sum(patch), 0, ""),
+        ("D: three Conv -> IN -> LeakyReLU: y", sum(patch), sum(patch), ""),
+    ]
+
+
+def budget_section(args, rows) -> str:
+    """The per-layer budget as a table, its totals against the measured torch figure, and what each change outside
+    a Conv -> Norm -> activation rule would reach."""
+    budget = layer_budget(args)
+    torch_total, fused_total = sum(r[1] for r in budget), sum(r[2] for r in budget)
+    removable = {change: sum(r[2] for r in budget if r[3] == change) for change in ("pads", "recompute")}
+    table = gan_step.markdown_table(
+        ["layers (G step's graph)", "torch keeps MiB", "fused keeps at least MiB", "share of torch's",
+         "dropped only by"],
+        [[name, f"{t / 2**20:.1f}", f"{f / 2**20:.1f}", f"{t / torch_total:.1%}", change or "-"]
+         for name, t, f, change in budget]
+        + [["total", f"{torch_total / 2**20:.1f}", f"{fused_total / 2**20:.1f} ({fused_total / torch_total:.2f}x)",
+            "", ""]])
+    measured = rows[0].g_step_saved
+    lines = [f"computed torch total / measured (torch row above): {torch_total / measured:.3f} (the rest: the "
+             "norms' statistics vectors, the loss's tensors)"]
+    for label, drop in (("ReflectionPad2d folded into the next conv", removable["pads"]),
+                        ("ReLU runs' consumers keeping z and recomputing y", removable["recompute"]),
+                        ("both", removable["pads"] + removable["recompute"])):
+        ratio = (fused_total - drop) / torch_total
+        lines.append(f"fused + {label}: {ratio:.2f}x torch's, target <= {gan_step.MEMORY_TARGET}x "
+                     f"{'met' if ratio <= gan_step.MEMORY_TARGET else 'NOT met'}")
+    return "\n\n".join(["Per layer, the least a fused Conv -> Norm -> activation can keep (computed from the shapes; "
+                         "rules in layer_budget's docstring):", table, "\n".join(f"- {line}" for line in lines)])
+
+
 def main(argv=None) -> None:
     gan_step.run(argv, __doc__, "smoke run: batch 1, 32x32, ngf = ndf = 8, 2 blocks, 2 repeats", "cyclegan_step",
                  "CycleGAN-style step (ResNet generator + PatchGAN, instance norm): converted vs torch",
-                 add_options, build_case, repeats=5)
+                 add_options, build_case, repeats=5, extra=budget_section)
 
 
 if __name__ == "__main__":

@@ -305,9 +305,9 @@ def verdicts(rows: list[StepRow]) -> list[str]:
 
 
 def run(argv, description: str, quick_help: str, name: str, title: str, add_options, build_case,
-        repeats: int) -> None:
+        repeats: int, extra=None) -> None:
     """A whole step script: options (add_options(parser); build_case(args) -> (config label, GanCase, notes)),
-    the measurement, the report."""
+    the measurement, the report (with extra(args, rows), a Markdown section, after the verdicts)."""
     parser = comparison_parser(description, quick_help, repeats=repeats)
     add_backends_option(parser, default=[ascend_acts.backends.current_backend_name()])
     add_options(parser)
@@ -335,6 +335,7 @@ def run(argv, description: str, quick_help: str, name: str, title: str, add_opti
         load]
     body = "\n\n".join([results_table(rows), "Verdicts against issue 25's targets:",
                         "\n".join(f"- {line}" for line in verdicts(rows)),
+                        *([extra(args, rows)] if extra else []),
                         "Where the bytes are, and the runs (`ascend_acts.explain`):", tables])
     panels = {"step ms": [r.median_ms for r in rows],
               "kept for G step's backward MiB": [r.g_step_saved / 2**20 for r in rows],

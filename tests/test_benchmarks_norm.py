@@ -2,6 +2,7 @@
 ran: the whole-step scripts compare the same networks both ways and never keep more once converted; the per-pattern
 script covers every pattern, and wherever our kernel ran, it moved exactly its ideal GM bytes."""
 
+import argparse
 import csv
 import subprocess
 import sys
@@ -44,6 +45,22 @@ def test_step_benchmark_compares_both_models_and_converting_keeps_no_more(script
         # every BatchNorm -> LeakyReLU run of the discriminator keeps its output instead of conv + BN outputs
         assert int(converted["d_step_saved"]) < int(torch_row["d_step_saved"])
     assert "target <= 0.7x" in markdown and "target <= 1.0x" in markdown
+    if script == "bench_cyclegan_step.py":
+        assert_layer_budget_accounts_for_what_torch_keeps(int(torch_row["g_step_saved"]))
+
+
+def assert_layer_budget_accounts_for_what_torch_keeps(measured: int) -> None:
+    """The per-layer budget docs/benchmarks.md reasons from, computed from the shapes by its rules, is what torch
+    keeps but for the norms' statistics vectors and the loss's scalars (under 1% at the --quick size)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_cyclegan_step
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    args = argparse.Namespace(quick=True, batch=None, image_size=None, ngf=None, ndf=None, blocks=None)
+    bench_cyclegan_step.build_case(args)  # sets the --quick sizes
+    computed = sum(torch_bytes for _, torch_bytes, _, _ in bench_cyclegan_step.layer_budget(args))
+    assert 0.99 * measured <= computed <= measured
 
 
 def test_norm_activation_benchmark_covers_every_pattern_and_runs_kernels_at_the_ideal_traffic(tmp_path):
