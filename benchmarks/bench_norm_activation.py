@@ -74,46 +74,45 @@ class Pattern:
     name: str
     norm: str  # the aclnn norm of the CANN way: BatchNorm, InstanceNorm, GroupNorm
     relu: bool  # ReLU, else LeakyReLU(SLOPE)
-    build: Callable[[Sizes], tuple[nn.Module, torch.Tensor]]  # the torch Sequential and its input
+    build: Callable[[Sizes, nn.Module], tuple[nn.Module, torch.Tensor]]  # (sizes, activation) -> Sequential, input
     norm_groups: Callable[[Sizes], int]  # the kernel's norm_groups: 0 BatchNorm, C instance, G group norm
+    kernel_shape: Callable[[Sizes], tuple[int, ...]]  # the conv output's shape, which the kernel normalises
 
-    @property
-    def activation(self) -> nn.Module:
-        return nn.ReLU(True) if self.relu else nn.LeakyReLU(SLOPE, True)
+    def layers(self, sizes: Sizes) -> tuple[nn.Module, torch.Tensor]:
+        return self.build(sizes, nn.ReLU(True) if self.relu else nn.LeakyReLU(SLOPE, True))
 
 
-def conv2d(s: Sizes, norm: nn.Module, activation: nn.Module):
-    return (nn.Sequential(nn.Conv2d(s.cin, s.channels, 3, 1, 1), norm, activation),
-            torch.randn(s.batch, s.cin, s.size, s.size))
+def image(s: Sizes) -> tuple[int, ...]:
+    return s.batch, s.channels, s.size, s.size
 
 
 def patterns() -> list[Pattern]:
-    def conv_then(norm_of, relu, name, aclnn, groups):
-        pattern = Pattern(name, aclnn, relu, lambda s: conv2d(s, norm_of(s), pattern.activation), groups)
-        return pattern
-
     def act(relu):
         return "ReLU" if relu else f"LeakyReLU({SLOPE})"
 
-    found = []
-    for relu in (False, True):
-        found.append(conv_then(lambda s: nn.BatchNorm2d(s.channels), relu, f"Conv2d -> BatchNorm2d -> {act(relu)}",
-                               "BatchNorm", lambda s: 0))
-    linear = Pattern(f"Linear -> BatchNorm1d(eps=0.8) (N, F) -> {act(False)}", "BatchNorm", False,
-                     lambda s: (nn.Sequential(nn.Linear(8 * s.cin, 8 * s.channels), nn.BatchNorm1d(8 * s.channels, 0.8),
-                                              linear.activation), torch.randn(s.features_batch, 8 * s.cin)),
-                     lambda s: 0)
-    conv1d = Pattern(f"Conv1d -> BatchNorm1d (N, C, L) -> {act(False)}", "BatchNorm", False,
-                     lambda s: (nn.Sequential(nn.Conv1d(s.cin, s.channels, 3, 1, 1), nn.BatchNorm1d(s.channels),
-                                              conv1d.activation), torch.randn(s.batch, s.cin, s.length)),
-                     lambda s: 0)
-    found += [linear, conv1d]
-    for relu in (True, False):  # CycleGAN's generator (ReLU), its PatchGAN (LeakyReLU)
-        found.append(conv_then(lambda s: nn.InstanceNorm2d(s.channels), relu,
-                               f"Conv2d -> InstanceNorm2d -> {act(relu)}", "InstanceNorm", lambda s: s.channels))
-    for relu in (False, True):
-        found.append(conv_then(lambda s: nn.GroupNorm(s.groups(), s.channels), relu,
-                               f"Conv2d -> GroupNorm({GROUPS}) -> {act(relu)}", "GroupNorm", lambda s: s.groups()))
+    def after_conv2d(norm_of):
+        return lambda s, activation: (nn.Sequential(nn.Conv2d(s.cin, s.channels, 3, 1, 1), norm_of(s), activation),
+                                      torch.randn(s.batch, s.cin, s.size, s.size))
+
+    found = [Pattern(f"Conv2d -> BatchNorm2d -> {act(relu)}", "BatchNorm", relu,
+                     after_conv2d(lambda s: nn.BatchNorm2d(s.channels)), lambda s: 0, image) for relu in (False, True)]
+    found.append(Pattern(
+        f"Linear -> BatchNorm1d(eps=0.8) (N, F) -> {act(False)}", "BatchNorm", False,
+        lambda s, activation: (nn.Sequential(nn.Linear(8 * s.cin, 8 * s.channels), nn.BatchNorm1d(8 * s.channels, 0.8),
+                                             activation), torch.randn(s.features_batch, 8 * s.cin)),
+        lambda s: 0, lambda s: (s.features_batch, 8 * s.channels)))
+    found.append(Pattern(
+        f"Conv1d -> BatchNorm1d (N, C, L) -> {act(False)}", "BatchNorm", False,
+        lambda s, activation: (nn.Sequential(nn.Conv1d(s.cin, s.channels, 3, 1, 1), nn.BatchNorm1d(s.channels),
+                                             activation), torch.randn(s.batch, s.cin, s.length)),
+        lambda s: 0, lambda s: (s.batch, s.channels, s.length)))
+    # CycleGAN's generator (ReLU), its PatchGAN (LeakyReLU)
+    found += [Pattern(f"Conv2d -> InstanceNorm2d -> {act(relu)}", "InstanceNorm", relu,
+                      after_conv2d(lambda s: nn.InstanceNorm2d(s.channels)), lambda s: s.channels, image)
+              for relu in (True, False)]
+    found += [Pattern(f"Conv2d -> GroupNorm({GROUPS}) -> {act(relu)}", "GroupNorm", relu,
+                      after_conv2d(lambda s: nn.GroupNorm(s.groups(), s.channels)), lambda s: s.groups(), image)
+              for relu in (False, True)]
     return found
 
 
@@ -144,7 +143,7 @@ def explain_verdict(model: nn.Module, x: torch.Tensor) -> str:
 
 def cpu_rows(pattern: Pattern, sizes: Sizes, impls: list[str], repeats: int) -> list[NormRow]:
     torch.manual_seed(0)
-    model, x = pattern.build(sizes)
+    model, x = pattern.layers(sizes)
     models = {"torch": model}
     models.update({f"converted ({impl})": ascend_acts.convert(copy.deepcopy(model)) for impl in impls})
     backend_of = {name: "torch" if name == "torch" else name[len("converted ("):-1] for name in models}
@@ -257,19 +256,11 @@ def cann_ops(pattern: Pattern, phase: str, x: torch.Tensor, vectors: int) -> lis
                                  ("Muls", ns)))]
 
 
-def kernel_shape(pattern: Pattern, sizes: Sizes) -> tuple[int, ...]:
-    if "(N, F)" in pattern.name:
-        return sizes.features_batch, 8 * sizes.channels
-    if "(N, C, L)" in pattern.name:
-        return sizes.batch, sizes.channels, sizes.length
-    return sizes.batch, sizes.channels, sizes.size, sizes.size
-
-
 def kernel_rows(pattern: Pattern, sizes: Sizes, variants: list) -> list[NormRow]:
     from ascend_acts.backends import sim
     from ascend_acts.backends.sim import emulator, timeline
 
-    shape = kernel_shape(pattern, sizes)
+    shape = pattern.kernel_shape(sizes)
     groups = pattern.norm_groups(sizes)
     case = KernelCase(pattern, shape, groups)
     label = "x".join(map(str, shape))
@@ -304,12 +295,7 @@ def kernel_rows(pattern: Pattern, sizes: Sizes, variants: list) -> list[NormRow]
             return sim.last_launch(), cann, [], []
 
         with emulator.launch_settings(assumptions=timeline.Assumptions()):
-            saved_variants = perf_model.VARIANTS
-            perf_model.VARIANTS = variants
-            try:
-                model_row = perf_model.measure("norm", [(pattern.name, phase, modelled)])[0]
-            finally:
-                perf_model.VARIANTS = saved_variants
+            model_row = perf_model.measure("norm", [(pattern.name, phase, modelled)], variants)[0]
         rows += [NormRow("model", pattern.name, label, "ours", phase, modelled_us=model_row.ours_us,
                          detail=f"bound: {model_row.binding}"),
                  NormRow("model", pattern.name, label, "CANN way", phase, ratio=model_row.ratio,

@@ -137,10 +137,8 @@ class Trainer:
     def step(self) -> None:
         g_optimizer, d_optimizer = self.optimizers
         g_optimizer.zero_grad(set_to_none=True)
-        self._freeze_discriminator(True)
-        fake = self.generator(self.case.source)
-        self.case.loss(self.discriminator(fake), True).backward()
-        self._freeze_discriminator(False)
+        loss, fake = self.generator_forward()
+        loss.backward()  # D's parameters, frozen while the graph was built, get no gradient
         g_optimizer.step()
         d_optimizer.zero_grad(set_to_none=True)
         self.discriminator_forward(fake).backward()
@@ -218,9 +216,8 @@ def kept_by_module_table(kept: dict[str, int]) -> str:
                           [[name, f"{count / 2**20:.1f}", f"{count / total:.0%}"] for name, count in kept.items()])
 
 
-def explained(trainer: Trainer) -> tuple[str, str]:
+def explained(case: GanCase) -> tuple[str, str]:
     """(fused/found per network, explain's printed tables) of the torch models on the case's inputs."""
-    case = trainer.case
     tables, counts = [], []
     with torch.no_grad():
         fake = case.generator(case.source)
@@ -236,7 +233,7 @@ def measure(gan: str, config: str, case: GanCase, impls: list[str], repeats: int
     trainers = {"torch": Trainer(case, converted=False)}
     trainers.update({f"converted ({impl})": Trainer(case, converted=True) for impl in impls})
     backend_of = {name: name[len("converted ("):-1] if name != "torch" else "torch" for name in trainers}
-    fused, tables = explained(trainers["torch"])
+    fused, tables = explained(case)
     tables = "Kept for the G step's backward by the module that saves it:\n\n" + \
         kept_by_module_table(kept_by_module(trainers["torch"])) + "\n\n" + tables
     kept, peaks = {}, {}
