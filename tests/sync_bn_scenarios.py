@@ -4,8 +4,10 @@
 averages) and slope 0.2 (keeps only its output, InPlace-ABN), the second strided without conv bias and with
 slope 0.0 (not invertible: keeps the conv output). "discriminator": a small DCGAN discriminator (conv +
 LeakyReLU, two fused blocks, a BN followed by ReLU and a BatchNorm1d after a Linear, which stay standalone
-SyncBatchNorms) for DistributedDataParallel training. Every variant holds the same Parameters and buffers in the
-same order, so results compare by position.
+SyncBatchNorms) for DistributedDataParallel training. "generator": a DCGAN-generator-like stack, ConvTranspose2d ->
+BatchNorm2d(momentum=None) -> ReLU, ConvTranspose2d (output_padding, bias) -> BatchNorm2d -> LeakyReLU, Conv2d ->
+BatchNorm2d -> ReLU, run synchronised through sync_batch_norm.sync_conv_bn_leaky_relu (order "sync_op"). Every
+variant holds the same Parameters and buffers in the same order, so results compare by position.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch.distributed as dist
 from torch import nn
 
 import ascend_acts
+from ascend_acts.sync_batch_norm import sync_conv_bn_leaky_relu
 
 IN_CHANNELS = 2
 DISCRIMINATOR_SPATIAL = 8
@@ -40,6 +43,12 @@ def plain_model(dtype: torch.dtype, first_momentum: float | None = None, seed: i
             nn.Conv2d(4, 4, 1, bias=False), nn.BatchNorm2d(4), nn.ReLU(),
             nn.Flatten(), nn.Linear(4 * (DISCRIMINATOR_SPATIAL // 4) ** 2, 5, bias=False), nn.BatchNorm1d(5),
             nn.ReLU(), nn.Linear(5, 1))
+    elif architecture == "generator":
+        model = nn.Sequential(
+            nn.ConvTranspose2d(IN_CHANNELS, 4, 4, 2, 1, bias=False), nn.BatchNorm2d(4, momentum=first_momentum),
+            nn.ReLU(),
+            nn.ConvTranspose2d(4, 3, 3, 2, 1, output_padding=1), nn.BatchNorm2d(3), nn.LeakyReLU(0.2),
+            nn.Conv2d(3, 3, 3, 1, 1, bias=False), nn.BatchNorm2d(3), nn.ReLU(inplace=True))
     else:
         raise ValueError(f"unknown architecture {architecture!r}")
     with torch.no_grad():
@@ -72,7 +81,35 @@ def model_variant(order: str, dtype: torch.dtype, first_momentum: float | None =
             for mine, theirs in zip([*direct.parameters(), *direct.buffers()], [*model.parameters(), *model.buffers()]):
                 mine.copy_(theirs)
         return direct
+    if order == "sync_op":
+        synced = ascend_acts.convert(nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group))
+        return nn.Sequential(*(SyncOpBlock(*synced[i:i + 3]) for i in range(0, len(synced), 3)))
     raise ValueError(f"unknown order {order!r}")
+
+
+class SyncOpBlock(nn.Module):
+    """conv -> ascend_acts.nn.SyncBatchNorm -> LeakyReLU or ReLU as one sync_conv_bn_leaky_relu call (relu, transposed
+    and output_padding passed through), with nn.BatchNorm2d.forward's bookkeeping (num_batches_tracked, momentum=None):
+    what nn/fusion.py runs for such a block once its rules let ReLU and ConvTranspose2d fuse with a synchronised BN."""
+
+    def __init__(self, conv: nn.Module, bn: nn.Module, act: nn.Module) -> None:
+        super().__init__()
+        self.conv, self.bn, self.act = conv, bn, act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        conv, bn = self.conv, self.bn
+        momentum = bn.momentum if bn.momentum is not None else 0.0
+        if bn.training:
+            bn.num_batches_tracked.add_(1)
+            if bn.momentum is None:  # cumulative moving average
+                momentum = 1.0 / float(bn.num_batches_tracked)
+        transposed = type(conv) is nn.ConvTranspose2d
+        relu = type(self.act) is nn.ReLU
+        return sync_conv_bn_leaky_relu(x, conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.weight, bn.bias,
+                                       bn.training, momentum, bn.eps, 0.0 if relu else self.act.negative_slope,
+                                       conv.stride, conv.padding, conv.dilation, conv.groups, bn.process_group,
+                                       relu=relu, transposed=transposed,
+                                       output_padding=conv.output_padding if transposed else 0)
 
 
 def data(sizes: list[int], dtype: torch.dtype, spatial: int, seed: int = 1, architecture: str = "blocks"):
@@ -81,6 +118,8 @@ def data(sizes: list[int], dtype: torch.dtype, spatial: int, seed: int = 1, arch
     total = sum(sizes)
     if architecture == "discriminator":
         spatial, out_sample = DISCRIMINATOR_SPATIAL, (1,)
+    elif architecture == "generator":  # x2 (kernel 4, stride 2, padding 1), x2 (output_padding 1), same
+        out_sample = (3, 4 * spatial, 4 * spatial)
     else:
         out_spatial = (spatial - 1) // 2 + 1
         out_sample = (3, out_spatial, out_spatial)
@@ -212,6 +251,24 @@ def saved_tensors(rank, world_size, negative_slope, dtype=torch.float64):
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         out = block(x)
+    out.sum().backward()  # the backward's collective, so that the ranks stay in step
+    return {"saved": [(t.numel(), t.data_ptr() == out.data_ptr(), t.data_ptr() == x.data_ptr()) for t in saved],
+            "out_numel": out.numel(), "input_numel": x.numel()}
+
+
+def saved_tensors_relu(rank, world_size, transposed, dtype=torch.float64):
+    """saved_tensors for one synchronised block with torch's ReLU (through sync_conv_bn_leaky_relu): a Conv2d or a
+    ConvTranspose2d (output_padding 1)."""
+    conv = (nn.ConvTranspose2d(IN_CHANNELS, 4, 3, 2, 1, output_padding=1) if transposed
+            else nn.Conv2d(IN_CHANNELS, 4, 3, padding=1)).to(dtype)
+    bn = nn.BatchNorm2d(4).to(dtype)
+    x = torch.randn(3, IN_CHANNELS, 6, 6, dtype=dtype, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        out = sync_conv_bn_leaky_relu(x, conv.weight, conv.bias, bn.running_mean, bn.running_var, bn.weight, bn.bias,
+                                      True, 0.1, 1e-5, 0.0, conv.stride, conv.padding, conv.dilation, conv.groups,
+                                      relu=True, transposed=transposed,
+                                      output_padding=conv.output_padding if transposed else 0)
     out.sum().backward()  # the backward's collective, so that the ranks stay in step
     return {"saved": [(t.numel(), t.data_ptr() == out.data_ptr(), t.data_ptr() == x.data_ptr()) for t in saved],
             "out_numel": out.numel(), "input_numel": x.numel()}

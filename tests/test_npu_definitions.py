@@ -73,7 +73,7 @@ def test_no_kernel_entry_outside_the_table():
 def test_a_disagreeing_entry_is_detected(alter):
     kernel = op_table.kernel("batch_norm_leaky_relu_grad")
     source = (ROOT / "op_kernel" / kernel.family / f"{kernel.base}.cpp").read_text()
-    altered = {"swap_inputs": source.replace("(GM_ADDR dy, GM_ADDR y,", "(GM_ADDR y, GM_ADDR dy,"),
+    altered = {"swap_inputs": source.replace("(GM_ADDR dy, GM_ADDR saved,", "(GM_ADDR saved, GM_ADDR dy,"),
                "drop_output": source.replace(" GM_ADDR gradBias,", ""),
                "rename_entry": source.replace("void acts_batch_norm_leaky_relu_grad(",
                                               "void acts_batch_norm_leaky_relu_backward(")}[alter]

@@ -54,7 +54,8 @@ def check(source: str) -> None:
             assert f"CheckWritable({name}, " in body, (kernel.base, name)
             assert f"{name}_acl = AsAclShaped({name})" in body, (kernel.base, name)
         if kernel.base == "batch_norm_leaky_relu":  # the kernel updates the running statistics, as the schema says
-            assert attrs == ["negative_slope", "eps", "momentum", "update_running_stats", "relu"], kernel.base
+            assert attrs == ["negative_slope", "eps", "momentum", "update_running_stats", "relu", "norm_groups"], \
+                kernel.base
 
 
 def test_extension_matches_the_op_table():
@@ -67,10 +68,10 @@ MUTATIONS = {
     "an input missing in a call": ("ACTS_ACLNN(ActsRreluGrad, dy, dy_acl.get(), saved_acl.get(), seed_acl.get(),",
                                    "ACTS_ACLNN(ActsRreluGrad, dy, dy_acl.get(), saved_acl.get(),"),
     "the wrong aclnn op": ("ACTS_ACLNN(ActsLeakyRelu, x,", "ACTS_ACLNN(ActsLeakyReluGrad, x,"),
-    "an attribute missing in a list-attribute call": ("dilations_acl.get(), negative_slope, y_acl.get());",
-                                                      "dilations_acl.get(), y_acl.get());"),
-    "running statistics not updated by the training kernel": ("momentum, update_running_stats, relu, y_acl.get()",
-                                                               "momentum, false, relu, y_acl.get()"),
+    "an attribute missing in a list-attribute call": ("dilations_acl.get(), negative_slope, relu, y_acl.get());",
+                                                      "dilations_acl.get(), relu, y_acl.get());"),
+    "running statistics not updated by the training kernel": ("momentum, update_running_stats, relu, norm_groups,",
+                                                               "momentum, false, relu, norm_groups,"),
     "the optional bias left out of the fused gradient call": ("saved_acl.get(), bias_acl.get(), negative_slope",
                                                               "saved_acl.get(), negative_slope"),
     "an output written through a copy": ("grad_weight_acl = AsAclShaped(grad_weight)",
@@ -113,7 +114,7 @@ def cpp_type(argument) -> str:
         written = argument.alias_info is not None and argument.alias_info.is_write
         return "at::Tensor&" if written else "const at::Tensor&"
     return {"Optional[Tensor]": "const std::optional<at::Tensor>&", "float": "double", "bool": "bool",
-            "List[int]": "at::IntArrayRef"}[kind]
+            "int": "int64_t", "List[int]": "at::IntArrayRef"}[kind]
 
 
 def test_each_kernel_function_has_its_schemas_signature():

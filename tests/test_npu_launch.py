@@ -59,11 +59,12 @@ def _cases():
         "conv_bn_leaky_relu_train": (
             (x, weight, randn(6), gamma, beta, torch.zeros(6), torch.ones(6), *geometry, 0.1, 1e-5, 0.2, True),
             [("batch_norm_leaky_relu", {"negative_slope": 0.2, "eps": 1e-5, "momentum": 0.1,
-                                        "update_running_stats": True, "relu": False})]),
+                                        "update_running_stats": True, "relu": False, "norm_groups": 0})]),
         "conv_bn_leaky_relu_train_backward": (
             (randn(*conv_out.shape), conv_out.abs(), True, x, weight, gamma, beta, torch.zeros(6), torch.ones(6),
              *geometry, 0.2),
-            [("batch_norm_leaky_relu_grad", {"negative_slope": 0.2})]),
+            [("batch_norm_leaky_relu_grad", {"negative_slope": 0.2, "saved_is_result": True, "relu": False,
+                                             "norm_groups": 0})]),
     }
 
 
@@ -161,7 +162,7 @@ def test_the_fused_eval_kernel_runs_on_an_npu_only_on_request(npu, monkeypatch):
     monkeypatch.setenv(conv_bn.EVAL_KERNEL_ENV, "fused")
     got = sim.conv_bn_leaky_relu_eval(*arguments)
     _check_calls(npu, [("conv_bn_leaky_relu_eval", {"strides": [1, 1], "pads": [1, 1, 1, 1], "dilations": [1, 1],
-                                                    "negative_slope": 0.2})])
+                                                    "negative_slope": 0.2, "relu": False})])
     assert _bits_equal(got, expected)
     monkeypatch.setenv(conv_bn.EVAL_KERNEL_ENV, "fast")
     with pytest.raises(ValueError, match='ASCEND_ACTS_EVAL_KERNEL must be "aclnn" or "fused", got "fast"'):

@@ -115,7 +115,7 @@ def test_traffic_two_passes_one_write(dtype):
     assert launch.buffer_bytes_out["running_var"] == 5 * 4 and launch.buffer_bytes_out["save_mean"] == 5 * 4
     run_backward(torch.randn(shape).to(dtype), out, weight, bias, save_invstd)
     launch = sim().last_launch()
-    assert launch.buffer_bytes_in["dy"] == 2 * nbytes and launch.buffer_bytes_in["y"] == 2 * nbytes
+    assert launch.buffer_bytes_in["dy"] == 2 * nbytes and launch.buffer_bytes_in["saved"] == 2 * nbytes
     assert launch.buffer_bytes_out["dx"] == nbytes
     assert launch.block_dim == 5  # whole channels per core
 

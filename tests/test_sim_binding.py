@@ -255,7 +255,8 @@ def test_a_tiling_function_refuses_a_kernel_of_another_family():
         _sim.launch("leaky_relu", {"x": x, "y": x.copy()},
                     _sim.batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", [(1, 2, 3), *channels], 4,
                                                       {"negative_slope": 0.1, "eps": 1e-5, "momentum": 0.1,
-                                                       "update_running_stats": True, "relu": False}))
+                                                       "update_running_stats": True, "relu": False,
+                                                       "norm_groups": 0}))
 
 
 @available
@@ -281,7 +282,8 @@ def test_a_tiling_function_names_what_its_request_lacks():
     # sizes a TilingContext cannot hold are refused, not wrapped or cut to the struct's 32-bit fields
     with pytest.raises(ValueError, match=r"the shape of x has a negative size: \[-7, 3\]"):
         _sim.elementwise_tiling("leaky_relu", [[-7, 3]], 4, slope)
-    bn = {"negative_slope": 0.1, "eps": 1e-5, "momentum": 0.1, "update_running_stats": False, "relu": False}
+    bn = {"negative_slope": 0.1, "eps": 1e-5, "momentum": 0.1, "update_running_stats": False, "relu": False,
+          "norm_groups": 0}
     channels = [(3,)] * 4
     with pytest.raises(ValueError, match=r"N and C must each be below 2\*\*32"):
         _sim.batch_norm_leaky_relu_tiling("batch_norm_leaky_relu", [(2**32 + 2, 3, 4, 4), *channels], 4, bn)
@@ -300,7 +302,7 @@ def test_a_refusal_says_what_had_no_tiling_and_where():
         _sim.fused_bias_leaky_relu_tiling("fused_bias_leaky_relu", [(2, 0, 3), None], 4,
                                           {"negative_slope": 0.2, "scale": 1.0, "clamp": -1.0, "relu": False},
                                           "ascend910b3")
-    attrs = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "negative_slope": 0.1}
+    attrs = {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "negative_slope": 0.1, "relu": False}
     with pytest.raises(ValueError, match=r"no tiling for conv_bn_leaky_relu_eval of input \(1, 9, 2, 2\), packed "
                                          r"weight \(1, 1, 1, 1, 16, 8\), bias \(8,\) \(the weight is not the "
                                          r"FRACTAL_Z packing of \(C_out, C_in, kh, kw\) = \(8, 9, 1, 1\)\) on "

@@ -1,8 +1,8 @@
 """The eval kernel of the fused Conv2d + BatchNorm2d + LeakyReLU (op_kernel/conv_bn_leaky_relu_eval/: img2col by
 LoadData 3Dv2 into L0A, W' packed in CANN's FRACTAL_Z order into L0B, Mmad in float32, Fixpipe to a GM ring, bias +
-LeakyReLU on the vector cores) on the emulator: against torch's float64 composite, bit for bit against a float32
-oracle that accumulates in the kernel's K order, its GM traffic and cube work against the design, and the hazard
-checker catching a missing cross-core flag in this kernel."""
+LeakyReLU or ReLU on the vector cores) on the emulator: against torch's float64 composite, bit for bit against a
+float32 oracle that accumulates in the kernel's K order, its GM traffic and cube work against the design, and the
+hazard checker catching a missing cross-core flag in this kernel."""
 
 import pytest
 import torch
@@ -71,16 +71,18 @@ def case_inputs(case, dtype):
     return x.to(dtype), folded_weight.to(dtype), folded_bias.float(), geometry, expected
 
 
-def run(x, weight, bias, geometry, shape):
-    out = conv_bn_sim.eval_kernel(x, weight, bias, *geometry, SLOPE)
+def run(x, weight, bias, geometry, shape, relu=False):
+    out = conv_bn_sim.eval_kernel(x, weight, bias, *geometry, SLOPE, relu)
     assert out.shape == shape
-    tiling = conv_bn_sim.conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, x.element_size(), SLOPE)
+    tiling = conv_bn_sim.conv_bn_leaky_relu_eval_tiling(x.shape, weight.shape, *geometry, x.element_size(), SLOPE,
+                                                        relu=relu)
+    assert tiling.relu == relu
     return out, tiling, sim().last_launch()
 
 
-def float32_oracle(x, weight, bias, geometry, shape):
+def float32_oracle(x, weight, bias, geometry, shape, relu=False):
     """The kernel's arithmetic, independently: products of the dtype's values in float32, summed one at a time
-    from +0 in K order (c1, kh, kw, c0), + b', LeakyReLU in float32, one rounding to the dtype."""
+    from +0 in K order (c1, kh, kw, c0), + b', LeakyReLU (or torch's relu) in float32, one rounding to the dtype."""
     stride, (top, bottom, left, right), dilation = geometry
     c0 = 32 // x.element_size()
     cout, cin, kh, kw = weight.shape
@@ -93,7 +95,7 @@ def float32_oracle(x, weight, bias, geometry, shape):
             for c in range(group, min(group + c0, cin)):
                 acc = acc + w[None, :, c, tap, None] * columns[:, None, c, tap, :]
     acc = acc + bias[None, :, None]
-    out = torch.where(acc > 0, acc, acc * torch.tensor(SLOPE, dtype=torch.float32))
+    out = torch.relu(acc) if relu else torch.where(acc > 0, acc, acc * torch.tensor(SLOPE, dtype=torch.float32))
     return out.to(x.dtype).view(shape)
 
 
@@ -114,6 +116,75 @@ def test_bit_identical_to_the_float32_oracle(case, dtype):
     x, weight, bias, geometry, expected = case_inputs(case, dtype)
     out, _, _ = run(x, weight, bias, geometry, expected.shape)
     assert torch.equal(out, float32_oracle(x, weight, bias, geometry, expected.shape))
+
+
+def same_bits(a, b):
+    """Equal values, NaN where NaN and the same sign of zero (torch.equal takes -0.0 for +0.0 and NaN for nothing; a
+    NaN's sign is no value's)."""
+    numbers = ~a.isnan()
+    return a.dtype == b.dtype and torch.equal(a.isnan(), b.isnan()) and torch.equal(a[numbers], b[numbers]) and \
+        torch.equal(a[numbers].signbit(), b[numbers].signbit())
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
+@pytest.mark.parametrize("case", fast_only(["rgb_to_21", "1x1_40_to_130", "several_tiles_per_image",
+                                            "multi_image_items", "streamed_weights"], ["rgb_to_21"]))
+def test_relu_bit_identical_to_the_float32_oracle(case, dtype):
+    """The relu mode: torch's relu of the kernel's float32 sum, rounded once; the composite within TOLERANCES."""
+    x, weight, bias, geometry, expected = case_inputs(case, dtype)
+    out, _, _ = run(x, weight, bias, geometry, expected.shape, relu=True)
+    assert same_bits(out, float32_oracle(x, weight, bias, geometry, expected.shape, relu=True))
+    rtol, atol = TOLERANCES[dtype]  # relu(leaky_relu(z)) is relu(z): the composite's sign is kept
+    torch.testing.assert_close(out.double(), F.relu(expected), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
+def test_relu_special_values_as_torch(dtype):
+    """z < 0 ? +0 : z as torch's relu: a negative z gives +0 (LeakyRelu with slope 0 would give -0), -inf gives +0
+    (slope 0: NaN), +inf and NaN stay; -0.0 in the input and the bias; against F.relu(F.conv2d) in float64 with the
+    special values exactly where torch has them, and bit for bit against the float32 oracle."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 5, 7, 6, generator=g, dtype=torch.float64)
+    x[0, :, :2] = -0.0
+    x[1, 2, 3, 3] = float("nan")
+    weight = torch.randn(20, 5, 3, 3, generator=g, dtype=torch.float64) / 6
+    bias = torch.randn(20, generator=g, dtype=torch.float64)
+    bias[:6] = torch.tensor([float("-inf"), float("inf"), float("nan"), -0.0, -1e30, 1e-30])
+    x, weight = x.to(dtype), weight.to(dtype)
+    geometry = ((1, 1), (1, 1, 1, 1), (1, 1))
+    expected = F.relu(F.conv2d(x.double(), weight.double(), bias, padding=1))
+    out, _, _ = run(x, weight, bias.float(), geometry, expected.shape, relu=True)
+    assert same_bits(out, float32_oracle(x, weight, bias.float(), geometry, expected.shape, relu=True))
+    assert torch.equal(out.isnan(), expected.isnan()) and torch.equal(out.isposinf(), expected.isposinf())
+    assert (out[0, 0] == 0).all() and not out[~out.isnan()].signbit().any()  # -inf and every negative z: +0
+    rtol, atol = TOLERANCES[dtype]
+    finite = expected.isfinite()
+    torch.testing.assert_close(out.double()[finite], expected[finite], rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("case", fast_only(["dcgan_d2", "several_tiles_per_image", "streamed_weights"],
+                                           ["several_tiles_per_image"]))
+def test_relu_traffic_is_the_leaky_kernels(case):
+    """The relu mode moves the same GM bytes as LeakyReLU (the design's, test_traffic) and the same cube work."""
+    x, weight, bias, geometry, expected = case_inputs(case, torch.float16)
+    _, _, leaky = run(x, weight, bias, geometry, expected.shape)
+    _, tiling, relu = run(x, weight, bias, geometry, expected.shape, relu=True)
+    assert relu.buffer_bytes_in == leaky.buffer_bytes_in and relu.buffer_bytes_out == leaky.buffer_bytes_out
+    assert relu.buffer_bytes_in["x"] == design_traffic(tiling, x, weight.shape)["x"]
+    assert (relu.cube_macs, relu.cube_iterations) == (leaky.cube_macs, leaky.cube_iterations)
+
+
+def test_relu_leaves_selects_ub_and_falls_back_where_that_does_not_fit():
+    """Select's temporary takes the top 8 KiB of UB: a 1x1 layer over rows of 768 float32 positions fills half of
+    the 192 KiB with one prologue row, so it tiles for LeakyReLU and not for ReLU; the op then runs the reference
+    (as for any layer without a tiling), still torch's relu."""
+    shapes = ((1, 3, 2, 768), (8, 3, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 4)
+    assert conv_bn_sim.conv_bn_leaky_relu_eval_has_tiling(*shapes)
+    assert not conv_bn_sim.conv_bn_leaky_relu_eval_has_tiling(*shapes, relu=True)
+    x, weight, bias = torch.randn(shapes[0]), torch.randn(shapes[1]), torch.randn(8)
+    assert conv_bn_sim.eval_path(x, weight, *shapes[2:5], 1, relu=True) == "reference"
+    out = conv_bn_sim.conv_bn_leaky_relu_eval(x, weight, bias, *shapes[2:5], 1, 0.2, True)
+    torch.testing.assert_close(out, F.relu(F.conv2d(x, weight, bias)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("platform", fast_only(PLATFORMS, ["ascend910b3"]))  # 910B3: fewer cores than the others

@@ -3,7 +3,8 @@
 Two and three gloo processes on 127.0.0.1 (distributed_run.py, scenarios in sync_bn_scenarios.py) against one
 process running plain torch (Conv2d, BatchNorm2d, LeakyReLU) on the concatenated batch: the output, input
 gradients, the parameter gradients summed over the ranks, parameters after SGD (or Adam) steps and the running
-statistics, with and without DistributedDataParallel (CPU, gloo). Each world size starts its workers once
+statistics, with and without DistributedDataParallel (CPU, gloo); ReLU and ConvTranspose2d (output_padding) blocks
+through sync_conv_bn_leaky_relu as well. Each world size starts its workers once
 (module-scoped fixtures) for all its scenarios.
 """
 
@@ -20,6 +21,7 @@ import ascend_acts
 import sync_bn_scenarios as scenarios
 from ascend_acts import backends
 from distributed_run import run
+from markers import fast_only
 
 F64, F32 = torch.float64, torch.float32
 MODULE = "sync_bn_scenarios"
@@ -52,6 +54,12 @@ TWO = {
                                optimizer="adam"),
     "ddp_sync_first": steps("sync_first", [1, 2], F64, ddp=True, architecture="discriminator"),
     "compile": steps("direct", [2, 1], F64, steps=2, compile_backend="aot_eager"),
+    "generator": steps("sync_op", [3, 1], F64, spatial=3, architecture="generator"),
+    "generator_float32": steps("sync_op", [2, 3], F32, spatial=3, architecture="generator"),
+    # SGD: Adam would turn the rounding noise of the gradient of the conv bias before a BN into whole steps
+    "generator_ddp": steps("sync_op", [1, 2], F64, spatial=3, architecture="generator", ddp=True),
+    "saved_relu": ("saved_tensors_relu", dict(transposed=False)),
+    "saved_relu_transposed": ("saved_tensors_relu", dict(transposed=True)),
 }
 THREE = {
     "empty_rank": steps("convert_first", [2, 0, 3], F64),
@@ -59,7 +67,9 @@ THREE = {
     "ddp_empty_rank": steps("convert_twice", [2, 0, 1], F64, ddp=True, architecture="discriminator",
                             optimizer="adam"),
     "subgroups": steps("convert_first", [2, 1, 3], F64, subgroups=[[0, 1], [2]]),
+    "generator_empty_rank": steps("sync_op", [2, 0, 1], F64, spatial=3, architecture="generator"),
 }
+GENERATOR_LAYERS = ((4,), (3,), (3,))
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +225,27 @@ def test_saves_only_the_output_like_inplace_abn(two):
 
 
 @pytest.mark.slow
+def test_relu_and_transposed_blocks_equal_torch_on_the_whole_batch(two):
+    """ConvTranspose2d -> BN(momentum=None) -> ReLU, ConvTranspose2d (output_padding, bias) -> BN -> LeakyReLU and
+    Conv2d -> BN -> ReLU, synchronised (sync_conv_bn_leaky_relu with relu / transposed): outputs, input and parameter
+    gradients, parameters after SGD steps (with and without DDP), running statistics and the eval output equal
+    torch's modules on the whole batch; the same two collectives per layer and step."""
+    check_against_torch(two, "generator", [3, 1], F64, spatial=3, architecture="generator")
+    check_collectives(two, "generator", GENERATOR_LAYERS)
+    check_against_torch(two, "generator_float32", [2, 3], F32, spatial=3, architecture="generator")
+    check_against_torch(two, "generator_ddp", [1, 2], F64, ddp=True, spatial=3, architecture="generator")
+
+
+@pytest.mark.slow
+def test_relu_keeps_the_conv_output(two):
+    """ReLU is not invertible: the synchronised op keeps the conv output (and the convolution its input), as the
+    unsynchronised op does, never the output as well."""
+    for name in ("saved_relu", "saved_relu_transposed"):
+        for result in results(two, name):
+            assert _saved(result) == [("input", result["input_numel"]), ("other", result["out_numel"])], name
+
+
+@pytest.mark.slow
 def test_ddp_training_steps_on_the_cpu(two):
     """DistributedDataParallel (gloo, CPU) around ConvBNLeakyReLU2d(sync=True) blocks, and around a DCGAN
     discriminator (fused blocks plus standalone BatchNorm2d/1d) converted in either order, SGD and Adam, uneven
@@ -259,6 +290,13 @@ def test_three_processes_uneven_float32(three):
 def test_three_processes_ddp_with_an_empty_rank(three):
     check_against_torch(three, "ddp_empty_rank", [2, 0, 1], F64, ddp=True, architecture="discriminator",
                         optimizer="adam")
+
+
+@pytest.mark.slow
+def test_relu_and_transposed_blocks_with_an_empty_rank(three):
+    check_against_torch(three, "generator_empty_rank", [2, 0, 1], F64, spatial=3, architecture="generator")
+    check_collectives(three, "generator_empty_rank", GENERATOR_LAYERS)
+    assert results(three, "generator_empty_rank")[1]["out"].shape[0] == 0
 
 
 @pytest.mark.slow
@@ -335,6 +373,34 @@ def test_compile_fullgraph_with_momentum_none_in_a_world_of_one(tmp_path, sync):
     finally:
         dist.destroy_process_group()
     assert int(ours.bn.num_batches_tracked) == 3
+
+
+@pytest.mark.parametrize("relu, transposed", fast_only([(True, False), (True, True), (False, True)], [(True, True)],
+                                                      unpack=True))
+def test_relu_and_transposed_without_torch_distributed_are_the_plain_op(relu, transposed):
+    """No process group: sync_conv_bn_leaky_relu is conv_bn_activation with relu / transposed / output_padding, as
+    torch's modules compute them (values, gradients, running statistics); a non-bool relu is refused."""
+    from ascend_acts.sync_batch_norm import sync_conv_bn_leaky_relu
+
+    assert not dist.is_initialized()
+    torch.manual_seed(0)
+    conv = (nn.ConvTranspose2d(2, 4, 3, 2, 1, output_padding=1) if transposed else nn.Conv2d(2, 4, 3, padding=1))
+    theirs = nn.Sequential(conv, nn.BatchNorm2d(4), nn.ReLU() if relu else nn.LeakyReLU(0.2)).double()
+    stats = [b.clone() for b in theirs[1].buffers()][:2]
+    x = torch.randn(3, 2, 5, 5, dtype=F64, requires_grad=True)
+    out = sync_conv_bn_leaky_relu(x, conv.weight, conv.bias, *stats, theirs[1].weight, theirs[1].bias, True, 0.1,
+                                  1e-5, 0.2, conv.stride, conv.padding, conv.dilation, conv.groups, relu=relu,
+                                  transposed=transposed, output_padding=conv.output_padding if transposed else 0)
+    expected = theirs(x)
+    params = (x, conv.weight, conv.bias, theirs[1].weight, theirs[1].bias)
+    grads = [torch.autograd.grad(y, params, torch.ones_like(y)) for y in (out, expected)]
+    torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-12)
+    for mine, torchs in zip(*grads, strict=True):
+        torch.testing.assert_close(mine, torchs, rtol=1e-10, atol=1e-12)
+    for mine, torchs in zip(stats, [theirs[1].running_mean, theirs[1].running_var], strict=True):
+        torch.testing.assert_close(mine, torchs, rtol=1e-12, atol=0)
+    with pytest.raises(TypeError, match="argument 'relu' must be a bool"):
+        sync_conv_bn_leaky_relu(x, conv.weight, relu=1)
 
 
 def test_the_direct_api_checks_its_arguments():

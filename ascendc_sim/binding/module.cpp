@@ -142,12 +142,17 @@ ascend_acts::TilingRequest RequestOf(const std::string& where, const KernelEntry
                 converted.number = value.cast<double>();
             } else if (a.kind == ascend_acts::AttrKind::Bool) {
                 converted.number = value.cast<bool>() ? 1 : 0;
+            } else if (a.kind == ascend_acts::AttrKind::Int) {
+                // a bool is an int to pybind11; the OpDef's Int attribute takes none
+                if (py::isinstance<py::bool_>(value)) throw py::cast_error();
+                converted.integer = value.cast<int64_t>();
             } else {
                 converted.ints = value.cast<std::vector<int64_t>>();
             }
         } catch (const py::cast_error&) {
             const char* expected = a.kind == ascend_acts::AttrKind::Float  ? "a float"
                                    : a.kind == ascend_acts::AttrKind::Bool ? "a bool"
+                                   : a.kind == ascend_acts::AttrKind::Int  ? "an int"
                                                                            : "a sequence of ints";
             throw py::type_error(where + ": attribute '" + a.name + "' must be " + expected + ", got " +
                                  std::string(py::repr(value)));

@@ -4,14 +4,15 @@
 // Pure function of (shape, dtype size, attrs, platform) -> plain struct; no CANN includes, so the CANN
 // TilingFunc, the emulator (both through TilingFor, op_host/common/tiling_request.h) and the unit tests share it.
 //
-// Split: whole channels per core. A channel's statistics then come from one core, so no cross-core
-// reduction (no workspace, no barrier) is needed, and each channel is reduced in a fixed order:
-// results do not depend on the core count. blockDim = min(C, vector cores); the first
-// `bigCoreCount` cores take one channel more than the others.
+// Split: whole statistics groups per core: BatchNorm's channels, or (norm_groups = G > 0, GroupNorm, InstanceNorm for
+// G = C) the G groups of C/G consecutive channels, each core looping over the N samples inside. Every statistic and
+// every per-channel gradient sum (over N too) then comes from one core, so no cross-core reduction (no workspace, no
+// barrier) is needed, and each is reduced in a fixed order: results do not depend on the core count.
+// blockDim = min(groups, vector cores); the first `bigCoreCount` cores take one group more than the others.
 //
-// Within a channel the kernel walks the N planes of H*W contiguous elements (stride C*H*W) in tiles of
-// `tileLength` elements (several whole planes when a plane's bytes fill whole 32-byte blocks, else at most
-// one plane): the largest multiple of one 256-byte float repeat (64 elements) that fits the
+// A unit is the values sharing one mean: a channel's N planes of H*W contiguous elements (stride C*H*W), or a
+// sample's C/G planes of a group (contiguous). The kernels walk a unit in tiles of `tileLength` elements (several
+// whole planes when a plane's bytes fill whole 32-byte blocks, else at most one plane): the largest multiple of one 256-byte float repeat (64 elements) that fits the
 // Unified Buffer (less Select's reserve in the backward) next to the per-core statistics arrays, with
 // double-buffered GM queues. The struct the kernels read is in
 // op_kernel/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling_data.h.
@@ -56,28 +57,46 @@ inline uint64_t UbBytes(BatchNormPass pass, uint32_t dtypeSize, uint32_t tile, u
 
 }  // namespace batch_norm_tiling
 
+// What the kernels do besides the shape (the op table's attributes).
+struct BatchNormOptions {
+    float negativeSlope = 0.0f;
+    float eps = 0.0f;                 // forward
+    float momentum = 0.0f;            // forward
+    bool updateRunningStats = false;  // forward
+    bool relu = false;
+    bool savedIsResult = true;  // backward
+    uint32_t normGroups = 0;    // 0: BatchNorm; G: statistics per sample and group of C/G channels
+};
+
 // Returns false (tiling unset) when the shape cannot be tiled: empty, or the statistics of one core's
-// channels alone do not fit the Unified Buffer.
+// channels alone do not fit the Unified Buffer. `options.normGroups` must divide `channels`.
 inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, uint32_t channels, uint64_t planeSize,
-                                            uint32_t dtypeSize, float negativeSlope, float eps, float momentum,
-                                            bool updateRunningStats, bool relu, uint32_t vectorCoreNum,
+                                            uint32_t dtypeSize, const BatchNormOptions& options, uint32_t vectorCoreNum,
                                             uint64_t ubBytes, BatchNormLeakyReluTiling& tiling) {
     using namespace batch_norm_tiling;
     if (batch == 0 || channels == 0 || planeSize == 0 || vectorCoreNum == 0 || dtypeSize == 0) return false;
-    uint32_t cores = std::min(channels, vectorCoreNum);
-    uint32_t perCore = channels / cores;
-    uint32_t big = channels % cores;
-    uint32_t statsLength = static_cast<uint32_t>(RoundUp(perCore + (big ? 1 : 0), kFloatsPerBlock));
+    // cores own whole statistics groups: BatchNorm's channels, or the groups of C/G channels
+    const bool grouped = options.normGroups > 0;
+    const uint32_t groups = grouped ? options.normGroups : channels;
+    const uint32_t perGroup = channels / groups;
+    uint32_t cores = std::min(groups, vectorCoreNum);
+    uint32_t perCore = groups / cores;
+    uint32_t big = groups % cores;
+    // one value per channel of a core (grouped: also one per group of the core, fewer)
+    uint32_t statsLength = static_cast<uint32_t>(
+        RoundUp(uint64_t(perCore + (big ? 1 : 0)) * perGroup, kFloatsPerBlock));
 
-    // A tile holds whole planes when their bytes fill whole 32-byte blocks (the kernels then move several per
-    // DMA), else at most one plane: no use for a tile longer than that.
+    // A tile holds whole planes of a unit (the values sharing statistics: a channel's N planes, or a sample's C/G
+    // planes of a group) when their bytes fill whole 32-byte blocks (the kernels then move several per DMA), else
+    // at most one plane: no use for a tile longer than that.
     const bool wholePlanes = planeSize * dtypeSize % 32 == 0;
-    uint64_t longest = std::min<uint64_t>(RoundUp(wholePlanes ? planeSize * batch : planeSize, kFloatRepeat),
+    const uint64_t unitPlanes = grouped ? perGroup : batch;
+    uint64_t longest = std::min<uint64_t>(RoundUp(wholePlanes ? planeSize * unitPlanes : planeSize, kFloatRepeat),
                                           kMaxTileLength);
     uint32_t tile = static_cast<uint32_t>(longest);
     // the backward selects dz, and the forward's ReLU its output, with Select (tensor-tensor mode), which needs its
     // UB reserve
-    uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward || relu);
+    uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward || options.relu);
     while (tile >= kFloatRepeat && UbBytes(pass, dtypeSize, tile, statsLength) > usable) tile -= kFloatRepeat;
     if (tile < kFloatRepeat) return false;
 
@@ -85,24 +104,29 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     tiling.channels = channels;
     tiling.planeSize = planeSize;
     tiling.usedCoreNum = cores;
-    tiling.channelsPerCore = perCore;
+    tiling.groupsPerCore = perCore;
     tiling.bigCoreCount = big;
     tiling.tileLength = tile;
     tiling.statsLength = statsLength;
     tiling.reduceWorkLength = ReduceWorkLength(tile);
-    tiling.negativeSlope = negativeSlope;
-    tiling.eps = eps;
-    tiling.momentum = momentum;
-    tiling.updateRunningStats = updateRunningStats ? 1 : 0;
-    tiling.relu = relu ? 1 : 0;
-    double count = double(batch) * double(planeSize);
+    tiling.negativeSlope = options.negativeSlope;
+    tiling.eps = options.eps;
+    tiling.momentum = options.momentum;
+    tiling.updateRunningStats = options.updateRunningStats ? 1 : 0;
+    tiling.relu = options.relu ? 1 : 0;
+    tiling.normGroups = options.normGroups;
+    tiling.channelsPerGroup = perGroup;
+    tiling.savedIsResult = options.savedIsResult ? 1 : 0;
+    double count = double(grouped ? perGroup : batch) * double(planeSize);
     tiling.inverseCount = static_cast<float>(1.0 / count);
     tiling.unbiasFactor = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
+    tiling.inverseBatch = static_cast<float>(1.0 / batch);
     return true;
 }
 
-// The request's input 0 as (N, C, plane); attributes (op table): negative_slope, then (forward only) eps, momentum,
-// update_running_stats, relu. The variant is the BatchNormPass.
+// The request's input 0 as (N, C, plane); attributes (op table): forward negative_slope, eps, momentum,
+// update_running_stats, relu, norm_groups; backward negative_slope, saved_is_result, relu, norm_groups. The variant
+// is the BatchNormPass.
 inline bool TilingFor(const TilingRequest& request, BatchNormLeakyReluTiling& tiling, std::string& why) {
     const auto pass = static_cast<BatchNormPass>(request.variant);
     uint64_t batch = 0, channels = 0, plane = 0;
@@ -116,14 +140,46 @@ inline bool TilingFor(const TilingRequest& request, BatchNormLeakyReluTiling& ti
         why = "with " + std::to_string(request.elementSize) + "-byte elements (2 or 4 only)";
         return false;
     }
+    BatchNormOptions options;
+    options.negativeSlope = request.Float(0);
+    const int64_t groups = request.Int(forward ? 5 : 3);
+    if (forward) {
+        options.eps = request.Float(1);
+        options.momentum = request.Float(2);
+        options.updateRunningStats = request.Bool(3);
+        options.relu = request.Bool(4);
+    } else {
+        options.savedIsResult = request.Bool(1);
+        options.relu = request.Bool(2);
+    }
+    if (groups < 0 || (groups > 0 && channels % static_cast<uint64_t>(groups) != 0)) {
+        why = "of shape " + ShapeText(request.shapes[0]) + ": norm_groups " + std::to_string(groups) +
+              " must be 0 or divide the channels";
+        return false;
+    }
+    options.normGroups = static_cast<uint32_t>(groups);
+    if (options.updateRunningStats && groups > 0 && static_cast<uint64_t>(groups) != channels) {
+        why = "of shape " + ShapeText(request.shapes[0]) + " with norm_groups " + std::to_string(groups) +
+              ": running statistics are per channel, so grouped statistics update them only for norm_groups == C "
+              "(instance norm)";
+        return false;
+    }
+    if (!forward && options.savedIsResult && (options.relu || !(options.negativeSlope > 0.0f))) {
+        why = "from the output: only LeakyReLU with a slope > 0 is invertible (saved_is_result false takes the conv "
+              "output and save_mean)";
+        return false;
+    }
+    if (!forward && !options.savedIsResult && !request.present[4]) {
+        why = "from the conv output (saved_is_result false): save_mean missing";
+        return false;
+    }
     if (!ComputeBatchNormLeakyReluTiling(pass, static_cast<uint32_t>(batch), static_cast<uint32_t>(channels), plane,
-                                         request.elementSize, request.Float(0), forward ? request.Float(1) : 0.0f,
-                                         forward ? request.Float(2) : 0.0f, forward && request.Bool(3),
-                                         forward && request.Bool(4), request.platform.vectorCores,
+                                         request.elementSize, options, request.platform.vectorCores,
                                          request.platform.ubBytes, tiling)) {
         why = "of shape (" + std::to_string(static_cast<uint32_t>(batch)) + ", " +
               std::to_string(static_cast<uint32_t>(channels)) + ", " + std::to_string(plane) + " per plane) with " +
-              std::to_string(request.elementSize) + "-byte elements";
+              std::to_string(request.elementSize) + "-byte elements" +
+              (groups > 0 ? " and norm_groups " + std::to_string(groups) : std::string());
         return false;
     }
     return true;

@@ -69,6 +69,8 @@ ge::graphStatus RequestTilingFunc(gert::TilingContext* context, uint32_t variant
             value.number = *attrs->GetAttrPointer<float>(index);
         } else if (kind == ascend_acts::AttrKind::Bool) {
             value.number = *attrs->GetAttrPointer<bool>(index) ? 1 : 0;
+        } else if (kind == ascend_acts::AttrKind::Int) {
+            value.integer = *attrs->GetInt(index);  // RuntimeAttrs::GetInt (exe_graph/runtime/runtime_attrs.h:36)
         } else {
             const auto* list = attrs->GetListInt(index);
             value.ints.assign(list->GetData(), list->GetData() + list->GetSize());
@@ -131,6 +133,21 @@ inline graphStatus FirstLikeInputRestPerChannel(gert::InferShapeContext* context
         gert::Shape* channel = context->GetOutputShape(i);
         channel->SetDimNum(1);
         channel->SetDim(0, x->GetDim(1));
+    }
+    return GRAPH_SUCCESS;
+}
+
+// The BatchNorm + activation forward's outputs: y like x; save_mean and save_invstd per channel (C), or (N, G) with
+// the attribute norm_groups = G > 0 (index 5, op table); the running statistics per channel.
+inline graphStatus BatchNormForwardShapes(gert::InferShapeContext* context) {
+    graphStatus status = FirstLikeInputRestPerChannel(context);
+    const int64_t* groups = context->GetAttrs()->GetInt(5);  // RuntimeAttrs::GetInt (runtime_attrs.h:36)
+    if (status != GRAPH_SUCCESS || groups == nullptr || *groups == 0) return status;
+    for (size_t output : {1, 2}) {
+        gert::Shape* saved = context->GetOutputShape(output);
+        saved->SetDimNum(2);
+        saved->SetDim(0, context->GetInputShape(0)->GetDim(0));
+        saved->SetDim(1, *groups);
     }
     return GRAPH_SUCCESS;
 }

@@ -19,12 +19,14 @@
 
 namespace ascend_acts {
 
-// An attribute's type, as the op table declares it (Attr.type: "float", "bool", "list_int").
-enum class AttrKind : uint8_t { Float, Bool, ListInt };
+// An attribute's type, as the op table declares it (Attr.type: "float", "bool", "int", "list_int").
+enum class AttrKind : uint8_t { Float, Bool, Int, ListInt };
 
-// One attribute value: `number` for Float and Bool, `ints` for ListInt.
+// One attribute value: `number` for Float and Bool, `integer` for Int (exact: a double holds only 53 bits),
+// `ints` for ListInt.
 struct AttrValue {
     double number = 0;
+    int64_t integer = 0;
     std::vector<int64_t> ints;
 };
 
@@ -47,6 +49,7 @@ struct TilingRequest {
 
     float Float(size_t attr) const { return static_cast<float>(attrs[attr].number); }
     bool Bool(size_t attr) const { return attrs[attr].number != 0; }
+    int64_t Int(size_t attr) const { return attrs[attr].integer; }
     const std::vector<int64_t>& Ints(size_t attr) const { return attrs[attr].ints; }
     // Input `input`'s element count (1 for a scalar).
     uint64_t Elements(size_t input) const {

@@ -20,6 +20,7 @@
 
 #include "../../op_kernel/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling_data.h"
 #include "../common/tiling_request.h"
+#include "../common/ub_budget.h"
 
 namespace ascend_acts {
 
@@ -219,10 +220,14 @@ inline bool CheapestShape(ConvBnLeakyReluEvalTiling& t, uint32_t blockRows, bool
 }  // namespace conv_eval_tiling
 
 // Returns false when the geometry is empty, outside the field widths of LoadData 3Dv2 / Mmad / Fixpipe, pads a
-// whole filter height (a tile would read no input row), or cannot be tiled on the platform.
+// whole filter height (a tile would read no input row), or cannot be tiled on the platform. `relu`: the epilogue
+// selects (torch's ReLU), so the AIVs' buffers leave Select's temporary at the top of UB free.
 inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dtypeSize, float negativeSlope,
-                                             const CubePlatform& p, ConvBnLeakyReluEvalTiling& t) {
+                                             const CubePlatform& platform, ConvBnLeakyReluEvalTiling& t,
+                                             bool relu = false) {
     using namespace conv_eval_tiling;
+    CubePlatform p = platform;
+    p.ubBytes = UsableUbBytes(platform.ubBytes, relu);
     if (g.batch == 0 || g.outChannels == 0 || g.outHeight == 0 || g.outWidth == 0 || g.inChannels == 0 ||
         g.height == 0 || g.width == 0 || g.kernelH == 0 || g.kernelW == 0 || p.cubeCoreNum == 0 ||
         (dtypeSize != 2 && dtypeSize != 4))
@@ -250,6 +255,7 @@ inline bool ComputeConvBnLeakyReluEvalTiling(const ConvGeometry& g, uint32_t dty
     // a W' slice's DataCopy steps over the other Cout fractals of a K fractal in 32-byte blocks: uint16_t srcStride
     if (uint64_t(CeilDiv(g.outChannels, kFractalRows)) * 16 > kMaxU16) return false;
     plan.negativeSlope = negativeSlope;
+    plan.relu = relu ? 1 : 0;
     plan.imagesPerItem = 1;
 
     bool found = false;
@@ -312,7 +318,7 @@ inline bool PackedWeightMatches(const std::vector<int64_t>& w, const ConvGeometr
 
 // Inputs (op table): x (N, C_in, H, W), weight W' packed in FRACTAL_Z order (C1, kh, kw, M1, 16, C0), bias (C_out,)
 // float (C_out from it, as the OpDef's infer shape); attributes: strides (h, w), pads (top, bottom, left, right),
-// dilations (h, w), negative_slope; groups = 1.
+// dilations (h, w), negative_slope, relu; groups = 1.
 inline bool TilingFor(const TilingRequest& request, ConvBnLeakyReluEvalTiling& tiling, std::string& why) {
     using namespace conv_eval_tiling;
     const std::vector<int64_t>&x = request.shapes[0], &w = request.shapes[1], &b = request.shapes[2];
@@ -342,7 +348,7 @@ inline bool TilingFor(const TilingRequest& request, ConvBnLeakyReluEvalTiling& t
     }
     const PlatformLimits& p = request.platform;
     const CubePlatform cube{p.cubeCores, p.vectorCores, p.ubBytes, p.l1Bytes, p.l0aBytes, p.l0bBytes, p.l0cBytes};
-    if (!ComputeConvBnLeakyReluEvalTiling(g, request.elementSize, request.Float(3), cube, tiling)) {
+    if (!ComputeConvBnLeakyReluEvalTiling(g, request.elementSize, request.Float(3), cube, tiling, request.Bool(4))) {
         why += " (two input bands and two K slices of 16 W' rows do not fit L1, or an output row does not fit L0)";
         return false;
     }

@@ -1,18 +1,22 @@
-// BatchNorm2d (training: batch statistics) + LeakyReLU forward, on the output of the convolution.
+// BatchNorm2d (training: batch statistics) + LeakyReLU forward, on the output of the convolution; with
+// norm_groups = G > 0 GroupNorm (InstanceNorm for G = C) + LeakyReLU instead.
 //
-//   out = leaky_relu((x - mean) * invstd * gamma + beta, slope),  mean/var over N, H, W per channel
+//   out = leaky_relu((x - mean) * invstd * gamma[c] + beta[c], slope),  mean/var over N, H, W per channel
+//   (grouped: over the C/G channels of a group and H, W, per sample; gamma, beta still per channel)
 //   (or, with tiling.relu, torch's relu: z < 0 ? +0 : z, so -0, NaN and +inf stay and -inf gives +0)
 //
-// Each core owns whole channels (see op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h), so the
-// reduction needs no cross-core step. Two passes over a channel: (1) sums of x - shift and (x - shift)^2, with shift the
-// mean of the channel's first tile (the shifted-data variance: no cancellation when |mean| >> std), pairwise within
-// a tile and compensated across tiles so their error does not grow with N * H * W; (2) normalise, centred first ((x - mean) * gamma * invstd + beta), +
-// LeakyReLU and the single write of `out`. GM traffic: x read twice, out written
-// once, O(C) floats of statistics. Half types are computed in float32 and rounded once (RINT).
+// Each core owns whole statistics groups (see op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h), so the
+// reduction needs no cross-core step. Two passes over a unit (the values sharing one mean): (1) sums of x - shift and
+// (x - shift)^2, with shift the mean of the unit's first tile (the shifted-data variance: no cancellation when |mean|
+// >> std), pairwise within a tile and compensated across tiles so their error does not grow with the unit's size;
+// (2) normalise, centred first ((x - mean) * gamma * invstd + beta), + LeakyReLU and the single write of `out`. GM
+// traffic: x read twice, out written once, O(C) floats of statistics (O(N * G) grouped). Half types are computed in
+// float32 and rounded once (RINT).
 //
-// Outputs besides `out`: save_mean, save_invstd (for the backward and for torch's BN semantics) and,
-// when updateRunningStats, running_mean / running_var (unbiased variance): in-place outputs, the same
-// GM as the inputs of those names (an aclnn "Ref" pair), read and then written by the channel's core.
+// Outputs besides `out`: save_mean, save_invstd (C floats, or N * G, n-major) and, when updateRunningStats,
+// running_mean / running_var (unbiased variance; grouped only for G = C, from the mean over n of each instance's
+// statistics, as torch's instance_norm): in-place outputs, the same GM as the inputs of those names (an aclnn "Ref"
+// pair), read and then written by the channel's core.
 #include "batch_norm_leaky_relu_common.h"
 
 using namespace AscendC;
@@ -22,7 +26,10 @@ namespace {
 
 using batch_norm_kernel::ChannelStats;
 using batch_norm_kernel::PlaneTile;
+using batch_norm_kernel::Unit;
 
+// Per unit (BatchNorm: per channel; grouped: per group of the core for the current sample) or per channel (Gamma,
+// Beta, the running statistics and, grouped, their sums over the samples).
 enum class ForwardSlot : uint32_t {
     SumShifted,
     SumSquaresShifted,
@@ -30,13 +37,14 @@ enum class ForwardSlot : uint32_t {
     Gamma,
     Beta,
     RunningMean,
-    RunningVar,
+    RunningVar,  // grouped: the sum over samples of each instance's variance until the update
     Mean,
     Variance,
     InvStd,
     Scale,
+    MeanSum,  // grouped: the sum over samples of each instance's mean
 };
-static_assert(static_cast<uint32_t>(ForwardSlot::Scale) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
+static_assert(static_cast<uint32_t>(ForwardSlot::MeanSum) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
 
 template <typename T>
 class BatchNormLeakyReluForward {
@@ -45,14 +53,18 @@ public:
                                 GM_ADDR out, GM_ADDR saveMean, GM_ADDR saveInvStd, GM_ADDR runningMeanOut,
                                 GM_ADDR runningVarOut, const BatchNormLeakyReluTiling& tiling) {
         tiling_ = tiling;
-        BatchNormChannelRange(tiling_, GetBlockIdx(), firstChannel_, channelCount_);
+        BatchNormGroupRange(tiling_, GetBlockIdx(), firstGroup_, groupCount_);
+        firstChannel_ = firstGroup_ * tiling_.channelsPerGroup;
+        channelCount_ = groupCount_ * tiling_.channelsPerGroup;
         uint64_t total = uint64_t(tiling_.batch) * tiling_.channels * tiling_.planeSize;
         xGm_.SetGlobalBuffer((__gm__ T*)x, total);
         outGm_.SetGlobalBuffer((__gm__ T*)out, total);
         gammaGm_.SetGlobalBuffer((__gm__ float*)gamma + firstChannel_, channelCount_);
         betaGm_.SetGlobalBuffer((__gm__ float*)beta + firstChannel_, channelCount_);
-        saveMeanGm_.SetGlobalBuffer((__gm__ float*)saveMean + firstChannel_, channelCount_);
-        saveInvStdGm_.SetGlobalBuffer((__gm__ float*)saveInvStd + firstChannel_, channelCount_);
+        // grouped: row n of the (N, G) statistics at n * G + firstGroup_
+        const uint64_t saved = tiling_.normGroups ? uint64_t(tiling_.batch) * tiling_.normGroups : tiling_.channels;
+        saveMeanGm_.SetGlobalBuffer((__gm__ float*)saveMean, saved);
+        saveInvStdGm_.SetGlobalBuffer((__gm__ float*)saveInvStd, saved);
         if (tiling_.updateRunningStats) {
             runningMeanGm_.SetGlobalBuffer((__gm__ float*)runningMean + firstChannel_, channelCount_);
             runningVarGm_.SetGlobalBuffer((__gm__ float*)runningVar + firstChannel_, channelCount_);
@@ -70,82 +82,127 @@ public:
     }
 
     __aicore__ inline void Process() {
-        for (uint32_t local = 0; local < channelCount_; ++local) AccumulateChannel(local);
-        ComputeChannelAffine();
-        for (uint32_t local = 0; local < channelCount_; ++local) NormalizeChannel(local);
+        if (tiling_.normGroups == 0) {
+            ProcessBatchNorm();
+        } else {
+            ProcessGrouped();
+        }
     }
 
 private:
-    // Pass 1: the channel's two shifted sums, compensated. A sum that is not finite (an inf or NaN in the channel,
-    // which the compensation turns into NaN) is taken again plainly: torch's inf or NaN.
-    __aicore__ inline void AccumulateChannel(uint32_t local) {
-        float shift = 0.0f, total = 0.0f, totalSquares = 0.0f;
-        SumChannel<true>(local, shift, total, totalSquares);
-        if (!compensated_sum::IsFinite(total) || !compensated_sum::IsFinite(totalSquares)) {
-            SumChannel<false>(local, shift, total, totalSquares);
-        }
-        stats_[ForwardSlot::SumShifted].SetValue(local, total);
-        stats_[ForwardSlot::SumSquaresShifted].SetValue(local, totalSquares);
-        stats_[ForwardSlot::Shift].SetValue(local, shift);
+    // One unit per channel of the core: all channels' sums, their statistics vectorised over the channels, then
+    // each channel normalised.
+    __aicore__ inline void ProcessBatchNorm() {
+        const uint32_t n = channelCount_;
+        for (uint32_t local = 0; local < n; ++local) AccumulateUnit(ChannelUnit(local), local);
+        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Gamma], gammaGm_, n);
+        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Beta], betaGm_, n);
+        PipeBarrier<PIPE_ALL>();
+        LocalTensor<float> mean = stats_[ForwardSlot::Mean];
+        LocalTensor<float> invStd = stats_[ForwardSlot::InvStd];
+        MeanAndInvStd(n);
+        // out = (x - mean) * scale + beta with scale = gamma * invstd: centred first, no cancellation of a large
+        // x * scale against beta - mean * scale
+        Mul(stats_[ForwardSlot::Scale], stats_[ForwardSlot::Gamma], invStd, n);
+        PipeBarrier<PIPE_ALL>();
+        batch_norm_kernel::CopyOut(saveMeanGm_[firstChannel_], mean, n);
+        batch_norm_kernel::CopyOut(saveInvStdGm_[firstChannel_], invStd, n);
+        if (tiling_.updateRunningStats) UpdateRunningStats(mean, stats_[ForwardSlot::Variance]);
+        for (uint32_t local = 0; local < n; ++local) NormalizeChannel(local);
     }
 
-    // Sums of x - shift and (x - shift)^2 over the channel (batch_norm_kernel::ChannelSums).
+    // Per sample n: the core's groups of n (its units), their statistics vectorised over the groups and written as
+    // one contiguous piece of row n, then each unit normalised with its channels' gamma and beta. The instance
+    // norm's running statistics add up each sample's statistics in a fixed order (n ascending).
+    __aicore__ inline void ProcessGrouped() {
+        const uint32_t groups = groupCount_;
+        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Gamma], gammaGm_, channelCount_);
+        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Beta], betaGm_, channelCount_);
+        if (tiling_.updateRunningStats) {
+            Duplicate(stats_[ForwardSlot::MeanSum], 0.0f, groups);
+            Duplicate(stats_[ForwardSlot::RunningVar], 0.0f, groups);
+        }
+        for (uint32_t n = 0; n < tiling_.batch; ++n) {
+            for (uint32_t local = 0; local < groups; ++local) AccumulateUnit(GroupUnit(n, local), local);
+            PipeBarrier<PIPE_ALL>();
+            MeanAndInvStd(groups);
+            PipeBarrier<PIPE_ALL>();
+            const uint64_t row = uint64_t(n) * tiling_.normGroups + firstGroup_;
+            batch_norm_kernel::CopyOut(saveMeanGm_[row], stats_[ForwardSlot::Mean], groups);
+            batch_norm_kernel::CopyOut(saveInvStdGm_[row], stats_[ForwardSlot::InvStd], groups);
+            if (tiling_.updateRunningStats) {
+                Add(stats_[ForwardSlot::MeanSum], stats_[ForwardSlot::MeanSum], stats_[ForwardSlot::Mean], groups);
+                Add(stats_[ForwardSlot::RunningVar], stats_[ForwardSlot::RunningVar], stats_[ForwardSlot::Variance],
+                    groups);
+            }
+            for (uint32_t local = 0; local < groups; ++local) NormalizeGroupUnit(GroupUnit(n, local), local);
+        }
+        if (tiling_.updateRunningStats) UpdateInstanceRunningStats();
+    }
+
+    __aicore__ inline Unit ChannelUnit(uint32_t local) const {
+        return batch_norm_kernel::ChannelUnit(tiling_, firstChannel_ + local, local);
+    }
+    __aicore__ inline Unit GroupUnit(uint32_t n, uint32_t local) const {
+        return batch_norm_kernel::GroupUnit(tiling_, n, firstGroup_ + local, local);
+    }
+
+    // Pass 1: the unit's two shifted sums, compensated, into slot position `slot`. A sum that is not finite (an inf
+    // or NaN in the unit, which the compensation turns into NaN) is taken again plainly: torch's inf or NaN.
+    __aicore__ inline void AccumulateUnit(const Unit& unit, uint32_t slot) {
+        float shift = 0.0f, total = 0.0f, totalSquares = 0.0f;
+        SumUnit<true>(unit, shift, total, totalSquares);
+        if (!compensated_sum::IsFinite(total) || !compensated_sum::IsFinite(totalSquares)) {
+            SumUnit<false>(unit, shift, total, totalSquares);
+        }
+        stats_[ForwardSlot::SumShifted].SetValue(slot, total);
+        stats_[ForwardSlot::SumSquaresShifted].SetValue(slot, totalSquares);
+        stats_[ForwardSlot::Shift].SetValue(slot, shift);
+    }
+
+    // Sums of x - shift and (x - shift)^2 over the unit (batch_norm_kernel::ChannelSums).
     template <bool kCompensated>
-    __aicore__ inline void SumChannel(uint32_t local, float& shift, float& total, float& totalSquares) {
+    __aicore__ inline void SumUnit(const Unit& unit, float& shift, float& total, float& totalSquares) {
         LocalTensor<float> values = valuesBuf_.Get<float>();
         LocalTensor<float> squares = squaresBuf_.Get<float>();
         batch_norm_kernel::ChannelSums<kCompensated> sums(sumsBuf_.Get<float>());
         bool first = true;
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
-                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                                              LoadAsFloat(values, tile);
-                                              if (first) {
-                                                  shift = FirstTileMean(values, squares, tile.count);
-                                                  first = false;
-                                              }
-                                              Adds(values, values, -shift, tile.count);
-                                              Mul(squares, values, values, tile.count);
-                                              sums.Add(values, squares, tile.count);
-                                          });
+        batch_norm_kernel::ForEachTile<T>(tiling_, unit, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+            LoadAsFloat(values, tile);
+            if (first) {
+                shift = FirstTileMean(values, squares, tile.count);
+                first = false;
+            }
+            Adds(values, values, -shift, tile.count);
+            Mul(squares, values, values, tile.count);
+            sums.Add(values, squares, tile.count);
+        });
         sums.Totals(values, reduceWorkBuf_.Get<float>(), total, totalSquares);
     }
 
-    // Per channel of the core, vectorised over the channels: mean, invstd, scale = gamma * invstd,
-    // and the running statistics; written to GM once.
-    __aicore__ inline void ComputeChannelAffine() {
-        const uint32_t n = channelCount_;
+    // Mean, (biased) variance and invstd of the first `n` units, vectorised over them; Scale is scratch.
+    __aicore__ inline void MeanAndInvStd(uint32_t n) {
         float inverseCount = tiling_.inverseCount;
         LocalTensor<float> mean = stats_[ForwardSlot::Mean];
         LocalTensor<float> variance = stats_[ForwardSlot::Variance];
         LocalTensor<float> invStd = stats_[ForwardSlot::InvStd];
-        LocalTensor<float> scale = stats_[ForwardSlot::Scale];
-        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Gamma], gammaGm_, n);
-        batch_norm_kernel::CopyIn(stats_[ForwardSlot::Beta], betaGm_, n);
-        PipeBarrier<PIPE_ALL>();
-
+        LocalTensor<float> scratch = stats_[ForwardSlot::Scale];
         // var = E[(x-shift)^2] - E[x-shift]^2, mean = E[x-shift] + shift
         Muls(mean, stats_[ForwardSlot::SumShifted], inverseCount, n);
         Muls(variance, stats_[ForwardSlot::SumSquaresShifted], inverseCount, n);
-        Mul(scale, mean, mean, n);
-        Sub(variance, variance, scale, n);
+        Mul(scratch, mean, mean, n);
+        Sub(variance, variance, scratch, n);
         // var < 0 (rounding) -> 0, as (var + |var|) / 2: exact for var >= 0, and a NaN or inf in the batch stays
         // NaN as in torch (a Maxs(var, 0) may drop NaN: its result for NaN is unspecified)
         Muls(variance, variance, 0.5f, n);
-        Abs(scale, variance, n);
-        Add(variance, variance, scale, n);
+        Abs(scratch, variance, n);
+        Add(variance, variance, scratch, n);
         Add(mean, mean, stats_[ForwardSlot::Shift], n);
         // invstd = 1 / sqrt(var + eps)
-        Adds(scale, variance, tiling_.eps, n);
-        Sqrt(scale, scale, n);
+        Adds(scratch, variance, tiling_.eps, n);
+        Sqrt(scratch, scratch, n);
         Duplicate(invStd, 1.0f, n);
-        Div(invStd, invStd, scale, n);
-        // out = (x - mean) * scale + beta with scale = gamma * invstd: centred first, no cancellation of a large
-        // x * scale against beta - mean * scale
-        Mul(scale, stats_[ForwardSlot::Gamma], invStd, n);
-        PipeBarrier<PIPE_ALL>();
-        batch_norm_kernel::CopyOut(saveMeanGm_, mean, n);
-        batch_norm_kernel::CopyOut(saveInvStdGm_, invStd, n);
-        if (tiling_.updateRunningStats) UpdateRunningStats(mean, variance);
+        Div(invStd, invStd, scratch, n);
     }
 
     // running = (1 - momentum) * running + momentum * batch value; the variance unbiased (n / (n - 1)).
@@ -169,6 +226,29 @@ private:
         batch_norm_kernel::CopyOut(runningVarOutGm_, runningVar, n);
     }
 
+    // Instance norm (G = C: group = channel): running = (1 - momentum) * running + momentum * (the mean over the N
+    // instances of each one's mean, and of its unbiased variance), as torch's instance_norm.
+    __aicore__ inline void UpdateInstanceRunningStats() {
+        const uint32_t n = channelCount_;
+        LocalTensor<float> runningMean = stats_[ForwardSlot::SumShifted];  // the passes are over: free
+        LocalTensor<float> runningVar = stats_[ForwardSlot::SumSquaresShifted];
+        LocalTensor<float> scratch = stats_[ForwardSlot::Shift];
+        batch_norm_kernel::CopyIn(runningMean, runningMeanGm_, n);
+        batch_norm_kernel::CopyIn(runningVar, runningVarGm_, n);
+        PipeBarrier<PIPE_ALL>();
+        float keep = 1.0f - tiling_.momentum;
+        float meanWeight = tiling_.momentum * tiling_.inverseBatch;
+        Muls(runningMean, runningMean, keep, n);
+        Muls(scratch, stats_[ForwardSlot::MeanSum], meanWeight, n);
+        Add(runningMean, runningMean, scratch, n);
+        Muls(runningVar, runningVar, keep, n);
+        Muls(scratch, stats_[ForwardSlot::RunningVar], meanWeight * tiling_.unbiasFactor, n);
+        Add(runningVar, runningVar, scratch, n);
+        PipeBarrier<PIPE_ALL>();
+        batch_norm_kernel::CopyOut(runningMeanOutGm_, runningMean, n);
+        batch_norm_kernel::CopyOut(runningVarOutGm_, runningVar, n);
+    }
+
     // Pass 2: out = leaky_relu((x - mean) * scale + beta) (or relu), rounded once to T.
     __aicore__ inline void NormalizeChannel(uint32_t local) {
         PipeBarrier<PIPE_ALL>();
@@ -176,15 +256,36 @@ private:
         float scale = stats_[ForwardSlot::Scale].GetValue(local);
         float beta = stats_[ForwardSlot::Beta].GetValue(local);
         LocalTensor<float> values = valuesBuf_.Get<float>();
-        batch_norm_kernel::ForEachTile<T>(tiling_, firstChannel_ + local,
-                                          [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
-                                              LoadAsFloat(values, tile);
-                                              Adds(values, values, -mean, tile.count);
-                                              Muls(values, values, scale, tile.count);
-                                              Adds(values, values, beta, tile.count);
-                                              Activate(values, tile.count);
-                                              batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
-                                          });
+        batch_norm_kernel::ForEachTile<T>(tiling_, ChannelUnit(local), [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+            LoadAsFloat(values, tile);
+            Adds(values, values, -mean, tile.count);
+            Muls(values, values, scale, tile.count);
+            Adds(values, values, beta, tile.count);
+            Activate(values, tile.count);
+            batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
+        });
+    }
+
+    // Pass 2 of a grouped unit (core-local group `local`): the same per channel piece, scale = gamma[c] * invstd.
+    __aicore__ inline void NormalizeGroupUnit(const Unit& unit, uint32_t local) {
+        PipeBarrier<PIPE_ALL>();
+        float mean = stats_[ForwardSlot::Mean].GetValue(local);
+        float invStd = stats_[ForwardSlot::InvStd].GetValue(local);
+        LocalTensor<float> gamma = stats_[ForwardSlot::Gamma];
+        LocalTensor<float> beta = stats_[ForwardSlot::Beta];
+        LocalTensor<float> values = valuesBuf_.Get<float>();
+        batch_norm_kernel::ForEachTile<T>(tiling_, unit, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
+            LoadAsFloat(values, tile);
+            Adds(values, values, -mean, tile.count);
+            batch_norm_kernel::ForEachChannelPiece(
+                tiling_, unit, tile, [&](uint32_t offset, uint32_t count, uint32_t channel) ACTS_AICORE_LAMBDA {
+                    LocalTensor<float> piece = values[offset];
+                    Muls(piece, piece, gamma.GetValue(channel) * invStd, count);
+                    Adds(piece, piece, beta.GetValue(channel), count);
+                });
+            Activate(values, tile.count);
+            batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);
+        });
     }
 
     // ReLU as torch's (z < 0 ? +0 : z): LeakyReLU with slope 0 would give -0 for a negative z and NaN for -inf,
@@ -229,7 +330,7 @@ private:
     }
 
     BatchNormLeakyReluTiling tiling_;
-    uint32_t firstChannel_ = 0, channelCount_ = 0;
+    uint32_t firstGroup_ = 0, groupCount_ = 0, firstChannel_ = 0, channelCount_ = 0;
     TPipe pipe_;
     TQue<QuePosition::VECIN, batch_norm_tiling::kBufferNum> inQueue_;
     TQue<QuePosition::VECOUT, batch_norm_tiling::kBufferNum> outQueue_;

@@ -1,8 +1,10 @@
-// Shared by the BatchNorm + LeakyReLU training kernels (forward and backward): a core's channel range,
-// the walk over one channel's tiles, and the per-core statistics arrays in UB.
+// Shared by the BatchNorm + LeakyReLU training kernels (forward and backward): the units a core reduces, the walk
+// over a unit's tiles, and the per-core statistics arrays in UB.
 //
-// Layout: NCHW, so channel c is N planes of H*W contiguous elements, plane n at (n * C + c) * H*W.
-// Tiles never cross planes; the last tile of a plane may be short, and is moved with DataCopyPad.
+// Layout: NCHW, so channel c of sample n is a plane of H*W contiguous elements at (n * C + c) * H*W. A unit (the
+// values sharing one mean) is a channel's N planes (BatchNorm) or sample n's C/G consecutive planes of group g
+// (norm_groups = G). Tiles never cross planes unless they hold whole ones; the last tile of a plane may be short,
+// and is moved with DataCopyPad.
 #pragma once
 
 #include "kernel_operator.h"
@@ -14,13 +16,38 @@
 namespace ascend_acts {
 namespace batch_norm_kernel {
 
-// One tile of a channel: its GM offset (elements) and its length. A tile of several whole planes (`planes` > 1)
-// has them `planeStride` elements apart in GM and back to back in UB.
+// A unit: `planes` planes of tiling.planeSize elements, `planeStride` apart in GM from `offset`; plane p has the
+// core-local channel firstChannel + channelStep * p (channelStep 0: one channel, BatchNorm's unit).
+struct Unit {
+    uint64_t offset;
+    uint32_t planes;
+    uint64_t planeStride;
+    uint32_t firstChannel;
+    uint32_t channelStep;
+};
+
+// BatchNorm's unit of core-local channel `local` (global channel `channel`): its N planes.
+__aicore__ inline Unit ChannelUnit(const BatchNormLeakyReluTiling& tiling, uint32_t channel, uint32_t local) {
+    return Unit{uint64_t(channel) * tiling.planeSize, tiling.batch, uint64_t(tiling.channels) * tiling.planeSize, local,
+                0};
+}
+
+// The grouped unit of sample n and group `group` (core-local group `local`): C/G contiguous planes.
+__aicore__ inline Unit GroupUnit(const BatchNormLeakyReluTiling& tiling, uint32_t n, uint32_t group, uint32_t local) {
+    const uint32_t perGroup = tiling.channelsPerGroup;
+    return Unit{(uint64_t(n) * tiling.channels + uint64_t(group) * perGroup) * tiling.planeSize, perGroup,
+                tiling.planeSize, local * perGroup, 1};
+}
+
+// One tile of a unit: its GM offset (elements) and its length. A tile of several whole planes (`planes` > 1) has
+// them `planeStride` elements apart in GM and back to back in UB; `firstPlane` is its first plane's index in the
+// unit.
 struct PlaneTile {
     uint64_t offset;
     uint32_t count;
     uint32_t planes;
     uint64_t planeStride;
+    uint32_t firstPlane;
 };
 
 // DataCopyPad's blockCount is 12 bits (CheckDataCopyPadParams, dav_c220 kernel_operator_data_copy_impl.h).
@@ -35,28 +62,60 @@ __aicore__ inline uint32_t PlanesPerTile(const BatchNormLeakyReluTiling& tiling)
     return planes < kMaxCopyBlocks ? static_cast<uint32_t>(planes) : kMaxCopyBlocks;
 }
 
-// Visits the tiles of channel `channel` in a fixed order (plane by plane, front to back).
+// Visits the tiles of `unit` in a fixed order (plane by plane, front to back).
 template <typename T, typename Visit>
-__aicore__ inline void ForEachTile(const BatchNormLeakyReluTiling& tiling, uint32_t channel, Visit&& visit) {
-    const uint64_t planeStride = uint64_t(tiling.channels) * tiling.planeSize;
+__aicore__ inline void ForEachTile(const BatchNormLeakyReluTiling& tiling, const Unit& unit, Visit&& visit) {
     const uint32_t group = PlanesPerTile<T>(tiling);
     if (group > 1) {
-        for (uint32_t n = 0; n < tiling.batch; n += group) {
-            uint32_t planes = tiling.batch - n < group ? tiling.batch - n : group;
-            visit(PlaneTile{(uint64_t(n) * tiling.channels + channel) * tiling.planeSize,
-                            planes * static_cast<uint32_t>(tiling.planeSize), planes, planeStride});
+        for (uint32_t p = 0; p < unit.planes; p += group) {
+            uint32_t planes = unit.planes - p < group ? unit.planes - p : group;
+            visit(PlaneTile{unit.offset + p * unit.planeStride, planes * static_cast<uint32_t>(tiling.planeSize),
+                            planes, unit.planeStride, p});
         }
         return;
     }
-    for (uint32_t n = 0; n < tiling.batch; ++n) {
-        uint64_t planeStart = (uint64_t(n) * tiling.channels + channel) * tiling.planeSize;
+    for (uint32_t p = 0; p < unit.planes; ++p) {
+        uint64_t planeStart = unit.offset + p * unit.planeStride;
         for (uint64_t done = 0; done < tiling.planeSize; done += tiling.tileLength) {
             uint64_t left = tiling.planeSize - done;
             uint32_t count = left < tiling.tileLength ? static_cast<uint32_t>(left) : tiling.tileLength;
-            visit(PlaneTile{planeStart + done, count, 1, planeStride});
+            visit(PlaneTile{planeStart + done, count, 1, unit.planeStride, p});
         }
     }
 }
+
+// Visits the pieces of a tile that share one channel, as (UB offset, count, core-local channel): the whole tile for
+// a one-channel unit, else each plane (whole planes in a tile fill 32-byte blocks, so every offset is aligned).
+template <typename Visit>
+__aicore__ inline void ForEachChannelPiece(const BatchNormLeakyReluTiling& tiling, const Unit& unit,
+                                           const PlaneTile& tile, Visit&& visit) {
+    if (unit.channelStep == 0 || tile.planes <= 1) {
+        visit(0u, tile.count, unit.firstChannel + unit.channelStep * tile.firstPlane);
+        return;
+    }
+    const uint32_t plane = static_cast<uint32_t>(tiling.planeSize);
+    for (uint32_t p = 0; p < tile.planes; ++p) {
+        visit(p * plane, plane, unit.firstChannel + unit.channelStep * (tile.firstPlane + p));
+    }
+}
+
+// A float32 sum on the scalar unit, compensated (Neumaier): its error does not grow with the number of terms. `sum`
+// alone is the plain sum, which a non-finite term or overflow leaves as torch's inf or NaN (the correction is then
+// NaN or meaningless, and dropped).
+struct ScalarSum {
+    float sum = 0.0f;
+    float correction = 0.0f;
+
+    __aicore__ inline void Add(float term) {
+        float next = sum + term;
+        float bigger = sum < 0.0f ? -sum : sum, smaller = term < 0.0f ? -term : term;
+        correction += bigger >= smaller ? (sum - next) + term : (term - next) + sum;
+        sum = next;
+    }
+    __aicore__ inline float Total() const {
+        return compensated_sum::IsFinite(sum) && compensated_sum::IsFinite(correction) ? sum + correction : sum;
+    }
+};
 
 __aicore__ inline AscendC::DataCopyExtParams ContiguousBytes(uint32_t count, uint32_t elementSize) {
     return AscendC::DataCopyExtParams{1, count * elementSize, 0, 0, 0};

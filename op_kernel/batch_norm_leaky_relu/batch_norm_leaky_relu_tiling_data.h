@@ -1,5 +1,5 @@
 // What the BatchNorm + LeakyReLU training kernels read from the host's tiling (the plain struct, the
-// buffer constants their InitBuffer calls share with the tiling, a core's channel range). In op_kernel/
+// buffer constants their InitBuffer calls share with the tiling, a core's range of statistics groups). In op_kernel/
 // because CANN's source package ships only op_kernel/ to the kernel build; the pure tiling function,
 // op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h, includes it from here.
 #pragma once
@@ -11,11 +11,11 @@
 namespace ascend_acts {
 
 struct BatchNormLeakyReluTiling {
-    uint32_t batch;            // N
-    uint32_t channels;         // C
-    uint64_t planeSize;        // H * W elements
-    uint32_t usedCoreNum;      // blockDim
-    uint32_t channelsPerCore;  // channels of a small core; big cores take one more
+    uint32_t batch;          // N
+    uint32_t channels;       // C
+    uint64_t planeSize;      // spatial elements (H * W)
+    uint32_t usedCoreNum;    // blockDim
+    uint32_t groupsPerCore;  // statistics groups (BatchNorm: channels) of a small core; big cores take one more
     uint32_t bigCoreCount;
     uint32_t tileLength;        // elements per UB tile, a multiple of kFloatRepeat
     uint32_t statsLength;       // floats per per-core statistics array: channels of a big core, 8-aligned
@@ -24,9 +24,13 @@ struct BatchNormLeakyReluTiling {
     float eps;
     float momentum;               // running = (1 - momentum) * running + momentum * batch statistic
     uint32_t updateRunningStats;  // 0 or 1
-    float inverseCount;           // 1 / (N * H * W)
-    float unbiasFactor;           // n / (n - 1), n = N * H * W: the running variance is the unbiased one
-    uint32_t relu;                // 0 or 1 (forward): torch's ReLU, z < 0 ? +0 : z, instead of LeakyReLU
+    float inverseCount;           // 1 / the values sharing one mean: N * H * W (BatchNorm), C/G * H * W (grouped)
+    float unbiasFactor;           // n / (n - 1) for those n: the running variance is the unbiased one
+    uint32_t relu;                // 0 or 1: torch's ReLU, z < 0 ? +0 : z (backward: z <= 0 ? 0 : dy), not LeakyReLU
+    uint32_t normGroups;          // 0: BatchNorm; G: per-sample statistics over groups of C/G channels (GroupNorm)
+    uint32_t channelsPerGroup;    // C / G (BatchNorm: 1)
+    float inverseBatch;           // 1 / N: the running statistics of instance norm average the N instances'
+    uint32_t savedIsResult;       // backward: 1 saved is the output (InPlace-ABN), 0 the conv output (+ save_mean)
 };
 
 namespace batch_norm_tiling {
@@ -45,12 +49,13 @@ constexpr uint32_t kStatsArrays = 12;
 
 }  // namespace batch_norm_tiling
 
-// First channel and channel count of core `blockIdx`.
-__aicore__ inline void BatchNormChannelRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx, uint32_t& first,
-                                             uint32_t& count) {
+// First statistics group (BatchNorm: channel; grouped: group of channelsPerGroup channels) and group count of core
+// `blockIdx`.
+__aicore__ inline void BatchNormGroupRange(const BatchNormLeakyReluTiling& tiling, uint32_t blockIdx, uint32_t& first,
+                                           uint32_t& count) {
     bool big = blockIdx < tiling.bigCoreCount;
-    count = tiling.channelsPerCore + (big ? 1 : 0);
-    first = blockIdx * tiling.channelsPerCore + (big ? blockIdx : tiling.bigCoreCount);
+    count = tiling.groupsPerCore + (big ? 1 : 0);
+    first = blockIdx * tiling.groupsPerCore + (big ? blockIdx : tiling.bigCoreCount);
 }
 
 }  // namespace ascend_acts

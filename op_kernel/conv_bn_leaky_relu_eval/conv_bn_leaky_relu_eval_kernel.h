@@ -14,8 +14,9 @@
 //                 one Mmad); Fixpipe L0C -> the output slot [G * Npad][Mb] row-major float; OUT_READY.
 //   AIV epilogue  (both AIVs, half of the block's channels each): the slot's columns -> UB, OUT_FREE;
 //                 TransDataTo5HD to channel rows; + b'[channel] (Adds per row, after the float32 sum as torch
-//                 adds it, not from the bias table, which would start the sum at b'), LeakyRelu, one rounding to
-//                 T, DataCopyPad into y (rows = channels, positions contiguous in NCHW).
+//                 adds it, not from the bias table, which would start the sum at b'), LeakyRelu (or torch's ReLU:
+//                 compare + Select), one rounding to T, DataCopyPad into y (rows = channels, positions contiguous
+//                 in NCHW).
 // The AIVs run prologue(j) then epilogue(j - 1), so the cube works on item j while they prepare item j + 1.
 //
 // `Sync` is the cross-core flag policy: CrossCoreFlags for the product; tests/sim_kernels/ instantiates the
@@ -424,7 +425,7 @@ private:
         }
     }
 
-    // Epilogue of item j: this AIV's channels (columns) of output slot j % kSlots -> + b', LeakyReLU, T -> y.
+    // Epilogue of item j: this AIV's channels (columns) of output slot j % kSlots -> + b', activation, T -> y.
     // The first AIV's share is whole 32-byte blocks of a slot row, so both read from block boundaries.
     __aicore__ inline void FinishOutput(uint32_t j) {
         const conv_eval_tiling::ConvTile tile = conv_eval_tiling::TileOf(t_, firstItem_ + j);
@@ -474,13 +475,13 @@ private:
         positionMajor = resultRows_.template DeQue<float>();
         AscendC::LocalTensor<float> values = channelMajor_.template Get<float>();
         ToChannelRows(values, positionMajor, width, columns);
-        resultRows_.FreeTensor(positionMajor);
         AscendC::LocalTensor<float> bias = biasBuf_.template Get<float>();
         for (uint32_t r = 0; r < rows; ++r) {
             AscendC::Adds(values[r * width], values[r * width], bias.GetValue(biasRow + r), width);
         }
-        AscendC::LeakyRelu(values, values, t_.negativeSlope, rows * width);
         AscendC::LocalTensor<T> out = outputRows_.template AllocTensor<T>();
+        Activate(values, rows * width, positionMajor, out);
+        resultRows_.FreeTensor(positionMajor);
         FromFloat(out, values, rows * width);
         outputRows_.EnQue(out);
         out = outputRows_.template DeQue<T>();
@@ -497,6 +498,30 @@ private:
                                            uint32_t((planeOut - tile.positions) * sizeof(T)), 0});
         }
         outputRows_.FreeTensor(out);
+    }
+
+    // LeakyReLU, or ReLU as torch's (z < 0 ? +0 : z: -0.0, NaN and +inf stay, -inf gives +0), which LeakyRelu
+    // with slope 0 is not (-0 for a negative z, NaN for -inf) and Maxs leaves unspecified for NaN: CompareScalar
+    // + Select decide every value. Both buffers are idle here: `scratch` (the slot's columns, already transposed:
+    // columns * width >= count floats) takes the zeros, `out` (written only after, count * sizeof(T) bytes) the
+    // mask. CANN 8.1 (ascendc/include/basic_api/impl/): CompareScalar drops a partial 256-byte repeat
+    // (dav_c220/kernel_operator_vec_cmp_impl.h:292, sumRepeat = calCount * sizeof(T) / ONE_REPEAT_BYTE_SIZE), so
+    // it compares `lanes`, count rounded up to 64 floats (within the transposed rows: columns * width is a
+    // multiple of 128); Select in tensor-tensor mode writes a temporary at TMP_UB_OFFSET
+    // (dav_c220/kernel_operator_vec_cmpsel_impl.h:167-177; 184 KiB on 910B, utils/kernel_utils_constants.h:138),
+    // which the tiling leaves free (UsableUbBytes).
+    __aicore__ inline void Activate(const AscendC::LocalTensor<float>& values, uint32_t count,
+                                    const AscendC::LocalTensor<float>& scratch, const AscendC::LocalTensor<T>& out) {
+        if (!t_.relu) {
+            AscendC::LeakyRelu(values, values, t_.negativeSlope, count);
+            return;
+        }
+        constexpr uint32_t kFloatsPerRepeat = 64;
+        const uint32_t lanes = conv_eval_tiling::RoundUp(count, kFloatsPerRepeat);
+        AscendC::LocalTensor<uint8_t> negative = out.template ReinterpretCast<uint8_t>();
+        AscendC::CompareScalar(negative, values, 0.0f, AscendC::CMPMODE::LT, lanes);
+        AscendC::Duplicate(scratch, 0.0f, count);
+        AscendC::Select(values, negative, scratch, values, AscendC::SELMODE::VSEL_TENSOR_TENSOR_MODE, count);
     }
 
     ConvBnLeakyReluEvalTiling t_;

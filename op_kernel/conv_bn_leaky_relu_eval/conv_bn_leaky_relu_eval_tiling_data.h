@@ -3,7 +3,8 @@
 // kernel build; the pure tiling function, op_host/conv_bn_leaky_relu_eval/conv_bn_leaky_relu_eval_tiling.h,
 // includes it from here.
 //
-//   y[n][co][p] = leaky_relu(sum_k W'[co][k] * col(x[n])[k][p] + b'[co]),  k = (c1, kh, kw, c0)
+//   y[n][co][p] = act(sum_k W'[co][k] * col(x[n])[k][p] + b'[co]),  k = (c1, kh, kw, c0)
+//   act: leaky_relu(., negativeSlope), or torch's relu (z < 0 ? +0 : z) when `relu` is set
 //
 // GM inputs (T = float / half / bfloat16_t, C0 = 32 / sizeof(T)):
 //   x      (N, Cin, H, W), NCHW.
@@ -72,6 +73,7 @@ struct ConvBnLeakyReluEvalTiling {
     uint32_t inputSlotBytes;   // one input slot: G * C1 * C0 * bandRows * W * sizeof(T), rounded up to 512
     uint32_t outputSlotBytes;  // one output slot: G * Npad * Mb * 4
     float negativeSlope;
+    uint32_t relu;  // 0 or 1: torch's ReLU instead of LeakyReLU (compare + Select: the tiling leaves Select's UB)
 };
 
 namespace conv_eval_tiling {

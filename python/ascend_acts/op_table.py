@@ -64,7 +64,7 @@ def per_channel(name: str) -> Tensor:
 @dataclass(frozen=True)
 class Attr:
     name: str
-    type: str  # "float", "bool", "list_int"
+    type: str  # "float", "bool", "int", "list_int"
     default: object
 
 
@@ -123,15 +123,17 @@ class Kernel:
         return f"({', '.join(arguments)}) -> ()"
 
 
-_SCHEMA_TYPES = {"float": "float", "bool": "bool", "list_int": "int[]"}  # Attr.type -> torch schema type
+_SCHEMA_TYPES = {"float": "float", "bool": "bool", "int": "int", "list_int": "int[]"}  # Attr.type -> torch schema type
 
 
 _FLOATS_ATTR_SLOPE = Attr("negative_slope", "float", 0.01)
 _RRELU_ATTRS = (Attr("lower", "float", 0.125), Attr("upper", "float", 1.0 / 3.0))
 _SEED = Tensor("seed", ("int64",) * len(FLOAT_TYPES))
 _ELEMENTWISE = dict(family="elementwise", infer_shape="ge::SameShapeAsInput0", infer_dtype="ge::SameTypeAsInput0")
-_BATCH_NORM = dict(family="batch_norm_leaky_relu", infer_shape="ge::FirstLikeInputRestPerChannel",
-                   infer_dtype="ge::FirstLikeInputRestFloat")
+_BATCH_NORM = dict(family="batch_norm_leaky_relu", infer_dtype="ge::FirstLikeInputRestFloat")
+# which values share statistics: 0 BatchNorm (per channel over N and spatial), G >= 1 per sample over each group of
+# C/G channels and spatial (GroupNorm; G == C InstanceNorm); the last attribute of both kernels
+_NORM_GROUPS = Attr("norm_groups", "int", 0)
 
 _FUSED_BIAS_ATTRS = (Attr("negative_slope", "float", 0.2), Attr("scale", "float", 2**0.5))
 # bias_act's modes, after the attributes above (the op_host reads attributes by index): clamp < 0 is no clamp;
@@ -163,26 +165,32 @@ KERNELS: tuple[Kernel, ...] = (
            outputs=(Tensor("y"), per_channel("save_mean"), per_channel("save_invstd"), per_channel("running_mean"),
                     per_channel("running_var")),
            attrs=(_FLOATS_ATTR_SLOPE, Attr("eps", "float", 1e-5), Attr("momentum", "float", 0.1),
-                  Attr("update_running_stats", "bool", True), Attr("relu", "bool", False)),
+                  Attr("update_running_stats", "bool", True), Attr("relu", "bool", False), _NORM_GROUPS),
            tiling="BatchNormLeakyReluTiling", tiling_variant="ascend_acts::BatchNormPass::Forward",
-           inplace=("running_mean", "running_var"),
-           summary="y = leaky_relu(batch_norm(x)) (or relu) over N,C,spatial x in training; updates the running "
-                   "statistics",
+           inplace=("running_mean", "running_var"), infer_shape="ge::BatchNormForwardShapes",
+           summary="y = leaky_relu(norm(x)) (or relu) over N,C,spatial x in training, norm batch norm or (norm_groups "
+                   "> 0) group norm with per-channel affine; save_mean/save_invstd per channel or (N, norm_groups); "
+                   "updates the running statistics",
            **_BATCH_NORM),
     Kernel("batch_norm_leaky_relu_grad",
-           inputs=(Tensor("dy"), Tensor("y"), per_channel("weight"), per_channel("bias"), per_channel("save_invstd")),
+           inputs=(Tensor("dy"), Tensor("saved"), per_channel("weight"), per_channel("bias"),
+                   Tensor("save_mean", ("float32",) * len(FLOAT_TYPES), optional=True), per_channel("save_invstd")),
            outputs=(Tensor("dx"), per_channel("grad_weight"), per_channel("grad_bias")),
-           attrs=(_FLOATS_ATTR_SLOPE,),
+           attrs=(_FLOATS_ATTR_SLOPE, Attr("saved_is_result", "bool", True), Attr("relu", "bool", False),
+                  _NORM_GROUPS),
            tiling="BatchNormLeakyReluTiling", tiling_variant="ascend_acts::BatchNormPass::Backward",
-           summary="the InPlace-ABN backward: gradients of x, weight, bias from the forward's output", **_BATCH_NORM),
+           infer_shape="ge::FirstLikeInputRestPerChannel",
+           summary="gradients of x, weight, bias of the forward from its output (saved_is_result: InPlace-ABN) or "
+                   "from the conv output and save_mean", **_BATCH_NORM),
     Kernel("conv_bn_leaky_relu_eval",
            inputs=(Tensor("x"), Tensor("weight"), per_channel("bias")), outputs=(Tensor("y"),),
            attrs=(Attr("strides", "list_int", (1, 1)), Attr("pads", "list_int", (0, 0, 0, 0)),
-                  Attr("dilations", "list_int", (1, 1)), _FLOATS_ATTR_SLOPE),
+                  Attr("dilations", "list_int", (1, 1)), _FLOATS_ATTR_SLOPE, Attr("relu", "bool", False)),
            family="conv_bn_leaky_relu_eval", tiling="ConvBnLeakyReluEvalTiling",
            infer_shape="ge::ConvOutputShape", infer_dtype="ge::SameTypeAsInput0", mix=True,
-           summary="y = leaky_relu(conv2d(x, weight) + bias) with BatchNorm folded into weight and bias; weight packed "
-                   "in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0), C_out from the bias"),
+           summary="y = act(conv2d(x, weight) + bias), act leaky_relu(., negative_slope) or relu, with BatchNorm "
+                   "folded into weight and bias; weight packed in CANN's FRACTAL_Z order (C1, kh, kw, M1, 16, C0), "
+                   "C_out from the bias"),
     Kernel("fused_bias_leaky_relu", inputs=(Tensor("x"), Tensor("bias", optional=True)), outputs=(Tensor("y"),),
            attrs=(*_FUSED_BIAS_ATTRS, *_FUSED_BIAS_MODES),
            tiling="FusedBiasLeakyReluTiling", tiling_variant="ascend_acts::FusedBiasPass::Forward",

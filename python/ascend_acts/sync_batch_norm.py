@@ -1,9 +1,12 @@
-"""Synchronised BatchNorm inside the fused Conv2d + BatchNorm2d + LeakyReLU block (InPlace-ABN-Sync).
+"""Synchronised BatchNorm inside the fused Conv2d or ConvTranspose2d + BatchNorm2d + LeakyReLU or ReLU block
+(InPlace-ABN-Sync).
 
-`sync_conv_bn_leaky_relu` is `conv_bn_leaky_relu` whose training-mode batch statistics are those of the
-batch of every process of a torch.distributed process group, as torch.nn.SyncBatchNorm computes them, and
-whose autograd keeps only the block's output where `conv_bn.output_determines_batch_norm` allows (InPlace-ABN).
-Blocks whose BatchNorm is an nn.SyncBatchNorm (nn/fusion.py) run through it.
+`sync_conv_bn_leaky_relu` is `conv_bn_activation` (conv_bn_leaky_relu, relu=True for torch's ReLU, transposed=True
+with output_padding for conv_transpose2d) whose training-mode batch statistics are those of the batch of every
+process of a torch.distributed process group, as torch.nn.SyncBatchNorm computes them, and whose autograd keeps
+only the block's output where `conv_bn.output_determines_batch_norm` allows (InPlace-ABN; ReLU is not invertible:
+the conv output is kept, as the unsynchronised op keeps it). Blocks whose BatchNorm is an nn.SyncBatchNorm
+(nn/fusion.py) run through it.
 
 Per layer and training step, two collectives of O(C) elements, as torch's SyncBatchNorm:
 - forward: all_gather of each process's (count, mean, M2) per channel (2C + 1 numbers); every process
@@ -15,7 +18,7 @@ process's own (DistributedDataParallel sums/averages them, as for torch's SyncBa
 What runs where: the convolution and the BatchNorm statistics and affine are torch ops (our AscendC
 BatchNorm kernels compute statistics and normalisation in one launch, with no place for the collective
 between them); the LeakyReLU and its backward are our ops (ascend_acts::leaky_relu, _backward: NumPy
-reference, AscendC kernels on the emulator or the NPU).
+reference, AscendC kernels on the emulator or the NPU), the ReLU and its backward torch's.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from torch.autograd.function import once_differentiable
 from . import ops as _ops  # noqa: F401  (registers torch.ops.ascend_acts)
 from .numerics.dtypes import compute_dtype
 from .numerics.layout import channel_view
-from .ops.conv_bn_leaky_relu.function import conv_bn_leaky_relu, conv_bn_leaky_relu_tensor_momentum
+from .ops._validation import check_bool
+from .ops.conv_bn_leaky_relu.function import conv_bn_activation, conv_bn_leaky_relu_tensor_momentum
 from .ops.conv_bn_leaky_relu.semantics import output_determines_batch_norm
 from .ops.conv_bn_leaky_relu.torch_ops import conv2d as platform_conv2d
 from .ops.conv_bn_leaky_relu.validation import FN, check_arguments
@@ -48,36 +52,52 @@ def synchronising_group(training: bool, process_group=None):
 
 def sync_conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None,
                             bn_bias=None, training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1,
-                            padding=0, dilation=1, groups=1, process_group=None):
-    """conv_bn_leaky_relu with the batch statistics of all processes of `process_group` (None: the default
-    group) in training, as torch.nn.SyncBatchNorm. Eval, an uninitialised torch.distributed or a group of
-    one process: exactly conv_bn_leaky_relu, no collective. Every process of the group must call it (the
+                            padding=0, dilation=1, groups=1, process_group=None, *, relu=False, transposed=False,
+                            output_padding=0, keep_output=True):
+    """conv_bn_activation (the same arguments: `relu` for torch's ReLU, `transposed` and `output_padding` for
+    conv_transpose2d, `keep_output`) with the batch statistics of all processes of `process_group` (None: the
+    default group) in training, as torch.nn.SyncBatchNorm. Eval, an uninitialised torch.distributed or a group of
+    one process: exactly conv_bn_activation, no collective. Every process of the group must call it (the
     same layers in the same order), whatever its batch size, including 0.
 
     Every argument is checked before anything is computed, communicated or written (the batch size check
     of BatchNorm, "more than 1 value per channel", is made on the count over all processes)."""
+    relu = check_bool(FN, "relu", relu)
     group = synchronising_group(training, process_group)
     tensor_momentum = isinstance(momentum, torch.Tensor)  # nn/fusion.py's momentum=None under torch.compile
     if group is None:
-        fused = conv_bn_leaky_relu_tensor_momentum if tensor_momentum else conv_bn_leaky_relu
+        fused = conv_bn_leaky_relu_tensor_momentum if tensor_momentum else conv_bn_activation
         return fused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
-                     negative_slope, stride, padding, dilation, groups)
+                     negative_slope, stride, padding, dilation, groups, relu=relu, transposed=transposed,
+                     output_padding=output_padding, keep_output=keep_output)
     # every check but the local batch size one, which the eval-mode validation leaves out
-    c_out = weight.shape[0] if isinstance(weight, torch.Tensor) and weight.dim() > 0 else 0
-    stand_in = None if running_mean is not None or not isinstance(weight, torch.Tensor) else weight.new_zeros(c_out)
+    stand_in = None if running_mean is not None else _per_output_channel(weight, groups, transposed)
     args = check_arguments(input, weight, bias, running_mean if stand_in is None else stand_in,
                            running_var if stand_in is None else stand_in, bn_weight, bn_bias, False,
                            0.0 if tensor_momentum else momentum, eps, negative_slope, stride, padding, dilation,
-                           groups)
+                           groups, transposed=transposed, output_padding=output_padding)
     if not args.eps > 0:
         raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
-    conv_out = platform_conv2d(input, weight, bias, args.stride, args.padding, args.dilation, args.groups)
+    conv_out = platform_conv2d(input, weight, bias, *args.geometry)
+    c_out = args.output_shape[1]
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
-    save_output = output_determines_batch_norm(gamma, beta, args.negative_slope, conv_out.dtype)
+    save_output = keep_output and not relu and output_determines_batch_norm(gamma, beta, args.negative_slope,
+                                                                              conv_out.dtype)
     return _SyncBatchNormLeakyReLU.apply(conv_out, gamma, beta, running_mean, running_var,
                                          momentum if tensor_momentum else args.momentum, args.eps,
-                                         args.negative_slope, group, save_output)
+                                         args.negative_slope, relu, group, save_output)
+
+
+def _per_output_channel(weight, groups, transposed):
+    """Zeros over the convolution's output channels (conv2d's weight is (C_out, ...), conv_transpose2d's
+    (C_in, C_out / groups, ...)): stand-in running statistics for the eval-mode checks (None for a weight that is
+    not a tensor: the checks say so)."""
+    if not isinstance(weight, torch.Tensor):
+        return None
+    if transposed and weight.dim() > 1 and isinstance(groups, int):
+        return weight.new_zeros(weight.shape[1] * groups)
+    return weight.new_zeros(weight.shape[0] if weight.dim() > 0 else 0)
 
 
 def sync_batch_norm(input, running_mean, running_var, weight, bias, momentum, eps, process_group):
@@ -91,7 +111,7 @@ def sync_batch_norm(input, running_mean, running_var, weight, bias, momentum, ep
     gamma = weight if weight is not None else input.new_ones(channels)
     beta = bias if bias is not None else input.new_zeros(channels)
     return _SyncBatchNormLeakyReLU.apply(input, gamma, beta, running_mean, running_var, float(momentum), float(eps),
-                                         None, process_group, False)
+                                         None, False, process_group, False)
 
 
 def _check_batch_norm_arguments(input, running_mean, running_var, weight, bias) -> None:
@@ -163,11 +183,11 @@ def _check_more_than_one_value(total: torch.Tensor) -> None:
 
 
 class _SyncBatchNormLeakyReLU(torch.autograd.Function):
-    """leaky_relu(batch_norm(conv_out)) with batch statistics over the process group; negative_slope None:
-    batch_norm(conv_out) alone (no activation, the input kept for backward)."""
+    """leaky_relu(batch_norm(conv_out)) (relu: torch's relu) with batch statistics over the process group;
+    negative_slope None: batch_norm(conv_out) alone (no activation, the input kept for backward)."""
 
     @staticmethod
-    def forward(ctx, conv_out, gamma, beta, running_mean, running_var, momentum, eps, negative_slope, group,
+    def forward(ctx, conv_out, gamma, beta, running_mean, running_var, momentum, eps, negative_slope, relu, group,
                 save_output):
         c = compute_dtype(conv_out.dtype)
         y = conv_out.to(c)
@@ -188,8 +208,8 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
                 unbiased = m2 / (counted - 1).clamp(min=1)
                 running_var.mul_(1 - factor.to(running_var.dtype)).add_((unbiased * factor).to(running_var.dtype))
         z = _affine(y - channel_view(mean, y.dim()), gamma.to(c) * invstd, beta.to(c), conv_out.dtype)
-        out = z if negative_slope is None else ops.leaky_relu(z, negative_slope)
-        ctx.negative_slope, ctx.group, ctx.save_output = negative_slope, group, save_output
+        out = F.relu(z) if relu else z if negative_slope is None else ops.leaky_relu(z, negative_slope)
+        ctx.negative_slope, ctx.relu, ctx.group, ctx.save_output = negative_slope, relu, group, save_output
         if save_output:  # InPlace-ABN: x_hat is rebuilt from the output
             ctx.save_for_backward(out, gamma, beta, invstd, counted)
         else:
@@ -212,11 +232,14 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
             c = compute_dtype(conv_out.dtype)
             centred = conv_out.to(c) - channel_view(mean, conv_out.dim())
             x_hat = centred * channel_view(invstd, centred.dim())
-            if slope is None:
+            if slope is None and not ctx.relu:
                 grad_z = grad_out.to(c)
             else:
                 z = _affine(centred, gamma.to(c) * invstd, beta.to(c), conv_out.dtype)  # the forward's z, bit for bit
-                grad_z = ops.leaky_relu_backward(grad_out.contiguous(), z, slope, False).to(c)
+                if ctx.relu:  # torch's relu backward: 0 where z <= 0
+                    grad_z = torch.ops.aten.threshold_backward(grad_out, z, 0).to(c)
+                else:
+                    grad_z = ops.leaky_relu_backward(grad_out.contiguous(), z, slope, False).to(c)
         dims = _reduced_dims(grad_z)
         sum_grad = grad_z.sum(dims)
         sum_grad_x_hat = (grad_z * x_hat).sum(dims)
@@ -232,4 +255,4 @@ class _SyncBatchNormLeakyReLU(torch.autograd.Function):
         # this process's parameter gradients: DistributedDataParallel reduces them
         grad_gamma = sum_grad_x_hat.to(gamma.dtype) if ctx.needs_input_grad[1] else None
         grad_beta = sum_grad.to(beta.dtype) if ctx.needs_input_grad[2] else None
-        return grad_conv_out, grad_gamma, grad_beta, None, None, None, None, None, None, None
+        return grad_conv_out, grad_gamma, grad_beta, None, None, None, None, None, None, None, None

@@ -39,7 +39,8 @@ OUTPUT = BINDING / "launch_table.inc"
 TILING_LIST = BINDING / "tiling_list.inc"
 TILING_HEADERS = BINDING / "tiling_headers.inc"
 TILING_CLASSES = BINDING / "tiling_classes.inc"
-_ATTR_KINDS = {"float": "Float", "bool": "Bool", "list_int": "ListInt"}  # Attr.type -> ascend_acts::AttrKind
+# Attr.type -> ascend_acts::AttrKind
+_ATTR_KINDS = {"float": "Float", "bool": "Bool", "int": "Int", "list_int": "ListInt"}
 
 
 def tiling_of(kernel) -> tuple[str, str]:

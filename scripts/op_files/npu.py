@@ -58,12 +58,15 @@ def _cpp_default(attr) -> str:
         return f"Float({float32_literal(attr.default)})"
     if attr.type == "bool":
         return f"Bool({'true' if attr.default else 'false'})"
+    if attr.type == "int":
+        return f"Int({int(attr.default)})"
     if attr.type == "list_int":
         return "ListInt({" + ", ".join(str(int(v)) for v in attr.default) + "})"
     raise ValueError(f"{attr.name}: no OpDef spelling for attribute type {attr.type!r}")
 
 
-_ATTR_KINDS = {"float": "Float", "bool": "Bool", "list_int": "ListInt"}  # Attr.type -> ascend_acts::AttrKind
+# Attr.type -> ascend_acts::AttrKind
+_ATTR_KINDS = {"float": "Float", "bool": "Bool", "int": "Int", "list_int": "ListInt"}
 
 
 def tiling_function(kernel) -> list[str]:
@@ -117,6 +120,8 @@ def _json_default(attr):
         return float32_literal(attr.default)
     if attr.type == "bool":
         return "true" if attr.default else "false"
+    if attr.type == "int":
+        return int(attr.default)
     if attr.type == "list_int":
         return [int(v) for v in attr.default]
     raise ValueError(f"{attr.name}: no msopgen spelling for attribute type {attr.type!r}")

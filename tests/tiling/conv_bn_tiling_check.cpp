@@ -27,26 +27,38 @@ struct Platform {
 };
 
 static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t plane, uint32_t size, const Platform& p,
-                           bool relu) {
+                           bool relu, uint32_t normGroups = 0) {
     BatchNormLeakyReluTiling t{};
-    bool ok = ComputeBatchNormLeakyReluTiling(pass, n, c, plane, size, 0.2f, 1e-5f, 0.1f, true, relu, p.vectorCores,
-                                              p.ub, t);
-    CHECK(ok, "%s N=%u C=%u plane=%llu size=%u: no tiling", p.name, n, c, (unsigned long long)plane, size);
+    BatchNormOptions options;
+    options.negativeSlope = 0.2f;
+    options.eps = 1e-5f;
+    options.momentum = 0.1f;
+    options.updateRunningStats = true;
+    options.relu = relu;
+    options.normGroups = normGroups;
+    bool ok = ComputeBatchNormLeakyReluTiling(pass, n, c, plane, size, options, p.vectorCores, p.ub, t);
+    CHECK(ok, "%s N=%u C=%u G=%u plane=%llu size=%u: no tiling", p.name, n, c, normGroups, (unsigned long long)plane,
+          size);
     if (!ok) return;
     using namespace batch_norm_tiling;
-    // cores and channel coverage: contiguous, disjoint, complete, no idle core
-    CHECK(t.usedCoreNum >= 1 && t.usedCoreNum <= p.vectorCores && t.usedCoreNum <= c, "cores %u", t.usedCoreNum);
+    // cores and group coverage (BatchNorm: channels): contiguous, disjoint, complete, no idle core
+    const uint32_t groups = normGroups ? normGroups : c;
+    const uint32_t perGroup = c / groups;
+    CHECK(t.usedCoreNum >= 1 && t.usedCoreNum <= p.vectorCores && t.usedCoreNum <= groups, "cores %u", t.usedCoreNum);
+    CHECK(t.normGroups == normGroups && t.channelsPerGroup == perGroup, "groups %u x %u", t.normGroups,
+          t.channelsPerGroup);
     uint32_t next = 0, most = 0;
     for (uint32_t b = 0; b < t.usedCoreNum; ++b) {
         uint32_t first, count;
-        BatchNormChannelRange(t, b, first, count);
+        BatchNormGroupRange(t, b, first, count);
         CHECK(first == next && count >= 1, "core %u: first %u count %u (expected first %u)", b, first, count, next);
         next = first + count;
         most = count > most ? count : most;
     }
-    CHECK(next == c, "channels covered %u of %u", next, c);
-    // capacities and alignment
-    CHECK(t.statsLength >= most && t.statsLength % kFloatsPerBlock == 0, "statsLength %u for %u", t.statsLength, most);
+    CHECK(next == groups, "groups covered %u of %u", next, groups);
+    // capacities and alignment: an array holds a core's channels (and its groups, fewer)
+    CHECK(t.statsLength >= most * perGroup && t.statsLength % kFloatsPerBlock == 0, "statsLength %u for %u",
+          t.statsLength, most * perGroup);
     CHECK(t.tileLength % kFloatRepeat == 0 && (uint64_t(t.tileLength) * size) % 32 == 0, "tile %u", t.tileLength);
     // Select (the backward's, the forward's ReLU) writes a temporary in the top 8 KiB of UB (AscendC's TMP_UB_OFFSET)
     const uint64_t ub = pass == BatchNormPass::Backward || relu ? p.ub - 8 * 1024 : p.ub;
@@ -56,12 +68,12 @@ static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t 
     CHECK(t.reduceWorkLength >= (t.tileLength + kFloatRepeat - 1) / kFloatRepeat && t.reduceWorkLength % 8 == 0,
           "reduce work %u", t.reduceWorkLength);
     // largest tile: one repeat more would not fit, or no need for it
-    // (whole planes per tile when a plane fills whole 32-byte blocks, else at most one plane)
-    const uint64_t wanted = plane * size % 32 == 0 ? plane * t.batch : plane;
+    // (a unit's whole planes per tile when a plane fills whole 32-byte blocks, else at most one plane)
+    const uint64_t wanted = plane * size % 32 == 0 ? plane * (normGroups ? perGroup : t.batch) : plane;
     bool capped = t.tileLength >= RoundUp(wanted, kFloatRepeat) || t.tileLength == kMaxTileLength;
     CHECK(capped || UbBytes(pass, size, t.tileLength + kFloatRepeat, t.statsLength) > ub, "tile %u not maximal",
           t.tileLength);
-    CHECK(t.inverseCount > 0 && t.unbiasFactor >= 1.0f, "count factors");
+    CHECK(t.inverseCount > 0 && t.unbiasFactor >= 1.0f && t.inverseBatch > 0, "count factors");
 }
 
 static void CheckEval(const ConvGeometry& g, uint32_t size, const CubePlatform& p, const char* name) {
@@ -173,17 +185,25 @@ int main(int argc, char** argv) {
                     for (uint32_t size : {2u, 4u})
                         for (bool relu : {false, true}) CheckBatchNorm(pass, 3, c, plane, size, p, relu);
 
+    // grouped statistics: instance norm (G = C), GroupNorm with fewer and more groups than cores, one group
+    const uint32_t groupedChannels[] = {1, 7, 96, 512};
+    for (const Platform& p : bnPlatforms)
+        for (BatchNormPass pass : {BatchNormPass::Forward, BatchNormPass::Backward})
+            for (uint32_t c : groupedChannels)
+                for (uint32_t g : {1u, c / 2 ? c / 2 : 1u, c})
+                    for (uint64_t plane : {uint64_t(7), uint64_t(64), uint64_t(16385)})
+                        for (uint32_t size : {2u, 4u}) CheckBatchNorm(pass, 3, c, plane, size, p, false, g);
+
     // refusals: empty shapes; statistics of one core's channels larger than UB
     BatchNormLeakyReluTiling bn{};
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 0, 4, 16, 4, 0.2f, 1e-5f, 0.1f, true, false, 48,
-                                           192 * 1024, bn),
-          "N=0");
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 4, 0, 4, 0.2f, 1e-5f, 0.1f, true, false, 48,
-                                           192 * 1024, bn),
-          "HW=0");
-    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 1u << 20, 4, 4, 0.2f, 1e-5f, 0.1f, true, false, 1,
-                                           192 * 1024, bn),
+    BatchNormOptions options;
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 0, 4, 16, 4, options, 48, 192 * 1024, bn), "N=0");
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 4, 0, 4, options, 48, 192 * 1024, bn), "HW=0");
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 1u << 20, 4, 4, options, 1, 192 * 1024, bn),
           "stats");
+    options.normGroups = 1;  // one group of 2**20 channels: its gamma and beta do not fit
+    CHECK(!ComputeBatchNormLeakyReluTiling(BatchNormPass::Forward, 2, 1u << 20, 4, 4, options, 48, 192 * 1024, bn),
+          "grouped stats");
 
     const std::vector<ConvGeometry> geometries = {
         Geometry(1, 1, 1, 1, 1, 1, 1, 0, 1),       Geometry(2, 3, 8, 8, 16, 3, 1, 1, 1),

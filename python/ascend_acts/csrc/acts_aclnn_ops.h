@@ -21,14 +21,16 @@ aclnnStatus aclnnActsBatchNormLeakyReluGetWorkspaceSize(const aclTensor* x, cons
                                                         const aclTensor* bias, aclTensor* runningMeanRef,
                                                         aclTensor* runningVarRef, double negativeSlope, double eps,
                                                         double momentum, bool updateRunningStats, bool relu,
-                                                        aclTensor* yOut, aclTensor* saveMeanOut,
+                                                        int64_t normGroups, aclTensor* yOut, aclTensor* saveMeanOut,
                                                         aclTensor* saveInvstdOut, uint64_t* workspaceSize,
                                                         aclOpExecutor** executor);
 aclnnStatus aclnnActsBatchNormLeakyRelu(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                         aclrtStream stream);
-aclnnStatus aclnnActsBatchNormLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* y,
+aclnnStatus aclnnActsBatchNormLeakyReluGradGetWorkspaceSize(const aclTensor* dy, const aclTensor* saved,
                                                             const aclTensor* weight, const aclTensor* bias,
+                                                            const aclTensor* saveMeanOptional,
                                                             const aclTensor* saveInvstd, double negativeSlope,
+                                                            bool savedIsResult, bool relu, int64_t normGroups,
                                                             aclTensor* dxOut, aclTensor* gradWeightOut,
                                                             aclTensor* gradBiasOut, uint64_t* workspaceSize,
                                                             aclOpExecutor** executor);
@@ -37,8 +39,8 @@ aclnnStatus aclnnActsBatchNormLeakyReluGrad(void* workspace, uint64_t workspaceS
 aclnnStatus aclnnActsConvBnLeakyReluEvalGetWorkspaceSize(const aclTensor* x, const aclTensor* weight,
                                                          const aclTensor* bias, const aclIntArray* strides,
                                                          const aclIntArray* pads, const aclIntArray* dilations,
-                                                         double negativeSlope, aclTensor* out, uint64_t* workspaceSize,
-                                                         aclOpExecutor** executor);
+                                                         double negativeSlope, bool relu, aclTensor* out,
+                                                         uint64_t* workspaceSize, aclOpExecutor** executor);
 aclnnStatus aclnnActsConvBnLeakyReluEval(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
                                          aclrtStream stream);
 aclnnStatus aclnnActsFusedBiasLeakyReluGetWorkspaceSize(const aclTensor* x, const aclTensor* biasOptional,

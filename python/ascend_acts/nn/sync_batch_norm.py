@@ -5,8 +5,9 @@ torch's DDP refuses any torch.nn.SyncBatchNorm in a CPU module at construction (
 with GPU modules": an isinstance check), and torch's SyncBatchNorm itself raises for a CPU input in distributed
 training. This class is therefore deliberately NOT a torch.nn.SyncBatchNorm subclass: a _BatchNorm, as torch's
 is, with the same attributes (process_group included) and state_dict keys, so checkpoints load both ways and
-`__class__` can be swapped in place (`ascend_acts.convert` does). Inside a fused Conv2d -> BN -> LeakyReLU
-block it runs the synchronised fused op (nn/fusion.py); anywhere else its own forward below.
+`__class__` can be swapped in place (`ascend_acts.convert` does). Inside a fused block (nn/fusion.py's rules) it
+runs the synchronised fused op, sync_batch_norm.sync_conv_bn_leaky_relu (Conv2d or ConvTranspose2d, LeakyReLU or
+ReLU); anywhere else its own forward below.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ tensors (the "sim" backend's functions), through the op package on NPU tensors, 
   bn_weight or a too large |bn_bias| / |bn_weight|) the BN part has no kernel: the NumPy oracle on the emulator,
   the torch backend's torch ops on an NPU. Per-channel statistics are float32 whatever the data type.
 - eval (`eval_path`): on the emulator the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the
-  cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and LeakyReLU
+  cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and (Leaky)ReLU
   on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless
   ASCEND_ACTS_EVAL_KERNEL=fused asks for the eval kernel: it has never been measured on an NPU (its modelled
   figures: benchmarks/results/), so it stays opt-in until `scripts/npu_selftest.py eval-kernel` has measured it.
@@ -69,17 +69,33 @@ def _per_channel(like: torch.Tensor, channels: int) -> torch.Tensor:
     return torch.empty(channels, dtype=torch.float32, device=like.device)
 
 
+def _statistics_shape(shape, norm_groups: int) -> tuple[int, ...]:
+    """save_mean's and save_invstd's shape: (C,), or (N, G) for norm_groups G > 0."""
+    return (shape[0], norm_groups) if norm_groups else ((shape[1],) if len(shape) > 1 else (0,))
+
+
 def batch_norm_leaky_relu_tiling(kernel: str, shape, element_size: int, platform: str | None = None,
                                  vector_cores: int | None = None, **attrs):
     """The op_host tiling (ascend_acts._sim.BatchNormLeakyReluTiling) of `kernel` for an N, C, spatial `shape`, with
-    the kernel's attributes `attrs` (the op table's defaults for those not given)."""
+    the kernel's attributes `attrs` (the op table's defaults for those not given); the backward's save_mean is given
+    only from the conv output (saved_is_result False)."""
     spec = table_kernel(kernel)
+    attrs = {a.name: a.default for a in spec.attrs} | attrs
     shape = tuple(shape)
     channels = (shape[1],) if len(shape) > 1 else (0,)
+    statistics = _statistics_shape(shape, attrs["norm_groups"]) if len(shape) > 1 else channels
+
+    def input_shape(name):
+        if name in ("x", "dy", "saved"):
+            return shape
+        if name == "save_mean":
+            return None if attrs["saved_is_result"] else statistics
+        return statistics if name == "save_invstd" else channels
+
     current = emulator.settings()
     return emulator.binding().batch_norm_leaky_relu_tiling(
-        kernel, [shape if t.name in ("x", "dy", "y") else channels for t in spec.inputs], element_size,
-        {a.name: a.default for a in spec.attrs} | attrs, current.platform if platform is None else platform,
+        kernel, [input_shape(t.name) for t in spec.inputs], element_size, attrs,
+        current.platform if platform is None else platform,
         current.vector_cores if vector_cores is None else vector_cores)
 
 
@@ -89,11 +105,21 @@ def _check_statistics(**tensors) -> None:
             raise TypeError(f"{name}: the kernels keep per-channel statistics as contiguous float32, got {t.dtype}")
 
 
+def _check_norm_groups(shape, norm_groups: int, running: bool) -> None:
+    channels = shape[1]
+    if norm_groups < 0 or (norm_groups and channels % norm_groups):
+        raise ValueError(f"norm_groups: must be 0 (BatchNorm) or divide the {channels} channels, got {norm_groups}")
+    if running and norm_groups not in (0, channels):
+        raise ValueError(f"norm_groups: running statistics are per channel, so grouped statistics update them only "
+                         f"with norm_groups == C ({channels}, instance norm), got {norm_groups}")
+
+
 def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_slope: float, eps: float,
-                          momentum: float, relu: bool = False):
-    """y = leaky_relu(batch_norm(x) * weight + bias) (or torch's relu) over N, C, spatial `x`, with the batch mean and
-    1 / sqrt(var + eps) per channel: (y, save_mean, save_invstd). The running statistics (float32, or both
-    None) are updated in place as torch does (momentum, unbiased variance)."""
+                          momentum: float, relu: bool = False, norm_groups: int = 0):
+    """y = leaky_relu(norm(x) * weight + bias) (or torch's relu) over N, C, spatial `x`: (y, save_mean, save_invstd).
+    norm_groups 0: BatchNorm, the batch mean and 1 / sqrt(var + eps) per channel (C,); G > 0: GroupNorm, per sample
+    and group of C/G channels, (N, G). The running statistics (float32, or both None; grouped only for G == C) are
+    updated in place as torch's batch_norm / instance_norm do (momentum, unbiased variance)."""
     check_dtype(x)
     _check_statistics(weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
     c = x.shape[1]
@@ -102,8 +128,9 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
         raise ValueError(f"batch_norm_leaky_relu: training needs at least one value per channel, got shape "
                          f"{tuple(x.shape)}")
     update = running_mean is not None
+    _check_norm_groups(x.shape, norm_groups, update)
     attrs = {"negative_slope": negative_slope, "eps": eps, "momentum": momentum, "update_running_stats": update,
-             "relu": relu}
+             "relu": relu, "norm_groups": norm_groups}
     if update or on_emulator(x):
         # the emulator takes None for statistics it does not update (it requires every output byte written)
         statistics = (running_mean, running_var)
@@ -111,7 +138,9 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
         statistics = (torch.zeros(c, dtype=torch.float32, device=x.device),  # float32 whatever the default dtype
                       torch.ones(c, dtype=torch.float32, device=x.device))
     y = torch.empty_like(x)
-    save_mean, save_invstd = _per_channel(x, c), _per_channel(x, c)
+    saved_shape = _statistics_shape(x.shape, norm_groups)
+    save_mean = torch.empty(saved_shape, dtype=torch.float32, device=x.device)
+    save_invstd = torch.empty(saved_shape, dtype=torch.float32, device=x.device)
     launch("batch_norm_leaky_relu", {
         "x": x, "weight": weight, "bias": bias, "running_mean": statistics[0], "running_var": statistics[1], "y": y,
         "save_mean": save_mean, "save_invstd": save_invstd}, attrs,
@@ -119,23 +148,32 @@ def batch_norm_leaky_relu(x, weight, bias, running_mean, running_var, negative_s
     return y, save_mean, save_invstd
 
 
-def batch_norm_leaky_relu_grad(dy, y, weight, bias, save_invstd, negative_slope: float):
-    """Gradients of x, weight, bias from the forward's output y (needs negative_slope > 0 and no zero weight):
-    (dx, grad_weight, grad_bias)."""
-    if not negative_slope > 0:
-        raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got {negative_slope}")
+def batch_norm_leaky_relu_grad(dy, saved, weight, bias, save_invstd, negative_slope: float, *, save_mean=None,
+                               saved_is_result: bool = True, relu: bool = False, norm_groups: int = 0):
+    """Gradients of x, weight, bias of `batch_norm_leaky_relu` (same norm_groups, relu, slope): (dx, grad_weight,
+    grad_bias). From the forward's output `saved` (saved_is_result, InPlace-ABN: needs LeakyReLU with a slope > 0 and
+    no zero weight), or from the conv output `saved` and the forward's save_mean (any slope, or relu)."""
+    if saved_is_result:
+        if relu or not negative_slope > 0:
+            raise ValueError(f"negative_slope: the output-based backward needs a slope > 0, got "
+                             f"{'relu' if relu else negative_slope}")
+    elif save_mean is None:
+        raise ValueError("save_mean: the backward from the conv output (saved_is_result=False) needs the forward's "
+                         "save_mean")
     check_dtype(dy)
-    _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd)
-    if not bool((weight != 0).all()):
+    _check_statistics(weight=weight, bias=bias, save_invstd=save_invstd, save_mean=save_mean)
+    _check_norm_groups(dy.shape, norm_groups, False)
+    if saved_is_result and not bool((weight != 0).all()):
         raise ValueError("weight: the output-based backward divides by weight (gamma); a zero entry needs the conv "
                          "output kept")
     c = dy.shape[1]
     dx, grad_weight, grad_bias = torch.empty_like(dy), _per_channel(dy, c), _per_channel(dy, c)
+    attrs = {"negative_slope": negative_slope, "saved_is_result": saved_is_result, "relu": relu,
+             "norm_groups": norm_groups}
     launch("batch_norm_leaky_relu_grad", {
-        "dy": dy, "y": y, "weight": weight, "bias": bias, "save_invstd": save_invstd, "dx": dx,
-        "grad_weight": grad_weight, "grad_bias": grad_bias}, {"negative_slope": negative_slope},
-        lambda: batch_norm_leaky_relu_tiling("batch_norm_leaky_relu_grad", dy.shape, dy.element_size(),
-                                             negative_slope=negative_slope))
+        "dy": dy, "saved": saved, "weight": weight, "bias": bias, "save_mean": None if saved_is_result else save_mean,
+        "save_invstd": save_invstd, "dx": dx, "grad_weight": grad_weight, "grad_bias": grad_bias}, attrs,
+        lambda: batch_norm_leaky_relu_tiling("batch_norm_leaky_relu_grad", dy.shape, dy.element_size(), **attrs))
     return dx, grad_weight, grad_bias
 
 
@@ -188,10 +226,10 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
 
 
 def conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int,
-                                   negative_slope: float = 0.0, platform: str | None = None):
+                                   negative_slope: float = 0.0, platform: str | None = None, relu: bool = False):
     """The op_host tiling (ascend_acts._sim.ConvBnLeakyReluEvalTiling) of the layer: W' of `weight_shape`
     (C_out, C_in, kh, kw), which the kernel reads packed (`packed_weight_shape`); padding (top, bottom, left, right);
-    groups = 1."""
+    groups = 1. `relu` leaves Select's UB free, so a layer at the UB's limit may tile only without it."""
     platform = emulator.settings().platform if platform is None else platform
     x_shape, weight_shape = tuple(x_shape), tuple(weight_shape)
     layer = f"for input {list(x_shape)}, weight {list(weight_shape)} on {platform}"
@@ -201,7 +239,7 @@ def conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilat
         raise ValueError(f"conv_bn_leaky_relu_eval_tiling(): weight.shape[1] is not the input's channels (groups = 1), "
                          f"{layer}")
     attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
-             "negative_slope": negative_slope}
+             "negative_slope": negative_slope, "relu": relu}
     return emulator.binding().conv_bn_leaky_relu_eval_tiling(
         "conv_bn_leaky_relu_eval", [x_shape, packed_weight_shape(weight_shape, element_size), (weight_shape[0],)],
         element_size, attrs, platform)
@@ -214,10 +252,11 @@ def packed_weight_shape(weight_shape, element_size: int) -> tuple[int, ...]:
     return -(-cin // c0), kh, kw, -(-cout // 16), 16, c0
 
 
-def conv_bn_leaky_relu_eval_has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int) -> bool:
+def conv_bn_leaky_relu_eval_has_tiling(x_shape, weight_shape, stride, padding, dilation, element_size: int,
+                                       relu: bool = False) -> bool:
     """Whether the kernel can run this layer (the op layer has checked the shapes: a refusal here is capacity)."""
     try:
-        conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size)
+        conv_bn_leaky_relu_eval_tiling(x_shape, weight_shape, stride, padding, dilation, element_size, relu=relu)
     except ValueError:
         return False
     return True
@@ -233,9 +272,9 @@ def pack_weight(weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return padded.view(m1, 16, c1, c0, kh, kw).permute(2, 4, 5, 0, 1, 3).contiguous()
 
 
-def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float) -> torch.Tensor:
-    """leaky_relu(conv2d(x, weight) + bias) in one launch, weight and bias already BN-folded; groups = 1.
-    `bias` is float32; x and weight share one dtype."""
+def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: float, relu: bool = False) -> torch.Tensor:
+    """leaky_relu(conv2d(x, weight) + bias, negative_slope) (torch's relu with `relu`) in one launch, weight and bias
+    already BN-folded; groups = 1. `bias` is float32; x and weight share one dtype."""
     check_dtype(x)
     if weight.dtype != x.dtype:
         raise TypeError(f"weight must have the input's dtype {x.dtype}, got {weight.dtype}")
@@ -244,7 +283,7 @@ def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: floa
     y = torch.empty(reference.output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype,
                     device=x.device)
     attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
-             "negative_slope": negative_slope}
+             "negative_slope": negative_slope, "relu": relu}
     packed = pack_weight(weight, x.dtype)
     launch("conv_bn_leaky_relu_eval", {"x": x, "weight": packed, "bias": bias, "y": y}, attrs,
            lambda: emulator.binding().conv_bn_leaky_relu_eval_tiling(  # the op package's tiling, from the launch's
@@ -264,7 +303,7 @@ def fused_eval_kernel_requested() -> bool:
     return True
 
 
-def eval_path(input, weight, stride, padding, dilation, groups, transposed=False) -> str:
+def eval_path(input, weight, stride, padding, dilation, groups, transposed=False, relu=False) -> str:
     """Which eval runs: "fused" (our eval kernel), "platform" (the platform's convolution + our LeakyReLU kernel,
     an NPU's default) or "reference" (the CPU's oracle, where the emulator has no tiling). The emulator always runs
     the fused kernel where it can: it is the only place that kernel runs until an NPU has measured it."""
@@ -277,7 +316,7 @@ def eval_path(input, weight, stride, padding, dilation, groups, transposed=False
     fits = not transposed and groups == 1 and input.numel() > 0 and (
         (emulator.unavailable_reason() is not None and not on_emulator(input))
         or conv_bn_leaky_relu_eval_has_tiling(input.shape, weight.shape, stride, padding, dilation,
-                                              input.element_size()))
+                                              input.element_size(), relu))
     if fits:
         return "fused"
     return "reference" if on_emulator(input) else "platform"
@@ -285,10 +324,9 @@ def eval_path(input, weight, stride, padding, dilation, groups, transposed=False
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
                             transposed=False, output_padding=(0, 0)):
-    """ReLU: the eval kernel has no relu mode, so it runs as the identity (slope 1: x * 1 is x, -0.0 and NaN
-    included) and torch's relu follows. A transposed convolution has no eval kernel: it runs as grouped ones do."""
+    """A transposed convolution has no eval kernel: it runs as grouped ones do."""
     check_dtype(input)
-    path = eval_path(input, weight, stride, padding, dilation, groups, transposed)
+    path = eval_path(input, weight, stride, padding, dilation, groups, transposed, relu)
     if path == "reference":
         return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope,
                                                  relu, transposed, output_padding)
@@ -298,10 +336,8 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
     shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
     if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
         return input.new_empty(shape)
-    y = eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
-                    bias.detach().to(torch.float32).contiguous(), stride, padding, dilation,
-                    1.0 if relu else negative_slope)
-    return torch.relu_(y) if relu else y
+    return eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),
+                       bias.detach().to(torch.float32).contiguous(), stride, padding, dilation, negative_slope, relu)
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
