@@ -134,3 +134,104 @@ def assert_training_step_as_torch(original: nn.Module, converted: nn.Module, opt
         optimizer.step()
     for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
         torch.testing.assert_close(a, b, **tolerance, msg=f"step {step}: {key}")  # num_batches_tracked included
+
+
+SEQUENCE_ACTIVATIONS = {
+    "leaky": lambda: nn.LeakyReLU(0.2, inplace=True),
+    "relu": lambda: nn.ReLU(inplace=True),
+    "none": lambda: None,
+}
+
+
+def sequence_discriminator(activation: str = "leaky", dtype: torch.dtype = torch.float32, seed: int = 5,
+                           **bn) -> nn.Sequential:
+    """A 1-D (audio or time-series) GAN discriminator, small: (Conv1d -> BatchNorm1d -> activation) x 3 over
+    (N, 3, L), with a strided, a dilated and a padding="same" conv, then a Conv1d head. Affine parameters that put
+    about half of each norm's outputs below 0."""
+    torch.manual_seed(seed)
+    convs = [nn.Conv1d(3, 8, 4, 2, 1, bias=False), nn.Conv1d(8, 8, 3, 1, 2, dilation=2),
+             nn.Conv1d(8, 6, 3, padding="same", bias=False)]
+    layers = []
+    for conv in convs:
+        act = SEQUENCE_ACTIVATIONS[activation]()
+        layers += [conv, nn.BatchNorm1d(conv.out_channels, **bn), *([act] if act is not None else [])]
+    model = nn.Sequential(*layers, nn.Conv1d(6, 1, 3)).to(dtype)
+    with torch.no_grad():
+        for module in model:
+            if isinstance(module, nn.BatchNorm1d) and module.affine:
+                module.weight.uniform_(0.5, 1.5), module.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+# CycleGAN/pix2pix networks' norm layers (theirs: `instance` by default, `batch` as an option) and the GroupNorm and
+# running-statistics variants: a name -> a factory of the norm over c channels
+NORMS = {
+    "instance": lambda c: nn.InstanceNorm2d(c),  # CycleGAN's default: affine=False, track_running_stats=False
+    "instance affine": lambda c: nn.InstanceNorm2d(c, affine=True),
+    "instance tracked": lambda c: nn.InstanceNorm2d(c, affine=True, track_running_stats=True),
+    "instance momentum=None": lambda c: nn.InstanceNorm2d(c, momentum=None, track_running_stats=True),
+    "group": lambda c: nn.GroupNorm(2, c),
+    "group per channel pair no affine": lambda c: nn.GroupNorm(c // 2, c, affine=False),
+    "batch": nn.BatchNorm2d,
+}
+
+
+class ResnetBlock(nn.Module):
+    """CycleGAN's residual block: x + (pad, conv, norm, ReLU, pad, conv, norm)(x), the sum out of place."""
+
+    def __init__(self, dim: int, norm: str):
+        super().__init__()
+        bias = norm != "batch"  # as CycleGAN: a conv bias only where the norm does not cancel it
+        self.conv_block = nn.Sequential(
+            nn.ReflectionPad2d(1), nn.Conv2d(dim, dim, 3, bias=bias), NORMS[norm](dim), nn.ReLU(True),
+            nn.ReflectionPad2d(1), nn.Conv2d(dim, dim, 3, bias=bias), NORMS[norm](dim))
+
+    def forward(self, x):
+        return x + self.conv_block(x)
+
+
+def _randomise_norms(model: nn.Module) -> nn.Module:
+    """Affine parameters that put about half of each norm's outputs below 0, and running statistics that differ
+    from the batch's (so that eval with them is told apart from input statistics)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, (nn.modules.batchnorm._NormBase, nn.GroupNorm)) and module.affine:
+                module.weight.uniform_(0.5, 1.5), module.bias.uniform_(-0.5, 0.5)
+            if getattr(module, "running_mean", None) is not None:
+                module.running_mean.uniform_(-0.2, 0.2), module.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+def resnet_generator(norm: str = "instance", dtype: torch.dtype = torch.float32, seed: int = 0, ngf: int = 4,
+                     blocks: int = 2) -> nn.Sequential:
+    """CycleGAN's ResNet generator, narrow: ReflectionPad2d -> Conv2d(7) -> norm -> ReLU, two strided
+    Conv2d -> norm -> ReLU, `blocks` ResnetBlocks, two ConvTranspose2d(output_padding=1) -> norm -> ReLU,
+    ReflectionPad2d -> Conv2d(7) -> Tanh: 5 + 2 * blocks Conv -> norm runs. Image side a multiple of 4."""
+    torch.manual_seed(seed)
+    bias = norm != "batch"
+    layers = [nn.ReflectionPad2d(3), nn.Conv2d(NC, ngf, 7, bias=bias), NORMS[norm](ngf), nn.ReLU(True)]
+    for width in (ngf, 2 * ngf):
+        layers += [nn.Conv2d(width, 2 * width, 3, 2, 1, bias=bias), NORMS[norm](2 * width), nn.ReLU(True)]
+    layers += [ResnetBlock(4 * ngf, norm) for _ in range(blocks)]
+    for width in (4 * ngf, 2 * ngf):
+        layers += [nn.ConvTranspose2d(width, width // 2, 3, 2, 1, output_padding=1, bias=bias),
+                   NORMS[norm](width // 2), nn.ReLU(True)]
+    layers += [nn.ReflectionPad2d(3), nn.Conv2d(ngf, NC, 7), nn.Tanh()]
+    return _randomise_norms(nn.Sequential(*layers)).to(dtype)
+
+
+def patch_discriminator(norm: str = "instance", dtype: torch.dtype = torch.float32, seed: int = 0, ndf: int = 4,
+                        n_layers: int = 3) -> nn.Sequential:
+    """pix2pix/CycleGAN's PatchGAN (NLayerDiscriminator), narrow: Conv2d(4, 2, 1) -> LeakyReLU(0.2, True), then
+    n_layers Conv2d(4) -> norm -> LeakyReLU(0.2, True) (the last with stride 1), a Conv2d(4, 1, 1) head: one
+    logit per patch. Image side at least 16 for n_layers = 3."""
+    torch.manual_seed(seed)
+    bias = norm != "batch"
+    layers, width = [nn.Conv2d(NC, ndf, 4, 2, 1), nn.LeakyReLU(0.2, True)], ndf
+    for n in range(1, n_layers + 1):
+        out = ndf * min(2 ** n, 8)
+        layers += [nn.Conv2d(width, out, 4, 2 if n < n_layers else 1, 1, bias=bias), NORMS[norm](out),
+                   nn.LeakyReLU(0.2, True)]
+        width = out
+    layers += [nn.Conv2d(width, 1, 4, 1, 1)]
+    return _randomise_norms(nn.Sequential(*layers)).to(dtype)

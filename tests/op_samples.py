@@ -199,6 +199,19 @@ def conv_bn_leaky_relu_train(dtype, device):
                 True, output_padding)
         samples.append(Sample(args, name=f"{geometry}-bias{with_bias}-slope{slope}-save{save_output}"
                                          f"{_layout_name(layout)}{'-relu' if relu else ''}"))
+    # norm_groups: InstanceNorm (G == C) with running statistics, GroupNorm (2 channels a group) of a transposed conv
+    config = CONV_GEOMETRIES["3x3"]
+    x, weight, bias = _conv_tensors(m, config, "input")
+    c, pc = config[2], m.per_channel_dtype
+    args = (x, weight, bias, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc), m.randn(c).to(pc) * 0.1,
+            m.positive(c, dtype=pc), *config[6:], 0.1, 1e-5, 0.2, True, False, False, [0, 0], c)
+    samples.append(Sample(args, name="norm-groups-instance-3x3-stats-save-channels_last"))
+    config, output_padding = TRANSPOSED_GEOMETRIES["transposed-strided-groups"]
+    x, weight, _ = _transposed_tensors(m, config)
+    c, pc = config[2], m.per_channel_dtype
+    args = (x, weight, None, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc), None, None, *config[6:], 0.1, 1e-5,
+            0.0, False, True, True, output_padding, c // 2)
+    samples.append(Sample(args, name="norm-groups-group-transposed-relu"))
     return samples
 
 
@@ -278,20 +291,35 @@ def _activation(z, slope, relu):
     return F.relu(z) if relu else F.leaky_relu(z, slope)
 
 
+def _norm(conv, bn_weight, bn_bias, momentum, eps, norm_groups):
+    """torch's BatchNorm (norm_groups 0), InstanceNorm (G == C) or GroupNorm of the conv output, batch statistics."""
+    if not norm_groups:
+        return F.batch_norm(conv, None, None, bn_weight, bn_bias, True, momentum, eps)
+    if norm_groups == conv.shape[1]:
+        return F.instance_norm(conv, None, None, bn_weight, bn_bias, True, momentum, eps)
+    return F.group_norm(conv, norm_groups, bn_weight, bn_bias, eps)
+
+
 def _train_composite(x, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation,
-                     groups, momentum, eps, slope, save_output, relu, *transposition):
-    conv = _conv(x, weight, bias, stride, padding, dilation, groups, *transposition)
-    out = _activation(F.batch_norm(conv, None, None, bn_weight, bn_bias, True, momentum, eps), slope, relu)
-    var, mean = torch.var_mean(conv.float() if conv.dtype != torch.float64 else conv, (0, 2, 3), correction=0)
+                     groups, momentum, eps, slope, save_output, relu, transposed=False, output_padding=(0, 0),
+                     norm_groups=0):
+    conv = _conv(x, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
+    out = _activation(_norm(conv, bn_weight, bn_bias, momentum, eps, norm_groups), slope, relu)
+    computed = conv.float() if conv.dtype != torch.float64 else conv
+    if norm_groups:
+        var, mean = torch.var_mean(computed.reshape(conv.shape[0], norm_groups, -1), 2, correction=0)
+    else:
+        var, mean = torch.var_mean(computed, (0, 2, 3), correction=0)
     return out, conv, mean, (var + eps).rsqrt()
 
 
 def _train_backward_composite(grad, saved, saved_is_result, x, weight, bn_weight, bn_bias, mean, invstd, stride,
-                              padding, dilation, groups, slope, relu, *transposition):
+                              padding, dilation, groups, slope, relu, transposed=False, output_padding=(0, 0),
+                              norm_groups=0, bias=None):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bn_weight, bn_bias)]
-    bias = torch.zeros(bn_weight.shape[0], dtype=weight.dtype, requires_grad=True)
-    conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups, *transposition)
-    out = _activation(F.batch_norm(conv, None, None, leaves[2], leaves[3], True, 0.1, 1e-5), slope, relu)
+    bias = (torch.zeros(bn_weight.shape[0], dtype=weight.dtype) if bias is None else bias.detach()).requires_grad_()
+    conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups, transposed, output_padding)
+    out = _activation(_norm(conv, leaves[2], leaves[3], 0.1, 1e-5, norm_groups), slope, relu)
     grads = torch.autograd.grad(out, [*leaves[:2], bias, *leaves[2:]], grad)
     return grads
 

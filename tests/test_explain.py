@@ -3,6 +3,7 @@
 kept for backward measured both ways; and the model, its version counters and the random state left untouched."""
 
 import copy
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,7 +34,7 @@ def dcgan_discriminator(ndf=4):
 
 
 class Encoder(nn.Module):
-    """pix2pix/CycleGAN-like: a ResNet-style stem with instance norm, a downsampling BN block with a dropout
+    """pix2pix/CycleGAN-like: a ResNet-style stem with instance norm (fused), a downsampling BN block with a dropout
     between, and a plain Conv -> BN -> ReLU block in a nested Sequential."""
 
     def __init__(self):
@@ -102,7 +103,7 @@ def test_dcgan_generator_and_discriminator(training):
         assert all(r.reason == "eval: BatchNorm folded into the conv" for r in table)
 
 
-def test_reasons_a_hook_a_dropout_between_instance_norm_and_a_nested_sequential():
+def test_reasons_a_hook_a_dropout_between_and_a_nested_sequential():
     torch.manual_seed(1)
     model = Encoder()
     hooked = dcgan_discriminator()
@@ -112,7 +113,7 @@ def test_reasons_a_hook_a_dropout_between_instance_norm_and_a_nested_sequential(
     table = ascend_acts.explain(model, x)
     assert_unchanged(model, before)
     rows = {r.path: r for r in table}
-    assert rows["stem[0:3]"].reason == "InstanceNorm2d: no kernel yet" and not rows["stem[0:3]"].fused
+    assert rows["stem[0:3]"].fused and rows["stem[0:3]"].pattern == "Conv2d -> InstanceNorm2d -> ReLU"
     assert rows["down[0:4]"].fused and rows["down[0:4]"].pattern == "Conv2d -> BatchNorm2d -> Dropout -> ReLU"
     assert rows["down[0:4]"].reason == "a Dropout between the norm and the activation: it runs itself"
     assert not rows["down.4[0:4]"].fused and rows["down.4[0:4]"].reason == "a Dropout between the conv and the norm"
@@ -122,6 +123,12 @@ def test_reasons_a_hook_a_dropout_between_instance_norm_and_a_nested_sequential(
     assert [r.fused for r in hooked_table] == [False, True, True]
     assert hooked_table[0].reason == "a hook on the norm"
     assert hooked_table[0].saved_bytes_converted == hooked_table[0].saved_bytes_torch
+
+
+def test_norms_with_no_kernel_say_so():
+    model = nn.Sequential(nn.Conv1d(3, 4, 3), nn.InstanceNorm1d(4), nn.ReLU())
+    (row,) = ascend_acts.explain(model, torch.randn(2, 3, 8))
+    assert not row.fused and row.reason == "InstanceNorm1d: no kernel yet"
 
 
 def test_unconverted_containers_padding_mode_and_a_run_that_did_not_execute():
@@ -187,3 +194,17 @@ def test_a_container_after_the_norm_ends_the_run():
     model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), inner, nn.ReLU())
     (row,) = list(ascend_acts.explain(model, torch.randn(2, 3, 8, 8)))
     assert (row.path, row.pattern, row.fused) == ("<model>[0:2]", "Conv2d -> BatchNorm2d -> none", True)
+
+
+def test_the_readme_table_is_what_explain_prints():
+    """README's example: a PatchGAN critic with instance and group norm and one reflect-padded conv."""
+    torch.manual_seed(0)
+    critic = nn.Sequential(
+        nn.Conv2d(3, 64, 4, 2, 1), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(64, 128, 4, 2, 1), nn.InstanceNorm2d(128), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(128, 256, 4, 2, 1), nn.GroupNorm(32, 256), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(256, 512, 4, 1, 1, padding_mode="reflect"), nn.InstanceNorm2d(512), nn.LeakyReLU(0.2, True),
+        nn.Conv2d(512, 1, 4, 1, 1))
+    table = str(ascend_acts.explain(critic, torch.randn(4, 3, 64, 64)))
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"```\n{table}\n```" in readme, table

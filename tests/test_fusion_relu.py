@@ -210,6 +210,7 @@ def test_the_op_refuses_to_keep_only_a_relu_output(backend):
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("tail", ["relu", "none then conv"])
 def test_compile_fullgraph(tail, training, backend):
+    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original = model_with(tail).train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
     compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)

@@ -10,6 +10,7 @@ from ascend_acts.ops.conv_bn_leaky_relu import reference as backend  # the refer
 from ascend_acts.ops.conv_bn_leaky_relu import reference as oracle  # and, in the same module, the float64 oracle
 from ascend_acts.ops.conv_bn_leaky_relu import reference_batch_norm as kernels
 from ascend_acts.ops.leaky_relu import reference as activations
+from markers import fast_only
 
 ops = torch.ops.ascend_acts
 # (N, C_in, C_out, H, W, kernel, stride, padding (top, bottom, left, right), dilation, groups, conv bias)
@@ -219,10 +220,12 @@ def test_slope_factors_are_exactly_one_or_the_slope(slope):
         assert np.array_equal(factors, np.where(positive, dtype(1), dtype(slope)))
 
 
+@pytest.mark.parametrize("norm_groups", fast_only([0, 1, 5], [0, 5]))
 @pytest.mark.parametrize("saved_is_result", [True, False])
-def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_result, monkeypatch):
+def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_result, norm_groups, monkeypatch):
     """Rows spread over several chunks and threads (a small CHUNK): the per-row sums merge into the same
-    per-channel statistics and gradients as the oracle's whole-array ones; large mean, small spread."""
+    statistics (per channel, or per sample and group: norm_groups) and gradients as the oracle's whole-array ones;
+    large mean, small spread."""
     from ascend_acts.numerics import parallel
 
     monkeypatch.setattr(kernels, "CHUNK", 64)
@@ -233,19 +236,22 @@ def test_batch_norm_kernels_match_the_oracle_across_many_chunks(saved_is_result,
         y = (100 + rng.standard_normal((6, 5, 7, 3))).astype(np.float64)
         gamma, beta = rng.uniform(0.5, 1.5, 5), rng.uniform(-0.3, 0.3, 5)
         out = np.empty_like(y)
-        mean, invstd, variance = kernels.forward(y, gamma, beta, 1e-5, 0.2, out)
-        want_mean, want_variance = oracle.batch_statistics(y)
+        mean, invstd, variance = kernels.forward(y, gamma, beta, 1e-5, 0.2, out, groups=norm_groups)
+        want_mean, want_variance = oracle.batch_statistics(y, norm_groups)
         np.testing.assert_allclose(mean, want_mean, rtol=1e-14)
         np.testing.assert_allclose(variance, want_variance, rtol=1e-10)
         channel = np.s_[None, :, None, None]
-        xhat = (y - want_mean[channel]) / np.sqrt(want_variance + 1e-5)[channel]
+        xhat = ((y - oracle.statistic_view(want_mean, y.shape, norm_groups))
+                / np.sqrt(oracle.statistic_view(want_variance, y.shape, norm_groups) + 1e-5))
         want_out = oracle._leaky(xhat * gamma[channel] + beta[channel], 0.2)
         np.testing.assert_allclose(out, want_out, rtol=1e-10, atol=1e-12)
         grad = rng.standard_normal(y.shape)
         grad_y = np.empty_like(y)
         saved = out if saved_is_result else y
-        grad_gamma, grad_beta = kernels.backward(grad, saved, saved_is_result, gamma, beta, mean, invstd, 0.2, grad_y)
-        want = oracle.batch_norm_leaky_relu_backward(grad, saved, saved_is_result, gamma, beta, mean, invstd, 0.2)
+        grad_gamma, grad_beta = kernels.backward(grad, saved, saved_is_result, gamma, beta, mean, invstd, 0.2, grad_y,
+                                                 groups=norm_groups)
+        want = oracle.batch_norm_leaky_relu_backward(grad, saved, saved_is_result, gamma, beta, mean, invstd, 0.2,
+                                                     norm_groups=norm_groups)
         for got, expected in zip((grad_y, grad_gamma, grad_beta), want):
             np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-10 * np.abs(expected).max())
     finally:

@@ -212,14 +212,20 @@ def test_training_convolution_is_torchs_in_float32(dtype, padding):
     grad_out = torch.randn(out.shape, generator=g).to(dtype)
     grads = conv_bn_sim.conv_bn_leaky_relu_train_backward(grad_out, conv_out, False, x, weight, gamma, beta, mean,
                                                           invstd, *geometry, SLOPE)
-    # the BN part's gradient of the conv output, then torch's convolution backward of it in float32
+    # the BN part's gradient of the conv output: the gradient kernel's, in the data dtype (as an NPU's conv backward
+    # takes it), within one rounding of torch's float32 one
     y32 = conv_out.float().requires_grad_()
     z = F.batch_norm(y32, None, None, gamma, beta, True, 0.0, EPS)
-    (grad_y,) = torch.autograd.grad(F.leaky_relu(z, SLOPE), y32, grad_out.float())
-    grad_x, grad_w = torch.autograd.grad(expected, (x32, w32), grad_y)
+    (torch_grad_y,) = torch.autograd.grad(F.leaky_relu(z, SLOPE), y32, grad_out.float())
+    grad_y, _, _ = conv_bn_sim.batch_norm_leaky_relu_grad(grad_out, conv_out, gamma, beta, invstd, SLOPE,
+                                                          save_mean=mean, saved_is_result=False)
+    rounding = torch.finfo(dtype).eps
+    torch.testing.assert_close(grad_y.float(), torch_grad_y, rtol=rounding, atol=1e-5 + rounding * 1e-2)
+    # then torch's convolution backward of it in float32
+    grad_x, grad_w = torch.autograd.grad(expected, (x32, w32), grad_y.float())
     torch.testing.assert_close(grads[0], grad_x[:, :, top:top + 9, left:left + 8].to(dtype), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(grads[1], grad_w.to(dtype), rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(grads[2], grad_y.sum((0, 2, 3)).to(dtype), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grads[2], grad_y.float().sum((0, 2, 3)).to(dtype), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("offset", [0.5, 50.0], ids=["centred", "offset"])

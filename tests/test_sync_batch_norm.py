@@ -58,6 +58,8 @@ TWO = {
     "generator_float32": steps("sync_op", [2, 3], F32, spatial=3, architecture="generator"),
     # SGD: Adam would turn the rounding noise of the gradient of the conv bias before a BN into whole steps
     "generator_ddp": steps("sync_op", [1, 2], F64, spatial=3, architecture="generator", ddp=True),
+    # the same generator in Sequential containers: convert fuses its synchronised ReLU and transposed runs
+    "generator_converted": steps("convert_twice", [3, 1], F64, spatial=3, architecture="generator"),
     "saved_relu": ("saved_tensors_relu", dict(transposed=False)),
     "saved_relu_transposed": ("saved_tensors_relu", dict(transposed=True)),
 }
@@ -234,6 +236,8 @@ def test_relu_and_transposed_blocks_equal_torch_on_the_whole_batch(two):
     check_collectives(two, "generator", GENERATOR_LAYERS)
     check_against_torch(two, "generator_float32", [2, 3], F32, spatial=3, architecture="generator")
     check_against_torch(two, "generator_ddp", [1, 2], F64, ddp=True, spatial=3, architecture="generator")
+    check_against_torch(two, "generator_converted", [3, 1], F64, spatial=3, architecture="generator")
+    check_collectives(two, "generator_converted", GENERATOR_LAYERS)  # our op's collectives: the runs fused
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""`convert(model)`: run a model's LeakyReLU/RReLU modules and its Conv2d -> BatchNorm2d (-> LeakyReLU/ReLU) runs
+"""`convert(model)`: run a model's LeakyReLU/RReLU modules and its Conv -> Norm (-> LeakyReLU/ReLU) runs
 on the ascend_acts ops, changing nothing a user can observe but the kernels that run (and, for
 torch.nn.SyncBatchNorm, the class, so that DistributedDataParallel accepts it on the CPU)."""
 
@@ -17,9 +17,10 @@ _SYNC_BATCH_NORMS = {nn.SyncBatchNorm: acts_nn.SyncBatchNorm}
 
 def convert(model: nn.Module, fuse: bool = True) -> nn.Module:
     """Give every torch.nn.LeakyReLU / RReLU in `model` the ascend_acts subclass, and (with `fuse`) every
-    torch.nn.Sequential ascend_acts.nn.Sequential, whose forward runs Conv2d -> BatchNorm2d -> LeakyReLU / ReLU
-    (or no activation) runs of plain, hook-free children as one fused op (see nn/fusion.py; `ascend_acts.explain`
-    tells which runs fuse and why the others do not). Returns `model` itself.
+    torch.nn.Sequential ascend_acts.nn.Sequential, whose forward runs Conv2d / ConvTranspose2d -> BatchNorm2d and
+    Conv1d / Linear -> BatchNorm1d (-> LeakyReLU / ReLU or no activation) runs of plain, hook-free children as one
+    fused op (see nn/fusion.py; `ascend_acts.explain` tells which runs fuse and why the others do not). Returns
+    `model` itself.
 
     Each module keeps its identity: only its `__class__` changes, to a subclass that adds no state and
     keeps the class name. So the module tree, child indices, state_dict keys (checkpoints load both ways,

@@ -28,7 +28,7 @@ from .nn import fusion
 
 __all__ = ["explain", "Explanation", "Run"]
 
-_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)
+_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d, nn.Linear)
 _NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.GroupNorm)
 _ACTIVATIONS = (nn.LeakyReLU, nn.ReLU)
 
@@ -166,6 +166,9 @@ class _SavedBytes(TorchDispatchMode):
         self.key = key
         self.producer: dict = {}  # storage -> the key of the run in progress when an op first returned it
         self.total: dict = {}
+        # every storage an op returned, alive until the run ends: a freed temporary's address, reused by a later
+        # tensor, would give that tensor the temporary's producer (the counts changed with the allocator's reuse)
+        self.alive: list = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
@@ -175,6 +178,7 @@ class _SavedBytes(TorchDispatchMode):
                 storage = _storage(t)
                 if storage is not None:
                     self.producer.setdefault(storage[0], key)
+                    self.alive.append(t.untyped_storage())
         return result
 
     def pack(self, t: torch.Tensor):
@@ -233,7 +237,7 @@ def _unconverted_bytes(model: nn.Module, inputs, runs: dict[int, list[_Found]]):
 
 def explain(model: nn.Module, *inputs) -> Explanation:
     """Runs `model(*inputs)` once on a converted deep copy and once on an unconverted one and returns the table of
-    every Conv2d/ConvTranspose2d/Linear -> BatchNorm/InstanceNorm/GroupNorm -> LeakyReLU/ReLU/none run among the
+    every Conv2d/ConvTranspose2d/Conv1d/Linear -> BatchNorm/InstanceNorm/GroupNorm -> LeakyReLU/ReLU/none run among the
     nn.Sequential children: fused or not, why not, and the bytes kept for backward either way. Changes nothing of
     `model` (parameters, buffers, their version counters, the CPU random state)."""
     if not isinstance(model, nn.Module):
@@ -302,6 +306,7 @@ def _verdict(run: _Found, container: nn.Module, decision: fusion.Decision | None
         else:
             notes.append(decision.reason or "the activation runs itself")
     norm = list(container.children())[run.norm]
-    if not norm.training:
-        notes.append("eval: BatchNorm folded into the conv")
+    if not norm.training and getattr(norm, "running_mean", None) is not None:  # GroupNorm has none: per sample
+        notes.append("eval: BatchNorm folded into the conv" if isinstance(norm, nn.modules.batchnorm._BatchNorm)
+                     else "eval: running statistics folded into the conv")
     return True, "; ".join(notes)

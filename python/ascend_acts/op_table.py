@@ -213,6 +213,10 @@ _GEOMETRY = "int[2] stride, int[4] padding, int[2] dilation, int groups"
 # aten::convolution's: conv_transpose2d in place of conv2d (weight (C_in, C_out/groups, kh, kw)); appended after
 # `relu`, with defaults, so that positional callers of the older schemas keep working
 _TRANSPOSED = "bool transposed=False, int[2] output_padding=0"  # 0: [0, 0], as aten::conv_transpose2d writes it
+# which values share statistics (NORM_INTERFACE.md): 0 BatchNorm (per channel over N and spatial), G >= 1 per sample
+# over groups of C/G channels (G == C: InstanceNorm), whose mean/invstd are (N, G). The backward's conv `bias` is
+# needed only to differentiate it again with 1 < C/G (the bias then shifts the group statistics; otherwise it cancels)
+_NORM_GROUPS = "int norm_groups=0"
 
 
 @dataclass(frozen=True)
@@ -265,13 +269,13 @@ TORCH_OPS: tuple[TorchOp, ...] = (
     TorchOp("conv_bn_leaky_relu_train",
             f"(Tensor input, Tensor weight, Tensor? bias, Tensor bn_weight, Tensor bn_bias, Tensor(a!)? running_mean, "
             f"Tensor(b!)? running_var, {_GEOMETRY}, float momentum, float eps, float negative_slope, "
-            f"bool save_output, bool relu=False, {_TRANSPOSED}) "
+            f"bool save_output, bool relu=False, {_TRANSPOSED}, {_NORM_GROUPS}) "
             "-> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
             ("batch_norm_leaky_relu",)),
     TorchOp("conv_bn_leaky_relu_train_backward",
             f"(Tensor grad_out, Tensor saved, bool saved_is_result, Tensor input, Tensor weight, Tensor bn_weight, "
             f"Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, float negative_slope, bool relu=False, "
-            f"{_TRANSPOSED}) "
+            f"{_TRANSPOSED}, {_NORM_GROUPS}, Tensor? bias=None) "
             "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
             ("batch_norm_leaky_relu_grad",)),
     TorchOp("conv_bn_leaky_relu_eval",

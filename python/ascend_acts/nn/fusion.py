@@ -1,18 +1,23 @@
-"""When a Conv2d or ConvTranspose2d -> BatchNorm2d, or Linear -> BatchNorm1d, (-> LeakyReLU, ReLU or nothing) run of
-modules may execute as the fused op, and running it (a Linear on (N, F) is a 1x1 convolution on (N, F, 1, 1), and
-BatchNorm1d over (N, C) is BatchNorm2d over (N, C, 1, 1): the same statistics and bookkeeping).
+"""When a Conv2d or ConvTranspose2d -> BatchNorm2d, InstanceNorm2d or GroupNorm, Conv1d -> BatchNorm1d, or Linear ->
+BatchNorm1d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the fused op, and running it. The op is the
+Conv2d one: a Linear on (N, F) is a 1x1 convolution on (N, F, 1, 1) and a Conv1d on (N, C, L) a (1, K) convolution on
+(N, C, 1, L); BatchNorm1d over (N, C) or (N, C, L) is BatchNorm2d over those views (the same statistics and
+bookkeeping). InstanceNorm2d and GroupNorm are the op's norm_groups (C or num_groups: per-sample statistics).
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
-hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact nn.Conv2d or
-nn.ConvTranspose2d / nn.BatchNorm2d (or a synchronised BN after a Conv2d: ascend_acts.nn.SyncBatchNorm or
-nn.SyncBatchNorm, sync_batch_norm.py) / LeakyReLU modules with no hooks of any kind (their own or the global module
-hooks), no instance-level forward and zero padding fuse; anything else runs module by module, which is torch's
-behaviour by definition. The fused call reproduces nn.BatchNorm2d.forward's bookkeeping (momentum=None,
-num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics).
+hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact conv / norm /
+activation classes (a synchronised BN after a Conv2d or ConvTranspose2d too: ascend_acts.nn.SyncBatchNorm or
+nn.SyncBatchNorm, sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks), no
+instance-level forward and zero padding fuse; anything else runs module by module, which is torch's behaviour by
+definition. The fused call reproduces the norm module's forward: nn.BatchNorm2d's bookkeeping (momentum=None,
+num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics), nn.InstanceNorm2d's
+(running statistics used in eval and updated in training only with track_running_stats, momentum None as 0, no
+num_batches_tracked) and nn.GroupNorm's (per-sample statistics in train and eval).
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -34,7 +39,15 @@ _ACTIVATIONS = (nn.LeakyReLU, LeakyReLU)  # exact types: a user's subclass may c
 # convert_sync_batchnorm put it in (DDP refuses it on the CPU until a second `convert` swaps in ours)
 _SYNC_BATCH_NORMS = (SyncBatchNorm, nn.SyncBatchNorm)
 _BATCH_NORMS = (nn.BatchNorm2d, *_SYNC_BATCH_NORMS)
-_FUSED_CONVS = (nn.Conv2d, nn.ConvTranspose2d)  # exact types: the fused op computes their forward (transposed or not)
+# per-sample statistics: the op's norm_groups (C for InstanceNorm2d, num_groups for GroupNorm)
+_PER_SAMPLE_NORMS = (nn.InstanceNorm2d, nn.GroupNorm)
+# exact types: the fused op computes their forward (transposed or not; a Conv1d as a (1, K) Conv2d)
+_FUSED_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d)
+# the exact norms the fused op computes after each conv, and the one a message names
+_NORMS_AFTER = {nn.Conv2d: (*_BATCH_NORMS, *_PER_SAMPLE_NORMS), nn.ConvTranspose2d: (*_BATCH_NORMS, *_PER_SAMPLE_NORMS),
+                nn.Conv1d: (nn.BatchNorm1d,)}
+_NORM_NAMED = {nn.Conv2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm",
+               nn.ConvTranspose2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm", nn.Conv1d: "nn.BatchNorm1d"}
 
 
 def _untouched(module: nn.Module) -> bool:
@@ -55,8 +68,7 @@ def no_global_hooks() -> bool:
     return not any(getattr(_module_globals, name) for name in _GLOBAL_HOOK_DICTS)
 
 
-_NO_KERNEL_YET = (nn.BatchNorm1d, nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d,
-                  nn.GroupNorm, nn.LayerNorm)
+_NO_KERNEL_YET = (nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm3d, nn.LayerNorm)
 
 
 def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
@@ -67,26 +79,46 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     if type(conv) is nn.Linear:
         return _linear_bn_obstacle(conv, bn)
     if type(conv) not in _FUSED_CONVS:
-        expected = ("nn.ConvTranspose2d" if isinstance(conv, nn.ConvTranspose2d)
-                    else "nn.Linear" if isinstance(conv, nn.Linear) else "nn.Conv2d")
+        expected = next((f"nn.{t.__name__}" for t in (nn.ConvTranspose2d, nn.Linear, nn.Conv1d) if isinstance(conv, t)),
+                        "nn.Conv2d")
         return f"the conv is a {type(conv).__name__}, not exactly {expected} (its forward may differ)"
     if bn is None:
         return "no normalisation after the conv"
     if parametrize.is_parametrized(bn):
         return "a parametrization on the norm"
-    if type(bn) not in _BATCH_NORMS:
+    if type(bn) not in _NORMS_AFTER[type(conv)]:
         if isinstance(bn, _NO_KERNEL_YET):
             return f"{type(bn).__name__}: no kernel yet"
-        return f"the norm is a {type(bn).__name__}, not exactly nn.BatchNorm2d"
+        after = " after a Conv1d" if type(conv) is nn.Conv1d else ""
+        return f"the norm{after} is a {type(bn).__name__}, not exactly {_NORM_NAMED[type(conv)]}"
     if conv.padding_mode != "zeros":
         return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
+    if type(bn) in _PER_SAMPLE_NORMS:
+        return _per_sample_norm_obstacle(conv, bn) or _touched(conv, "conv") or _touched(bn, "norm")
     if bn.num_features != conv.out_channels:
         return "the BatchNorm's num_features differs from the conv's out_channels"
-    if type(conv) is nn.ConvTranspose2d and type(bn) in _SYNC_BATCH_NORMS:
-        return "a synchronised BatchNorm after a ConvTranspose2d is not fused yet"
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
+
+
+def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
+    """conv_bn_obstacle's rules for an exact InstanceNorm2d or GroupNorm after an exact Conv2d / ConvTranspose2d."""
+    if type(norm) is nn.GroupNorm:
+        if norm.num_channels != conv.out_channels:
+            return "the GroupNorm's num_channels differs from the conv's out_channels"
+        if conv.out_channels % norm.num_groups:  # a num_groups set after construction: group_norm's own error
+            return "the GroupNorm's num_groups does not divide the channels"
+        return None
+    if norm.num_features != conv.out_channels:
+        # affine: torch's error; otherwise torch warns and normalises the channels it gets (or fails on the running
+        # statistics' size): only its modules do exactly that
+        return "the InstanceNorm2d's num_features differs from the conv's out_channels (torch warns or raises)"
+    if (norm.running_mean is None) != (norm.running_var is None):
+        return "only one of running_mean and running_var"
+    if norm.track_running_stats and norm.running_mean is None:  # F.instance_norm's eval then has no statistics
+        return "track_running_stats without running statistics"
+    return None
 
 
 def _linear_bn_obstacle(linear: nn.Linear, bn: nn.Module | None) -> str | None:
@@ -123,10 +155,10 @@ IDENTITY_SLOPE = 1.0  # no activation: LeakyReLU with slope 1 is z * 1 = z exact
 
 def activation_of(act: nn.Module | None, bn: nn.Module) -> tuple[float, bool] | None:
     """(negative_slope, relu) of the fused op that computes `act` after `bn`, or None if it cannot: an untouched
-    LeakyReLU or ReLU (a synchronised BN has no ReLU mode: its ReLU runs as a module after the fused run)."""
+    LeakyReLU or ReLU."""
     if act is not None and plain_leaky_relu(act):
         return act.negative_slope, False
-    if act is not None and plain_relu(act) and type(bn) not in _SYNC_BATCH_NORMS:
+    if act is not None and plain_relu(act):
         return 0.0, True
     return None
 
@@ -138,8 +170,6 @@ def activation_obstacle(act: nn.Module | None, bn: nn.Module) -> str | None:
     if isinstance(act, (nn.LeakyReLU, nn.ReLU)):
         if type(act) not in (*_ACTIVATIONS, nn.ReLU):
             return f"the activation is a {type(act).__name__}, not exactly torch's"
-        if type(act) is nn.ReLU and type(bn) in _SYNC_BATCH_NORMS:
-            return "a synchronised BatchNorm has no ReLU mode yet: the ReLU runs itself"
         return _touched(act, "activation")
     return None
 
@@ -147,7 +177,7 @@ def activation_obstacle(act: nn.Module | None, bn: nn.Module) -> str | None:
 def readable_numbers(bn: nn.Module, negative_slope, input: torch.Tensor) -> bool:
     """bn.eps, bn.momentum and the slope may be tensors (torch's functionals read them as numbers): the fused op
     takes their values, which a graph or fake tensors cannot read; there the modules run, as torch's do."""
-    tensors = [v for v in (bn.eps, bn.momentum, negative_slope) if isinstance(v, torch.Tensor)]
+    tensors = [v for v in (bn.eps, getattr(bn, "momentum", None), negative_slope) if isinstance(v, torch.Tensor)]
     if any(t.dim() != 0 or t.requires_grad for t in tensors):  # what torch refuses for a number: its modules raise it
         return False
     return not tensors or not values_unknown(input)
@@ -173,7 +203,7 @@ _NOT_A_CONV = Decision(reason="not a convolution")
 def decide(modules: list, i: int, input) -> Decision:
     """Whether modules[i:] start a run Sequential's forward fuses, for this input (the modules as they are now)."""
     conv = modules[i]
-    if not isinstance(conv, (nn.Conv2d, nn.ConvTranspose2d, nn.Linear)):
+    if not isinstance(conv, (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d, nn.Linear)):
         return _NOT_A_CONV  # the common case first: cheap
     if i + 1 >= len(modules):
         return Decision(reason="no normalisation after the conv")
@@ -191,40 +221,93 @@ def decide(modules: list, i: int, input) -> Decision:
         if input.shape[1] != conv.in_features or (input.dtype != conv.weight.dtype
                                                   and not torch.is_autocast_enabled(input.device.type)):
             return Decision(reason="an input the Linear refuses: its own error")  # torch's message, not the op's
+    elif type(conv) is nn.Conv1d:
+        refusal = _conv1d_input_obstacle(conv, input)
+        if refusal is not None:
+            return Decision(reason=refusal)
     elif input.dim() != 4:  # torch's Conv2d takes a 3-D (unbatched) input and its BatchNorm2d raises
         return Decision(reason="an unbatched (3-D) input")
+    elif type(bn) in _PER_SAMPLE_NORMS and _single_value_per_statistic(conv, bn, input):
+        return Decision(reason=f"one value per {type(bn).__name__} statistic: the modules raise or compute it")
     act = modules[i + 2] if i + 2 < len(modules) else None
     activation = activation_of(act, bn)
-    if activation is None and type(bn) in _SYNC_BATCH_NORMS:
-        return Decision(reason="a synchronised BatchNorm with no activation after it: its op would keep its output, "
-                               "which the next module may change in place")
     slope, relu = activation or (IDENTITY_SLOPE, False)
     if not readable_numbers(bn, slope, input):
         return Decision(reason="eps, momentum or the slope is a tensor a graph cannot read")
     return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn))
 
 
-class _LinearAsConv(NamedTuple):
-    """A Linear's weight (O, F) and bias seen as a 1x1 Conv2d's: views, so autograd reaches the Linear's own
-    Parameters."""
+def _conv1d_input_obstacle(conv: nn.Conv1d, input: torch.Tensor) -> str | None:
+    """Why a Conv1d -> BatchNorm1d run does not fuse for this input, or None: only (N, C, L) inputs the Conv1d takes
+    (any other raises the modules' own errors, naming torch's shapes rather than the op's (N, C, 1, L) view)."""
+    if input.dim() != 3:  # (C, L): BatchNorm1d would take the conv's (C_out, L) output as a batch of C_out
+        return f"a {input.dim()}-D input to the Conv1d (only (N, C, L) fuses)"
+    if input.shape[1] != conv.in_channels or _output_length(conv, 0, input.shape[2]) < 1 or (
+            input.dtype != conv.weight.dtype and not torch.is_autocast_enabled(input.device.type)):
+        return "an input the Conv1d refuses: its own error"
+    return None
+
+
+def _output_length(conv: nn.Module, axis: int, length: int) -> int:
+    """The conv's output size along spatial `axis` for an input of `length` (torch's formulas; "same" keeps it)."""
+    kernel, stride, dilation = conv.kernel_size[axis], conv.stride[axis], conv.dilation[axis]
+    if isinstance(conv, nn.ConvTranspose2d):
+        return ((length - 1) * stride - 2 * conv.padding[axis] + dilation * (kernel - 1) + conv.output_padding[axis]
+                + 1)
+    if conv.padding == "same":
+        return length
+    padding = 0 if conv.padding == "valid" else conv.padding[axis]
+    return (length + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def _single_value_per_statistic(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm, input: torch.Tensor) -> bool:
+    """Whether each statistic is of one value: F.instance_norm's input statistics of 1x1 planes (its ValueError), or
+    F.group_norm's groups of one value (its ValueError in a batch of one, otherwise zero variance, where the op, seeing
+    instance norm in a GroupNorm(C, C), would raise instance_norm's). The modules raise or compute it, as torch's."""
+    positions = _output_length(conv, 0, input.shape[2]) * _output_length(conv, 1, input.shape[3])
+    if positions < 1:  # the convolution's own error, which the op raises as for a BatchNorm
+        return False
+    if type(norm) is nn.GroupNorm:
+        return (conv.out_channels // norm.num_groups) * positions == 1
+    return positions == 1 and (norm.training or not norm.track_running_stats)
+
+
+class _Conv2dView(NamedTuple):
+    """A Linear's weight (O, F) or a Conv1d's (O, C/groups, K) and their geometry seen as a Conv2d's over
+    (N, F, 1, 1) or (N, C, 1, L): views, so autograd reaches the module's own Parameters."""
     weight: torch.Tensor
     bias: torch.Tensor | None
     stride: tuple = (1, 1)
-    padding: tuple = (0, 0)
+    padding: tuple | str = (0, 0)
     dilation: tuple = (1, 1)
     groups: int = 1
 
 
-def _linear_bn_leaky_relu_modules(linear: nn.Linear, bn: nn.BatchNorm1d, negative_slope, input: torch.Tensor,
-                                  relu: bool, keep_output: bool) -> torch.Tensor:
-    """The fused op on input (N, F) as (N, F, 1, 1), its output viewed back as (N, O)."""
-    if (bn.training or bn.running_mean is None) and input.shape[0] == 1:
-        # torch's message names BatchNorm1d's input (N, O), not our (N, O, 1, 1); raised before anything changes
-        raise ValueError("Expected more than 1 value per channel when training, got input size "
-                         f"{torch.Size((1, linear.out_features))}")
-    conv = _LinearAsConv(linear.weight[:, :, None, None], linear.bias)
-    output = conv_bn_leaky_relu_modules(conv, bn, negative_slope, input[:, :, None, None], relu, keep_output)
-    return output.flatten(1)
+def _conv2d_view(conv: nn.Linear | nn.Conv1d) -> _Conv2dView:
+    if type(conv) is nn.Linear:
+        return _Conv2dView(conv.weight[:, :, None, None], conv.bias)
+    padding = conv.padding if isinstance(conv.padding, str) else (0, conv.padding[0])  # "same" pads no row
+    return _Conv2dView(conv.weight[:, :, None, :], conv.bias, (1, conv.stride[0]), padding, (1, conv.dilation[0]),
+                       conv.groups)
+
+
+def _viewed_bn_leaky_relu_modules(conv: nn.Linear | nn.Conv1d, bn: nn.BatchNorm1d, negative_slope,
+                                  input: torch.Tensor, relu: bool, keep_output: bool) -> torch.Tensor:
+    """The fused op on a Linear's input (N, F) as (N, F, 1, 1) or a Conv1d's (N, C, L) as (N, C, 1, L), its output
+    viewed back as (N, O) or (N, O, L_out)."""
+    if type(conv) is nn.Linear:
+        bn_input_size, view = (input.shape[0], conv.out_features), input[:, :, None, None]
+    else:
+        # contiguous: torch's conv1d returns a contiguous output whatever the input's strides, where the op would
+        # lay out (N, C, 1, L) as channels_last for an input whose channels are innermost
+        bn_input_size = (input.shape[0], conv.out_channels, _output_length(conv, 0, input.shape[2]))
+        view = input.contiguous()[:, :, None, :]
+    if (bn.training or bn.running_mean is None) and bn_input_size[0] * math.prod(bn_input_size[2:]) == 1:
+        # torch's message names BatchNorm1d's input, not our view; raised before anything changes
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{torch.Size(bn_input_size)}")
+    output = conv_bn_leaky_relu_modules(_conv2d_view(conv), bn, negative_slope, view, relu, keep_output)
+    return output.flatten(1) if type(conv) is nn.Linear else output.squeeze(2)
 
 
 # `ascend_acts.explain` listens to Sequential's decisions and runs (explanation.py); None when nobody does
@@ -236,30 +319,32 @@ def _number(value):
     return value.item() if isinstance(value, torch.Tensor) else value
 
 
-def conv_bn_leaky_relu_modules(conv: nn.Conv2d | nn.ConvTranspose2d | nn.Linear, bn: nn.BatchNorm2d | nn.BatchNorm1d,
-                               negative_slope: float, input: torch.Tensor, relu: bool = False,
-                               keep_output: bool = True) -> torch.Tensor:
+def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: float, input: torch.Tensor,
+                               relu: bool = False, keep_output: bool = True) -> torch.Tensor:
     """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op (keep_output: it may keep
     its output for backward rather than the conv output; see conv_bn_activation), with
     nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
     before F.batch_norm: a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics
     update) and counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before
-    the op writes anything) takes the count back: it changes nothing."""
-    if type(conv) is nn.Linear:
-        return _linear_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output)
+    the op writes anything) takes the count back: it changes nothing. An InstanceNorm2d or GroupNorm follows its own
+    module's rules instead (_per_sample_norm_modules)."""
+    if type(conv) in (nn.Linear, nn.Conv1d):
+        return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output)
+    if type(bn) in _PER_SAMPLE_NORMS:
+        return _per_sample_norm_modules(conv, bn, negative_slope, input, relu, keep_output)
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
     if counts:
         bn.num_batches_tracked.add_(1)
     momentum, eps, negative_slope = _number(bn.momentum), _number(bn.eps), _number(negative_slope)
     factor = 0.0 if momentum is None else momentum
     statistics = not bn.training or bn.track_running_stats
+    options = {"relu": relu, "keep_output": keep_output}
+    if type(conv) is nn.ConvTranspose2d:
+        options |= {"transposed": True, "output_padding": conv.output_padding}
     if type(bn) in _SYNC_BATCH_NORMS:
-        assert not relu, "a synchronised BN has no ReLU mode (activation_of)"
-        fused, options = sync_conv_bn_leaky_relu, {"process_group": bn.process_group}
+        fused, options = sync_conv_bn_leaky_relu, options | {"process_group": bn.process_group}
     else:
-        fused, options = conv_bn_activation, {"relu": relu, "keep_output": keep_output}
-        if type(conv) is nn.ConvTranspose2d:
-            options |= {"transposed": True, "output_padding": conv.output_padding}
+        fused = conv_bn_activation
     if counts and momentum is None:
         if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
             # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor
@@ -276,3 +361,24 @@ def conv_bn_leaky_relu_modules(conv: nn.Conv2d | nn.ConvTranspose2d | nn.Linear,
         if counts and not isinstance(error, RECOMPUTATION_STOPPED):
             bn.num_batches_tracked.sub_(1)
         raise
+
+
+def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.InstanceNorm2d | nn.GroupNorm,
+                             negative_slope, input: torch.Tensor, relu: bool, keep_output: bool) -> torch.Tensor:
+    """The fused op computing norm(conv(input)) and the activation, with the op's norm_groups: nn.GroupNorm's
+    F.group_norm (per-sample statistics of num_groups channel groups, in train and eval), or nn.InstanceNorm2d's
+    F.instance_norm (one group per channel): input statistics in training or without running statistics, the running
+    ones in eval; the running statistics updated in training with momentum (None means 0 there: no update, no
+    cumulative average) and num_batches_tracked never counted, as torch's InstanceNorm2d.forward does."""
+    options = {"relu": relu, "keep_output": keep_output}
+    if type(conv) is nn.ConvTranspose2d:
+        options |= {"transposed": True, "output_padding": conv.output_padding}
+    if type(norm) is nn.GroupNorm:
+        groups, training, momentum, statistics = norm.num_groups, True, 0.0, (None, None)
+    else:
+        groups, training = norm.num_features, norm.training or not norm.track_running_stats
+        momentum = 0.0 if norm.momentum is None else _number(norm.momentum)
+        statistics = (norm.running_mean, norm.running_var)  # as torch passes them (None without track_running_stats)
+    return conv_bn_activation(input, conv.weight, conv.bias, *statistics, norm.weight, norm.bias, training, momentum,
+                              _number(norm.eps), _number(negative_slope), conv.stride, conv.padding, conv.dilation,
+                              conv.groups, norm_groups=groups, **options)

@@ -1,4 +1,4 @@
-"""Sequential: torch.nn.Sequential whose forward runs Conv2d/ConvTranspose2d -> BatchNorm2d and Linear ->
+"""Sequential: torch.nn.Sequential whose forward runs Conv2d/ConvTranspose2d -> BatchNorm2d and Conv1d/Linear ->
 BatchNorm1d (-> LeakyReLU or ReLU) runs of its children through the fused op where that is exactly what the
 children would compute. A Conv2d -> BatchNorm2d followed by anything else (or by nothing) fuses with no activation
 (slope 1: the identity), keeping the conv output for backward (what follows may change the output in place).

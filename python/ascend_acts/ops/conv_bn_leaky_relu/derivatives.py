@@ -12,7 +12,15 @@ from torch._prims_common import suggest_memory_format
 
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
-from .torch_ops import activation_gradient, conv2d, conv2d_backward
+from .torch_ops import (
+    activation_gradient,
+    conv2d,
+    conv2d_backward,
+    normalised_gradient,
+    statistic_view,
+    statistics,
+    statistics_mean,
+)
 
 
 def memory_format(input: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
@@ -36,27 +44,31 @@ def in_format(t: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
 # reverse, torch.func): everything is recomputed from input, weight and the BN parameters, so the
 # gradients through the batch statistics and through the kept output (both functions of the input) are
 # included, and torch differentiates it to any order. Computed in float32 (float64 stays float64).
+def conv_bias_shifts_statistics(norm_groups: int, channels: int) -> bool:
+    """Whether a per-channel conv bias changes x-hat: with groups of several channels (GroupNorm); it cancels in
+    per-channel (BatchNorm) and per-instance (InstanceNorm) statistics."""
+    return 0 < norm_groups < channels
+
+
 def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                      bn_bias, mean, invstd, stride, padding, dilation, groups,
                                                      negative_slope, relu=False, transposed=False,
-                                                     output_padding=(0, 0)):
+                                                     output_padding=(0, 0), norm_groups=0, bias=None):
     c, layout = compute_dtype(input.dtype), memory_format(input, weight)
     x, w = input.to(c), weight.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding)
-    y = conv2d(x, w, None, *geometry)  # the conv bias cancels in the batch statistics
-    batch_mean = y.mean((0, 2, 3))
-    variance = y.var((0, 2, 3), unbiased=False)
+    shifts = bias is not None and conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
+    y = conv2d(x, w, bias.to(c) if shifts else None, *geometry)  # otherwise the conv bias cancels in the statistics
+    batch_mean, variance = statistics(y, norm_groups)
     # eps is no argument of the backward; the saved invstd carries it (variance + eps = invstd^-2): this has the
     # saved value and the derivatives of (variance + eps)^(-1/2)
     invstd = torch.rsqrt(variance - variance.detach() + invstd.detach().to(c).pow(-2))
-    xhat = (y - channel(batch_mean)) * channel(invstd)
+    xhat = (y - statistic_view(batch_mean, y, norm_groups)) * statistic_view(invstd, y, norm_groups)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     grad = grad_out.to(c)
     dz = activation_gradient(xhat * gamma + beta, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
-    dxhat = dz * gamma
-    dy = channel(invstd) * (dxhat - dxhat.mean((0, 2, 3), keepdim=True)
-                            - xhat * (dxhat * xhat).mean((0, 2, 3), keepdim=True))
+    dy = normalised_gradient(dz * gamma, xhat, invstd, norm_groups)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, w, *geometry)
     return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
             grad_bias.to(weight.dtype), grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype))
@@ -93,22 +105,23 @@ def _as(t, dtype):
 
 def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tangents, stride, padding,
                                  dilation, groups, negative_slope, like, relu=False, transposed=False,
-                                 output_padding=(0, 0)):
-    """Tangent of the training output along tangents (input, weight, bias, bn_weight, bn_bias); a conv bias
-    tangent cancels in the batch statistics."""
+                                 output_padding=(0, 0), norm_groups=0, bias=None):
+    """Tangent of the training output along tangents (input, weight, bias, bn_weight, bn_bias); the conv bias and
+    its tangent cancel in the statistics unless they are over groups of several channels (then `bias` is needed)."""
     c = compute_dtype(input.dtype)
-    input_t, weight_t, _, gamma_t, beta_t = (_as(t, c) for t in tangents)
+    input_t, weight_t, bias_t, gamma_t, beta_t = (_as(t, c) for t in tangents)
     x, w = input.to(c), weight.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding)
-    y = conv2d(x, w, None, *geometry)  # without the conv bias, so not `mean` but y's own
-    xhat = (y - y.mean((0, 2, 3), keepdim=True)) * channel(invstd.to(c))
+    shifts = conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
+    y = conv2d(x, w, bias.to(c) if shifts and bias is not None else None, *geometry)  # so not `mean` but y's own
+    xhat = (y - statistics_mean(y, norm_groups)) * statistic_view(invstd.to(c), y, norm_groups)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     z_t = torch.zeros_like(xhat)
     y_t = _tangent_conv(x, w, input_t, weight_t, geometry)
+    if shifts and bias_t is not None:
+        y_t = channel(bias_t).expand_as(y) if y_t is None else y_t + channel(bias_t)
     if y_t is not None:
-        xhat_t = channel(invstd.to(c)) * (y_t - y_t.mean((0, 2, 3), keepdim=True)
-                                          - xhat * (xhat * y_t).mean((0, 2, 3), keepdim=True))
-        z_t = z_t + xhat_t * gamma
+        z_t = z_t + normalised_gradient(y_t, xhat, invstd.to(c), norm_groups) * gamma
     if gamma_t is not None:
         z_t = z_t + xhat * channel(gamma_t)
     if beta_t is not None:

@@ -38,7 +38,7 @@ def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
 
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0,
-                       dilation=1, groups=1, transposed=False, output_padding=0, relu=False):
+                       dilation=1, groups=1, transposed=False, output_padding=0, relu=False, norm_groups=0):
     """leaky_relu(batch_norm(conv2d(input, weight, bias, ...), ...), negative_slope), as torch computes it
     (relu=True: torch's relu in place of the LeakyReLU, negative_slope unused).
 
@@ -52,25 +52,33 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     `momentum` is a number here; nn.ConvBNLeakyReLU2d handles momentum=None (cumulative average).
     `transposed=True`: the convolution is conv_transpose2d (weight (C_in, C_out/groups, kH, kW), `output_padding`),
     as aten::convolution takes it.
+    `norm_groups` G >= 1: InstanceNorm (G == C_out) or GroupNorm in place of the BatchNorm (conv_bn_activation).
     """
     check_bool("conv_bn_leaky_relu", "relu", relu)
     return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
                               eps, negative_slope, stride, padding, dilation, groups, relu=relu, transposed=transposed,
-                              output_padding=output_padding)
+                              output_padding=output_padding, norm_groups=norm_groups)
 
 
 def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0, dilation=1,
-                       groups=1, relu=False, transposed=False, output_padding=0, keep_output=True):
+                       groups=1, relu=False, transposed=False, output_padding=0, keep_output=True, norm_groups=0):
     """conv_bn_leaky_relu, or with relu=True torch's relu in place of the LeakyReLU (negative_slope is then unused).
     ReLU is not invertible: training keeps the conv output, which the backward needs anyway to tell z <= 0 from
     z > 0 and to rebuild x-hat where the output is 0 (the least any backward of batch_norm + relu can keep).
     keep_output=False keeps the conv output whatever the activation: for a caller whose output may be changed in
     place before the backward (a Conv -> BN run with no activation, followed by any module), as torch's BN keeps its
-    input."""
+    input.
+
+    norm_groups G >= 1 replaces BatchNorm by torch's per-sample norms of the conv output: G == C (the output channels)
+    F.instance_norm (running statistics only as track_running_stats keeps them: used in eval, updated in training;
+    without them per-sample statistics in train and eval; momentum None is 0.0, as nn.InstanceNorm2d passes it),
+    any other G dividing C F.group_norm (no running statistics). bn_weight/bn_bias are the norm's affine (None:
+    affine=False). A GroupNorm with G == C follows instance_norm's rules too: they differ only in which calls with a
+    single value per instance raise (instance_norm's 1x1 planes; group_norm's only with N == 1)."""
     args = check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
                            eps, negative_slope, stride, padding, dilation, groups, transposed=transposed,
-                           output_padding=output_padding)
+                           output_padding=output_padding, norm_groups=norm_groups)
     geometry = (args.stride, args.padding, args.dilation, args.groups)
     transposition = (args.transposed, args.output_padding)
     if not args.batch_stats:
@@ -83,11 +91,14 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
                                                          args.eps, args.transposed, args.groups)
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
                     torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
-                return ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
-                                                   relu, *transposition)
+                out = ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
+                                                  relu, *transposition)
+                # running statistics with norm_groups are InstanceNorm's, whose output torch makes contiguous
+                return out.contiguous() if args.norm_groups else out
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
     if _is_empty(args.output_shape):
-        return _unfused(input, weight, bias, None, None, bn_weight, bn_bias, args, relu)
+        statistics = (running_mean, running_var) if args.norm_groups else (None, None)
+        return _unfused(input, weight, bias, *statistics, bn_weight, bn_bias, args, relu)
     if args.no_input_channels:  # the conv output is its bias alone, which only torch's ops take
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
     if overlapping_statistics(running_mean, running_var):
@@ -98,10 +109,11 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
     invertible = (keep_output and not relu
                   and output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype))
+    grouped = (args.norm_groups,) if args.norm_groups else ()  # BatchNorm's call as before norm_groups
     # the op updates running_mean/running_var itself, as torch's batch_norm does
     out, _, _, _ = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, running_mean, running_var,
                                                 *geometry, args.momentum, args.eps, args.negative_slope, invertible,
-                                                relu, *transposition)
+                                                relu, *transposition, *grouped)
     return out
 
 
@@ -138,7 +150,16 @@ def _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias,
              relu: bool) -> torch.Tensor:
     """torch's own composite, for what only it reproduces: an empty training batch (an empty output still connected
     to the parameters, zero gradients, running statistics untouched: pass None), an eval fold that is not finite, and
-    expanded running statistics in training (torch's batch_norm updates their shared elements in its own order)."""
+    expanded running statistics in training (torch's batch_norm updates their shared elements in its own order);
+    with norm_groups F.instance_norm or F.group_norm (whose empty batch with running statistics is torch's business:
+    an IndexError)."""
     conv = platform_conv2d(input, weight, bias, *args.geometry)
-    out = F.batch_norm(conv, running_mean, running_var, bn_weight, bn_bias, args.batch_stats, args.momentum, args.eps)
+    if not args.norm_groups:
+        out = F.batch_norm(conv, running_mean, running_var, bn_weight, bn_bias, args.batch_stats, args.momentum,
+                           args.eps)
+    elif args.norm_groups == conv.shape[1]:
+        out = F.instance_norm(conv, running_mean, running_var, bn_weight, bn_bias, args.batch_stats, args.momentum,
+                              args.eps)
+    else:
+        out = F.group_norm(conv, args.norm_groups, bn_weight, bn_bias, args.eps)
     return activation(out, args.negative_slope, relu)

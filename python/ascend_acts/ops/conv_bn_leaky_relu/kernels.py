@@ -3,10 +3,10 @@ tensors (the "sim" backend's functions), through the op package on NPU tensors, 
 (`backends.launch`):
 - training: the platform's convolution (`platform_conv2d`: torch_npu's on an NPU, torch's computed as an NPU
   returns it on the CPU), then the BatchNorm + LeakyReLU training kernels (op_kernel/ family
-  "batch_norm_leaky_relu"), the running statistics updated on float32 copies. The backward runs the output-based
-  (InPlace-ABN) kernel when the output was kept; when the conv output was kept instead (slope <= 0, a zero
-  bn_weight or a too large |bn_bias| / |bn_weight|) the BN part has no kernel: the NumPy oracle on the emulator,
-  the torch backend's torch ops on an NPU. Per-channel statistics are float32 whatever the data type.
+  "batch_norm_leaky_relu"), the running statistics updated on float32 copies. The backward runs the gradient
+  kernel from whichever tensor was kept: the output (InPlace-ABN) or the conv output (ReLU, slope <= 0, a zero
+  bn_weight or a too large |bn_bias| / |bn_weight|). Per-channel statistics are float32 whatever the data type.
+  norm_groups >= 1 (InstanceNorm, GroupNorm statistics) runs the same kernels with per-sample statistics.
 - eval (`eval_path`): on the emulator the eval kernel (family "conv_bn_leaky_relu_eval": the convolution on the
   cube, img2col by LoadData 3Dv2, with the BN-folded weights packed in CANN's FRACTAL_Z order; bias and (Leaky)ReLU
   on the vector unit; one MIX launch). On an NPU the platform's convolution then our LeakyReLU kernel, unless
@@ -179,7 +179,7 @@ def batch_norm_leaky_relu_grad(dy, saved, weight, bias, save_invstd, negative_sl
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
-                             output_padding=(0, 0)):
+                             output_padding=(0, 0), norm_groups=0):
     check_dtype(input)
     y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
     # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
@@ -188,7 +188,7 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
     staged = [t.detach().to(torch.float32, copy=True).contiguous() for t in (running_mean, running_var)] \
         if update else [None, None]
     out, mean, invstd = batch_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
-                                              negative_slope, eps, momentum, relu)
+                                              negative_slope, eps, momentum, relu, norm_groups)
     if update:
         with torch.no_grad():
             running_mean.copy_(staged[0])
@@ -199,27 +199,16 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
-                                      transposed=False, output_padding=(0, 0)):
+                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None):
+    """The gradient kernel, from the output (InPlace-ABN) or from the conv output (ReLU, slope <= 0, an affine that
+    cannot be inverted), then the platform's convolution backward. `bias` (the conv's) is needed only to
+    differentiate this op again (the composite); the kernel never reads it."""
     check_dtype(input)
-    if not saved_is_result and not on_emulator(input):  # no kernel for the BN part: the torch backend's maths
-        return platform.conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight,
-                                                          bn_bias, mean, invstd, stride, padding, dilation, groups,
-                                                          negative_slope, relu, transposed, output_padding)
-    gamma, beta = _channel_floats(bn_weight), _channel_floats(bn_bias)
-    if saved_is_result:
-        grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
-            grad_out.contiguous(), saved, gamma, beta, _channel_floats(invstd), negative_slope)
-        grad_y = grad_y.float()
-    else:
-        f = torch.float32
-
-        def array(t):
-            return t.detach().to(f).contiguous().numpy()
-
-        grads = reference.batch_norm_leaky_relu_backward(
-            array(grad_out), array(saved), False, array(gamma), array(beta), array(mean), array(invstd), negative_slope,
-            relu)
-        grad_y, grad_gamma, grad_beta = (torch.from_numpy(g) for g in grads)
+    grad_y, grad_gamma, grad_beta = batch_norm_leaky_relu_grad(
+        grad_out.contiguous(), saved.contiguous(), _channel_floats(bn_weight), _channel_floats(bn_bias),
+        _channel_floats(invstd), negative_slope, save_mean=None if saved_is_result else _channel_floats(mean),
+        saved_is_result=saved_is_result, relu=relu, norm_groups=norm_groups)
+    grad_y = grad_y.float()
     grad_input, grad_weight, grad_bias = platform_conv2d_backward(grad_y, input, weight, stride, padding, dilation,
                                                                   groups, transposed, output_padding)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)

@@ -8,7 +8,9 @@ Convolution is im2col + GEMM per group: `padding` is (top, bottom, left, right),
 
 Training backward is InPlace-ABN style: from the post-activation output the BN output is recovered
 by inverting LeakyReLU (slope > 0) and x-hat by inverting the affine (no zero bn_weight); otherwise
-the caller keeps the conv output and x-hat is recomputed from it.
+the caller keeps the conv output and x-hat is recomputed from it. `norm_groups` G >= 1 takes the statistics per
+sample over groups of C/G channels (InstanceNorm G == C, GroupNorm) instead of per channel over the batch: they are
+then (N, G).
 
 The reference backend's convolution (transposed too) is the platform's, as on the NPU: torch's CPU convolution
 (oneDNN; torch.nn.functional.conv2d or conv_transpose2d forward, aten::convolution_backward for grad_input,
@@ -118,46 +120,68 @@ def _activation_gradient(z, grad_out, slope, relu=False):
     return np.where(z > 0, grad_out, grad_out * grad_out.dtype.type(slope))
 
 
-def batch_statistics(y):
-    """Per-channel mean and biased variance over N, H, W."""
+def batch_statistics(y, norm_groups=0):
+    """Mean and biased variance per channel over N, H, W, or (norm_groups G >= 1) per sample and group of C/G
+    channels, (N, G)."""
+    if norm_groups:
+        grouped = y.reshape(y.shape[0], norm_groups, -1)
+        return grouped.mean(axis=2), grouped.var(axis=2)
     mean = y.mean(axis=(0, 2, 3))
     return mean, ((y - channel_view(mean)) ** 2).mean(axis=(0, 2, 3))
 
 
-def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, groups, eps, slope, relu=False):
-    """(out, conv output, batch mean, batch invstd, biased batch variance); gamma/beta are arrays (ones/zeros
+def statistic_view(values, shape, norm_groups=0):
+    """Statistics (C,) or (N, G) broadcast over an (N, C, H, W) `shape`."""
+    if norm_groups:
+        return np.repeat(values, shape[1] // norm_groups, axis=1)[:, :, None, None]
+    return channel_view(values)
+
+
+def _statistics_mean(t, norm_groups=0):
+    """The mean over what shares statistics, broadcastable over t."""
+    if norm_groups:
+        return statistic_view(t.reshape(t.shape[0], norm_groups, -1).mean(axis=2), t.shape, norm_groups)
+    return t.mean(axis=(0, 2, 3), keepdims=True)
+
+
+def train_forward(x, weight, bias, gamma, beta, stride, padding, dilation, groups, eps, slope, relu=False,
+                  norm_groups=0):
+    """(out, conv output, mean, invstd, biased variance) of the statistics; gamma/beta are arrays (ones/zeros
     when absent)."""
     y = conv2d(x, weight, bias, stride, padding, dilation, groups)
-    mean, variance = batch_statistics(y)
+    mean, variance = batch_statistics(y, norm_groups)
     invstd = 1.0 / np.sqrt(variance + y.dtype.type(eps))
-    z = (y - channel_view(mean)) * channel_view(invstd) * channel_view(gamma) + channel_view(beta)
+    xhat = (y - statistic_view(mean, y.shape, norm_groups)) * statistic_view(invstd, y.shape, norm_groups)
+    z = xhat * channel_view(gamma) + channel_view(beta)
     return _leaky(z, slope, relu), y, mean, invstd, variance
 
 
 def train_backward(grad_out, saved, saved_is_result, x, weight, gamma, beta, mean, invstd, stride, padding, dilation,
-                   groups, slope, relu=False):
+                   groups, slope, relu=False, norm_groups=0):
     """Gradients for (input, weight, bias, gamma, beta). `saved` is the output when saved_is_result,
     else the conv output."""
     dy, grad_gamma, grad_beta = batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean,
-                                                               invstd, slope, relu)
+                                                               invstd, slope, relu, norm_groups)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, weight, stride, padding, dilation, groups)
     return grad_input, grad_weight, grad_bias, grad_gamma, grad_beta
 
 
-def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope, relu=False):
-    """Gradients for (conv output, gamma, beta) of the BN + LeakyReLU (or ReLU) part."""
+def batch_norm_leaky_relu_backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope, relu=False,
+                                   norm_groups=0):
+    """Gradients for (conv output, gamma, beta) of the BN + LeakyReLU (or ReLU) part (norm_groups: the statistics'
+    groups, mean and invstd (N, G))."""
+    invstd = statistic_view(invstd, saved.shape, norm_groups)
     if saved_is_result:
         z = np.where(saved > 0, saved, saved / saved.dtype.type(slope))
         xhat = (z - channel_view(beta)) / channel_view(gamma)
     else:
-        xhat = (saved - channel_view(mean)) * channel_view(invstd)
+        xhat = (saved - statistic_view(mean, saved.shape, norm_groups)) * invstd
         z = xhat * channel_view(gamma) + channel_view(beta)
     dz = _activation_gradient(z, grad_out, slope, relu)
     grad_gamma = (dz * xhat).sum(axis=(0, 2, 3))
     grad_beta = dz.sum(axis=(0, 2, 3))
     dxhat = dz * channel_view(gamma)
-    dy = channel_view(invstd) * (dxhat - dxhat.mean(axis=(0, 2, 3), keepdims=True)
-                              - xhat * (dxhat * xhat).mean(axis=(0, 2, 3), keepdims=True))
+    dy = invstd * (dxhat - _statistics_mean(dxhat, norm_groups) - xhat * _statistics_mean(dxhat * xhat, norm_groups))
     return dy, grad_gamma, grad_beta
 
 
@@ -185,7 +209,7 @@ def _tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
-                             output_padding=(0, 0)):
+                             output_padding=(0, 0), norm_groups=0):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), None if bias is None else bias.detach().to(c),
@@ -193,16 +217,15 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         kept = torch.empty(0, dtype=input.dtype) if save_output else y.to(input.dtype)
         out = torch.empty_like(y) if kept is y else y  # normalised in place unless y itself is kept
         mean, invstd, variance = reference_batch_norm.forward(y.numpy(), _array(bn_weight, c), _array(bn_bias, c),
-                                                              eps, negative_slope, out.numpy(), relu)
+                                                              eps, negative_slope, out.numpy(), relu, norm_groups)
         mean, invstd = torch.from_numpy(mean), torch.from_numpy(invstd)
-        update_running_statistics(running_mean, running_var, mean, torch.from_numpy(variance),
-                                  y.numel() // max(y.shape[1], 1), momentum)
+        update_running_statistics(running_mean, running_var, mean, torch.from_numpy(variance), y.shape, momentum)
         return out.to(input.dtype), kept, mean, invstd
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
-                                      transposed=False, output_padding=(0, 0)):
+                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         grad = grad_out.detach().to(c).contiguous()
@@ -210,7 +233,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         grad_y = grad if copied else torch.empty_like(grad)  # in place only in our own copy
         grad_gamma, grad_beta = reference_batch_norm.backward(
             grad.numpy(), _array(saved, c), saved_is_result, _array(bn_weight, c), _array(bn_bias, c), _array(mean, c),
-            _array(invstd, c), negative_slope, grad_y.numpy(), relu)
+            _array(invstd, c), negative_slope, grad_y.numpy(), relu, norm_groups)
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(
             grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups, transposed,
             output_padding)

@@ -3,8 +3,10 @@
 Training keeps the post-activation output (InPlace-ABN) when the activation and the affine can be
 inverted (negative_slope > 0, no zero bn_weight, |bn_bias| / |bn_weight| small enough for the dtype; the caller
 decides with `save_output`, see output_determines_batch_norm below); otherwise it
-keeps the conv output. Eval runs the conv with BN folded into weight and bias; its backward recomputes
-the pre-activation, so nothing but the input and the folded weight is kept.
+keeps the conv output. `norm_groups` G >= 1 normalises per sample over groups of C/G channels (InstanceNorm G == C,
+GroupNorm) instead of per channel over the batch: mean/invstd are then (N, G), and running statistics are taken only
+with G == C (F.instance_norm's update). Eval runs the conv with BN folded into weight and bias; its backward
+recomputes the pre-activation, so nothing but the input and the folded weight is kept.
 Device kernels: the backends' (`ops._kernels`); results follow torch's convolution into channels_last.
 """
 
@@ -96,31 +98,59 @@ def check_shapes(op: str, out_channels: int, per_channel: dict, like_output: dic
                                f"{tuple(out_shape)}, got {tuple(t.shape)}")
 
 
+def statistics_shape(batch: int, channels: int, norm_groups: int) -> tuple[int, ...]:
+    """The shape of the ops' mean and invstd: (C,) for BatchNorm, (N, G) for norm_groups G >= 1."""
+    return (batch, norm_groups) if norm_groups else (channels,)
+
+
+def check_norm_groups(op: str, norm_groups, channels: int, running_statistics: bool) -> None:
+    """norm_groups is 0 (BatchNorm) or a G >= 1 dividing the output channels (a RuntimeError, as torch's group_norm
+    raises it); running statistics only with G == C (InstanceNorm's; GroupNorm has none): a ValueError."""
+    if isinstance(norm_groups, bool) or not isinstance(norm_groups, int) or norm_groups < 0:
+        raise ValueError(f"ascend_acts::{op}: 'norm_groups' must be an int >= 0 (0: BatchNorm), got {norm_groups!r}")
+    if norm_groups and channels % norm_groups:
+        raise RuntimeError(f"ascend_acts::{op}: 'norm_groups' ({norm_groups}) must divide the output channels "
+                           f"({channels})")
+    if norm_groups and running_statistics and norm_groups != channels:
+        raise ValueError(f"ascend_acts::{op}: 'running_mean' and 'running_var' are InstanceNorm's (norm_groups == "
+                         f"{channels}, the output channels), got norm_groups={norm_groups}: GroupNorm keeps none")
+
+
 def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
-                 momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0)):
+                 momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0),
+                 norm_groups=0):
     if relu and save_output:
         raise ValueError(f"ascend_acts::{TRAIN}: 'save_output' needs an invertible activation; relu is not")
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"ascend_acts::{TRAIN}: 'running_mean' and 'running_var' must both be given or both be None")
     statistics = {} if running_mean is None else {"running_mean": running_mean, "running_var": running_var}
+    channels = output_channels(weight, groups, transposed)
+    check_norm_groups(TRAIN, norm_groups, channels, running_mean is not None)
     check_dtypes(TRAIN, input, {"weight": weight, "bias": bias},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
-    check_shapes(TRAIN, output_channels(weight, groups, transposed),
-                 {"bias": bias, "bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
+    check_shapes(TRAIN, channels, {"bias": bias, "bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
 
 
 def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                          output_padding=(0, 0)):
+                          output_padding=(0, 0), norm_groups=0, bias=None):
     if relu and saved_is_result:  # the forward refuses to keep it (save_output); a ReLU output loses z <= 0
         raise ValueError(f"ascend_acts::{TRAIN_BACKWARD}: 'saved_is_result' needs an invertible activation; relu is "
                          "not (keep the conv output)")
-    check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight},
+    channels = output_channels(weight, groups, transposed)
+    check_norm_groups(TRAIN_BACKWARD, norm_groups, channels, False)
+    check_dtypes(TRAIN_BACKWARD, input, {"grad_out": grad_out, "saved": saved, "weight": weight, "bias": bias},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd})
-    check_shapes(TRAIN_BACKWARD, output_channels(weight, groups, transposed),
-                 {"bn_weight": bn_weight, "bn_bias": bn_bias, "mean": mean, "invstd": invstd},
+    statistics = {"mean": mean, "invstd": invstd}
+    check_shapes(TRAIN_BACKWARD, channels,
+                 {"bn_weight": bn_weight, "bn_bias": bn_bias, **({} if norm_groups else statistics), "bias": bias},
                  {"grad_out": grad_out, "saved": saved},
                  conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding))
+    expected = statistics_shape(input.shape[0], channels, norm_groups)
+    for name, t in statistics.items() if norm_groups else ():
+        if tuple(t.shape) != expected:
+            raise RuntimeError(f"ascend_acts::{TRAIN_BACKWARD}: '{name}' must have shape {expected} (N, norm_groups), "
+                               f"got {tuple(t.shape)}")
 
 
 def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
@@ -150,27 +180,47 @@ def _conv_layout(input_index: int, laid_out: tuple[int, ...]):
     return layout
 
 
+_NORM_GROUPS = 18  # the position of conv_bn_leaky_relu_train's norm_groups
+
+
+def instance_norm_of(norm_groups: int, channels: int) -> bool:
+    """Whether the statistics are InstanceNorm's, whose output torch's instance_norm makes contiguous whatever the
+    layout of its input (group_norm and batch_norm keep a channels_last one)."""
+    return norm_groups == channels
+
+
+def _train_layout(args, results):
+    results = _conv_layout(0, (0, 1))(args, results)
+    norm_groups = args[_NORM_GROUPS] if len(args) > _NORM_GROUPS else 0
+    if instance_norm_of(norm_groups, results[0].shape[1]):
+        return (results[0].contiguous(), *results[1:])
+    return results
+
+
 # --- fake kernels ------------------------------------------------------------------------------
 def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
     return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=layout)
 
 
 def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
-                momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0)):
+                momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0),
+                norm_groups=0):
     _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
-                 momentum, eps, negative_slope, save_output, relu, transposed, output_padding)
+                 momentum, eps, negative_slope, save_output, relu, transposed, output_padding, norm_groups)
     shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
     c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
-    out = _empty(shape, input, layout)
+    out = _empty(shape, input, torch.contiguous_format if instance_norm_of(norm_groups, shape[1]) else layout)
     kept = input.new_empty(0) if save_output else _empty(shape, input, layout)
-    return out, kept, input.new_empty(shape[1], dtype=c), input.new_empty(shape[1], dtype=c)
+    statistics = statistics_shape(shape[0], shape[1], norm_groups)
+    return out, kept, input.new_empty(statistics, dtype=c), input.new_empty(statistics, dtype=c)
 
 
 def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                          padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                         output_padding=(0, 0)):
+                         output_padding=(0, 0), norm_groups=0, bias=None):
     _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
-                          padding, dilation, groups, negative_slope, relu, transposed, output_padding)
+                          padding, dilation, groups, negative_slope, relu, transposed, output_padding, norm_groups,
+                          bias)
     layout = derivatives.memory_format(input, weight)
     return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout),
             weight.new_empty(output_channels(weight, groups, transposed)),
@@ -194,15 +244,17 @@ def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation
 
 
 # --- autograd: reverse mode through the backward ops, forward mode by jvp rules in torch ops -----------
-_RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' arguments; transposed and
-# output_padding follow it
+_RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' arguments; transposed,
+# output_padding (and the train op's norm_groups) follow it
 
 
 def _trailing(ctx, inputs: tuple, position: int) -> None:
-    """The arguments with defaults, from `relu` on (relu, transposed, output_padding), into ctx; a caller that left
-    them out gets the schema's defaults. backward returns a None for each argument after the differentiable ones."""
+    """The arguments with defaults, from `relu` on (relu, transposed, output_padding, norm_groups), into ctx; a
+    caller that left them out gets the schema's defaults. backward returns a None for each argument after the
+    differentiable ones."""
     given = tuple(inputs[position:])
-    ctx.relu, ctx.transposed, ctx.output_padding = (*given, *(False, False, (0, 0))[len(given):])[:3]
+    defaults = (False, False, (0, 0), 0)
+    ctx.relu, ctx.transposed, ctx.output_padding, ctx.norm_groups = (*given, *defaults[len(given):])[:4]
     ctx.trailing_arguments = len(inputs)
 
 
@@ -219,25 +271,29 @@ class _Train(OpFunction):
         ctx.geometry, ctx.has_bias = geometry, bias is not None
         out, conv_out, mean, invstd = output
         ctx.mark_non_differentiable(conv_out, mean, invstd)
-        ctx.save_for_backward(out if ctx.save_output else conv_out, input, weight, bn_weight, bn_bias, mean, invstd)
-        ctx.save_for_forward(out, input, weight, bn_weight, bn_bias, invstd)
+        # the conv bias only where it shifts the statistics (groups of several channels): to differentiate again
+        kept_bias = bias if derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]) else None
+        ctx.save_for_backward(out if ctx.save_output else conv_out, input, weight, bn_weight, bn_bias, mean, invstd,
+                              kept_bias)
+        ctx.save_for_forward(out, input, weight, bn_weight, bn_bias, invstd, kept_bias)
 
     @staticmethod
     def backward(ctx, grad_out, _grad_conv_out, _grad_mean, _grad_invstd):
-        saved, input, weight, bn_weight, bn_bias, mean, invstd = ctx.saved_tensors
+        saved, input, weight, bn_weight, bn_bias, mean, invstd, bias = ctx.saved_tensors
+        grouped = (ctx.norm_groups, bias) if ctx.norm_groups else ()  # BatchNorm's call as before norm_groups
         grads = ops.conv_bn_leaky_relu_train_backward(
             grad_out, saved, ctx.save_output, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
-            ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding)
+            ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *grouped)
         grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
         return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
                 *(None,) * (ctx.trailing_arguments - 5))
 
     @staticmethod
     def jvp(ctx, *tangents):
-        out, input, weight, bn_weight, bn_bias, invstd = ctx.saved_tensors
+        out, input, weight, bn_weight, bn_bias, invstd, bias = ctx.saved_tensors
         out_tangent = derivatives.conv_bn_leaky_relu_train_jvp(
             input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out, ctx.relu,
-            ctx.transposed, ctx.output_padding)
+            ctx.transposed, ctx.output_padding, ctx.norm_groups, bias)
         return out_tangent, None, None, None
 
 
@@ -304,7 +360,7 @@ def _cast_train_arguments(args, dtype, device_type):
 
 
 declare(TRAIN, fake=_train_fake, check=_check_train, autograd=autograd_function(_Train),
-        layout=_conv_layout(0, (0, 1)), vmap=_train_vmap, autocast=_cast_train_arguments)
+        layout=_train_layout, vmap=_train_vmap, autocast=_cast_train_arguments)
 declare(TRAIN_BACKWARD, fake=_train_backward_fake, check=_check_train_backward, layout=_conv_layout(3, (0, 1)),
         vmap=per_sample_vmap(TRAIN_BACKWARD),
         # the backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.

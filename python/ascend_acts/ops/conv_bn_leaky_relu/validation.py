@@ -2,7 +2,8 @@
 
 Error types follow what torch's nn.Sequential(Conv2d, BatchNorm2d, LeakyReLU) raises for the same mistake
 (RuntimeError from the convolution and the tensor checks, ValueError from BatchNorm's own checks); the
-messages name the argument.
+messages name the argument. With `norm_groups` G >= 1 the normalisation's checks are F.instance_norm's (G == C) or
+F.group_norm's (G < C) instead of F.batch_norm's.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Checked:
     no_input_channels: bool
     transposed: bool = False
     output_padding: list[int] | tuple[int, int] = (0, 0)  # conv_transpose2d's; (0, 0) when not transposed
+    norm_groups: int = 0  # 0 BatchNorm; G: statistics per sample over groups of C/G channels (G == C InstanceNorm)
 
     @property
     def geometry(self) -> tuple:
@@ -201,22 +203,29 @@ def _transposed_output_shape(input, weight, stride, padding, dilation, output_pa
     return torch.Size([input.shape[0], weight.shape[1] * groups, *sizes])
 
 
-def check_arguments(*args, transposed=False, output_padding=(0, 0)) -> Checked:
+def check_arguments(*args, transposed=False, output_padding=(0, 0), norm_groups=0) -> Checked:
     """(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
     negative_slope, stride, padding, dilation, groups), as conv_bn_leaky_relu takes them; `transposed`: weight is
-    conv_transpose2d's (C_in, C_out/groups, kH, kW), with `output_padding`."""
+    conv_transpose2d's (C_in, C_out/groups, kH, kW), with `output_padding`; `norm_groups`: see Checked."""
     if not torch.jit.is_tracing():
-        return _check_arguments(*args, transposed, output_padding)
+        return _check_arguments(*args, transposed, output_padding, norm_groups)
     # torch.jit.trace records the ops, not these Python checks: they run on the example input only, and
     # their shape comparisons would each warn that the trace may not generalize. The traced graph's shapes
     # come from the ops and their fake kernels, not from these values.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        return _check_arguments(*args, transposed, output_padding)
+        return _check_arguments(*args, transposed, output_padding, norm_groups)
 
 
 def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
-                     negative_slope, stride, padding, dilation, groups, transposed, output_padding) -> Checked:
+                     negative_slope, stride, padding, dilation, groups, transposed, output_padding,
+                     norm_groups) -> Checked:
+    if isinstance(norm_groups, bool) or not isinstance(norm_groups, int):
+        raise TypeError(f"{FN}(): argument 'norm_groups' must be an int, got {norm_groups!r}")
+    if norm_groups < 0:
+        raise ValueError(f"{FN}(): argument 'norm_groups' must be >= 0 (0: BatchNorm), got {norm_groups}")
+    if norm_groups and momentum is None:  # nn.InstanceNorm2d's None is 0.0 (it has no num_batches_tracked)
+        momentum = 0.0
     statistics = dict(zip(_STATISTICS, (running_mean, running_var, bn_weight, bn_bias)))
     transposed = check.check_bool(FN, "transposed", transposed)
     _check_tensors(input, weight, bias, statistics, transposed, groups)
@@ -237,7 +246,7 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     c_in, c_out = input.shape[1], weight.shape[0]
     if transposed:
         return _check_transposed(input, weight, running_mean, training, momentum, eps, negative_slope, stride,
-                                 padding, dilation, groups, output_padding)
+                                 padding, dilation, groups, output_padding, norm_groups)
     if c_out % groups:
         raise RuntimeError(f"{FN}(): groups ({groups}) must divide the output channels of 'weight' ({c_out})")
     if weight.shape[1] * groups != c_in:
@@ -250,11 +259,12 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     shape = _output_shape(input, weight, stride, pad, dilation)
     if _pair("output_padding", output_padding) != [0, 0]:
         raise RuntimeError(f"{FN}(): argument 'output_padding' is for a transposed convolution, got {output_padding}")
-    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in)
+    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in,
+                    norm_groups)
 
 
 def _check_transposed(input, weight, running_mean, training, momentum, eps, negative_slope, stride, padding, dilation,
-                      groups, output_padding) -> Checked:
+                      groups, output_padding, norm_groups) -> Checked:
     """conv_transpose2d's rules: weight (C_in, C_out/groups, kH, kW), groups dividing C_in, an int or pair padding
     (no 'same'/'valid'), output_padding smaller than stride or dilation."""
     c_in = input.shape[1]
@@ -272,19 +282,37 @@ def _check_transposed(input, weight, running_mean, training, momentum, eps, nega
         raise RuntimeError(f"{FN}(): argument 'output_padding' must be non-negative, got {output_padding}")
     shape = _transposed_output_shape(input, weight, stride, pad, dilation, output_padding, groups)
     checked = _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-                       c_in)
+                       c_in, norm_groups)
     return dataclasses.replace(checked, transposed=True, output_padding=output_padding)
 
 
+def _check_norm_groups(shape: torch.Size, norm_groups: int, running_mean, batch_stats: bool) -> None:
+    """group_norm's and instance_norm's checks on the conv output's `shape`, with torch's types and, for the sizes,
+    torch's messages (about the norm's input, our conv output)."""
+    channels = shape[1]
+    if channels % norm_groups:  # group_norm's RuntimeError
+        raise RuntimeError(f"{FN}(): argument 'norm_groups' ({norm_groups}) must divide the output channels "
+                           f"({channels})")
+    if running_mean is not None and norm_groups != channels:
+        raise ValueError(f"{FN}(): 'running_mean' and 'running_var' are InstanceNorm's (norm_groups == {channels}, the "
+                         f"output channels); GroupNorm (norm_groups={norm_groups}) has no running statistics")
+    if batch_stats and norm_groups == channels and shape[2] * shape[3] == 1:  # F.instance_norm's
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {shape}")
+
+
 def _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-             c_in) -> Checked:
-    """BatchNorm's checks on the conv output's `shape`, and the Checked call."""
+             c_in, norm_groups) -> Checked:
+    """The normalisation's checks on the conv output's `shape`, and the Checked call."""
     batch_stats = training or running_mean is None
+    if norm_groups:
+        _check_norm_groups(shape, norm_groups, running_mean, batch_stats)
     if batch_stats:
-        if shape[0] * shape[2] * shape[3] == 1:  # torch's BatchNorm message, about the BN input (our conv output)
+        if not norm_groups and shape[0] * shape[2] * shape[3] == 1:  # torch's BatchNorm message, about the BN input
+            # (our conv output)
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {shape}")
         if eps <= 0:
             raise ValueError(f"{FN}(): argument 'eps' must be positive during training, got {eps}")
     elif eps < 0:
         raise ValueError(f"{FN}(): argument 'eps' must be non-negative, got {eps}")
-    return Checked(batch_stats, momentum, eps, negative_slope, stride, pad, dilation, groups, shape, bool(c_in == 0))
+    return Checked(batch_stats, momentum, eps, negative_slope, stride, pad, dilation, groups, shape, bool(c_in == 0),
+                   norm_groups=norm_groups)
