@@ -191,14 +191,17 @@ def side_by_side(calls: dict[str, dict[str, Callable[[], object]]], phases: Iter
     return results
 
 
-def saved_bytes(forward: Callable[[], torch.Tensor]) -> int:
+def saved_bytes(forward: Callable[[], torch.Tensor], exclude: Iterable[torch.Tensor] = ()) -> int:
     """Bytes autograd keeps for the backward of forward(): unique storages of the saved tensors
-    (a tensor saved twice, or the output that is also saved, counts once)."""
+    (a tensor saved twice, or the output that is also saved, counts once), those of `exclude` (e.g. the
+    parameters) left out."""
     storages = {}
+    excluded = {t.untyped_storage().data_ptr() for t in exclude}
 
     def pack(tensor):
         storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
+        if storage.data_ptr() not in excluded:
+            storages[storage.data_ptr()] = storage.nbytes()
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):

@@ -345,7 +345,8 @@ def evaluate(run, a, cache: dict):
     return model.total_s + extra, cann, model, extra, names
 
 
-def measure(section: str, cases) -> list[ModelRow]:
+def measure(section: str, cases, variants=None) -> list[ModelRow]:
+    """A ModelRow per case, its verdict recomputed under each of `variants` (default VARIANTS)."""
     from ascend_acts import op_table
 
     rows = []
@@ -360,7 +361,7 @@ def measure(section: str, cases) -> list[ModelRow]:
         row = ModelRow(section, kernel, case, 1e6 * ours, model.binding, 1e6 * b["timeline"], 1e6 * b["HBM"],
                        1e6 * b["L2"], 1e6 * b["cube"], 1e6 * b["vector"], 1e6 * model.launch_overhead_s,
                        model.l2_bytes, model.hbm_bytes, 1e6 * extra, 1e6 * cann, " + ".join(names), cann / ours)
-        for label, changes in VARIANTS:
+        for label, changes in VARIANTS if variants is None else variants:
             o, c, *_ = evaluate(run, DEFAULT.with_(**changes), cache)
             row.ratios[label] = c / o
             if label == "DMA latency 0":

@@ -1,0 +1,183 @@
+"""A whole CycleGAN-style training step, instance norm on both sides: ascend_acts.convert vs the same torch model.
+
+The networks are built as junyanz/pytorch-CycleGAN-and-pix2pix builds its defaults (netG resnet_9blocks, netD
+basic, norm instance: InstanceNorm2d(affine=False, track_running_stats=False), convolution biases on, LSGAN):
+- the ResNet generator: ReflectionPad2d(3), Conv2d 7x7 -> InstanceNorm2d -> ReLU; two Conv2d 3x3 stride 2 ->
+  InstanceNorm2d -> ReLU downsamplings; residual blocks x + [ReflectionPad2d(1), Conv2d 3x3 -> InstanceNorm2d ->
+  ReLU, ReflectionPad2d(1), Conv2d 3x3 -> InstanceNorm2d]; two ConvTranspose2d 3x3 stride 2 (output_padding 1) ->
+  InstanceNorm2d -> ReLU upsamplings; ReflectionPad2d(3), Conv2d 7x7, Tanh;
+- the PatchGAN discriminator: Conv2d 4x4 stride 2 -> LeakyReLU(0.2, True), two Conv2d 4x4 stride 2 ->
+  InstanceNorm2d -> LeakyReLU(0.2, True), Conv2d 4x4 stride 1 -> InstanceNorm2d -> LeakyReLU(0.2, True), Conv2d
+  4x4 to one channel.
+One step is one generator and one discriminator update (gan_step.py: junyanz's order, LSGAN loss, Adam), the torch
+model and `ascend_acts.convert` of a copy side by side in one run: step time, bytes kept for each backward, the
+peak memory of a step, and issue 25's targets (memory <= 0.7x torch's, time <= 1.0x) as verdicts.
+
+    python benchmarks/bench_cyclegan_step.py            # batch 1, 256x256, ngf = ndf = 64, 9 blocks
+    python benchmarks/bench_cyclegan_step.py --quick    # smoke run: 32x32, width 8, 2 blocks
+    python benchmarks/bench_cyclegan_step.py --backends reference sim --image-size 32 --ngf 8 --ndf 8 --blocks 2
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import gan_step
+
+SLOPE = 0.2
+
+
+def instance_norm(channels: int) -> nn.Module:
+    return nn.InstanceNorm2d(channels, affine=False, track_running_stats=False)  # junyanz's 'instance'
+
+
+class ResnetBlock(nn.Module):
+    """x + conv_block(x): reflection padding, conv 3x3, instance norm, ReLU, then again without the ReLU."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv_block = nn.Sequential(
+            nn.ReflectionPad2d(1), nn.Conv2d(channels, channels, 3), instance_norm(channels), nn.ReLU(True),
+            nn.ReflectionPad2d(1), nn.Conv2d(channels, channels, 3), instance_norm(channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv_block(x)
+
+
+class ResnetGenerator(nn.Module):
+    def __init__(self, channels: int = 3, ngf: int = 64, blocks: int = 9):
+        super().__init__()
+        layers = [nn.ReflectionPad2d(3), nn.Conv2d(channels, ngf, 7), instance_norm(ngf), nn.ReLU(True)]
+        width = ngf
+        for _ in range(2):
+            layers += [nn.Conv2d(width, 2 * width, 3, 2, 1), instance_norm(2 * width), nn.ReLU(True)]
+            width *= 2
+        layers += [ResnetBlock(width) for _ in range(blocks)]
+        for _ in range(2):
+            layers += [nn.ConvTranspose2d(width, width // 2, 3, 2, 1, output_padding=1), instance_norm(width // 2),
+                       nn.ReLU(True)]
+            width //= 2
+        layers += [nn.ReflectionPad2d(3), nn.Conv2d(width, channels, 7), nn.Tanh()]
+        self.model = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+
+class NLayerDiscriminator(nn.Module):
+    """The 70x70 PatchGAN (three layers): one prediction per overlapping patch."""
+
+    def __init__(self, channels: int = 3, ndf: int = 64, layers: int = 3):
+        super().__init__()
+        sequence = [nn.Conv2d(channels, ndf, 4, 2, 1), nn.LeakyReLU(SLOPE, True)]
+        width = ndf
+        for n in range(1, layers + 1):
+            out = ndf * min(2 ** n, 8)
+            stride = 2 if n < layers else 1
+            sequence += [nn.Conv2d(width, out, 4, stride, 1), instance_norm(out), nn.LeakyReLU(SLOPE, True)]
+            width = out
+        sequence.append(nn.Conv2d(width, 1, 4, 1, 1))
+        self.model = nn.Sequential(*sequence)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+
+def add_options(parser) -> None:
+    parser.add_argument("--batch", type=int, default=1, help="images per step (CycleGAN: 1)")
+    parser.add_argument("--image-size", type=int, default=256, help="height = width (CycleGAN: 256)")
+    parser.add_argument("--ngf", type=int, default=64, help="generator width (CycleGAN: 64)")
+    parser.add_argument("--ndf", type=int, default=64, help="discriminator width (CycleGAN: 64)")
+    parser.add_argument("--blocks", type=int, default=9, help="residual blocks (CycleGAN: 9 at 256x256, 6 at 128)")
+
+
+def build_case(args):
+    if args.quick:
+        args.batch, args.image_size, args.ngf, args.ndf, args.blocks = 1, 32, 8, 8, 2
+    if args.image_size % 4 or args.image_size < 32:
+        raise SystemExit("--image-size must be a multiple of 4 and at least 32 (the PatchGAN's 4x4 convolutions)")
+    torch.manual_seed(0)
+    case = gan_step.GanCase(ResnetGenerator(3, args.ngf, args.blocks), NLayerDiscriminator(3, args.ndf),
+                            torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1,
+                            torch.rand(args.batch, 3, args.image_size, args.image_size) * 2 - 1, gan_step.lsgan_loss)
+    config = f"batch {args.batch}, {args.image_size}x{args.image_size}, ngf {args.ngf}, ndf {args.ndf}, " \
+             f"{args.blocks} blocks"
+    notes = [f"{config}, float32; the source and real batches uniform in [-1, 1]; convolutions with biases, "
+             "InstanceNorm2d(affine=False, track_running_stats=False), as junyanz's instance-norm networks"]
+    return config, case, notes
+
+
+def layer_budget(args) -> list[tuple[str, int, int, str]]:
+    """Per layer group of the G step's graph (G on the source, D on the fake): (layers, bytes torch keeps, the least a
+    fused Conv -> Norm -> activation can keep, what the saving would need), from the shapes and these rules: the next
+    layer keeps a run's output y anyway (a conv, a transposed conv and a ReflectionPad2d keep their input; an
+    addition keeps nothing); torch keeps the conv output z and y of every run (z alone where the output only feeds an
+    addition); a fused LeakyReLU run keeps y alone (InPlace-ABN), a fused ReLU or no-activation run what torch keeps
+    (the backward needs every normalised value, which ReLU's zeros lose). The last column says which change outside
+    that rule would drop the group's bytes: "pads" (ReflectionPad2d folded into the next conv, which then keeps the
+    unpadded input), "recompute" (the consumer of a ReLU run keeping z and recomputing y in its backward)."""
+    b, s, g, d, k = args.batch, args.image_size, args.ngf, args.ndf, args.blocks
+
+    def size(channels, side):
+        return 4 * b * channels * side * side
+
+    q = s // 4
+    block_padded, block_out = size(4 * g, q + 2), size(4 * g, q)
+    down = size(g, s) + size(2 * g, s // 2) + size(4 * g, q)  # the outputs of c7s1-ngf, d2ngf, d4ngf
+    up = size(2 * g, s // 2) + size(g, s)
+    patch = [size(2 * d, s // 4), size(4 * d, s // 8), size(8 * d, s // 8 - 1)]
+    return [
+        ("G: the source's ReflectionPad2d(3) copy (the source needs no gradient)", size(3, s + 6),
+         size(3, s + 6), "pads"),
+        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: z", down, down, "recompute"),
+        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: y", down, down, ""),
+        ("G: residual blocks, the two ReflectionPad2d(1) copies", 2 * k * block_padded, 2 * k * block_padded, "pads"),
+        ("G: residual blocks, Conv -> IN -> ReLU: z", k * block_out, k * block_out, "recompute"),
+        ("G: residual blocks, Conv -> IN -> ReLU: y", k * block_out, k * block_out, ""),
+        ("G: residual blocks, Conv -> IN -> none: z (or y)", k * block_out, k * block_out, ""),
+        ("G: residual blocks, the sums x + y", k * block_out, k * block_out, ""),
+        ("G: two ConvTranspose2d -> IN -> ReLU: z", up, up, "recompute"),
+        ("G: two ConvTranspose2d -> IN -> ReLU: y", up, up, ""),
+        ("G: the last ReflectionPad2d(3) copy", size(g, s + 6), size(g, s + 6), "pads"),
+        ("G: Tanh's output (D's input)", size(3, s), size(3, s), ""),
+        ("D: Conv -> LeakyReLU: y", size(d, s // 2), size(d, s // 2), ""),
+        ("D: three Conv -> IN -> LeakyReLU: z", sum(patch), 0, ""),
+        ("D: three Conv -> IN -> LeakyReLU: y", sum(patch), sum(patch), ""),
+    ]
+
+
+def budget_section(args, rows) -> str:
+    """The per-layer budget as a table, its totals against the measured torch figure, and what each change outside
+    a Conv -> Norm -> activation rule would reach."""
+    budget = layer_budget(args)
+    torch_total, fused_total = sum(r[1] for r in budget), sum(r[2] for r in budget)
+    removable = {change: sum(r[2] for r in budget if r[3] == change) for change in ("pads", "recompute")}
+    table = gan_step.markdown_table(
+        ["layers (G step's graph)", "torch keeps MiB", "fused keeps at least MiB", "share of torch's",
+         "dropped only by"],
+        [[name, f"{t / 2**20:.1f}", f"{f / 2**20:.1f}", f"{t / torch_total:.1%}", change or "-"]
+         for name, t, f, change in budget]
+        + [["total", f"{torch_total / 2**20:.1f}", f"{fused_total / 2**20:.1f} ({fused_total / torch_total:.2f}x)",
+            "", ""]])
+    measured = rows[0].g_step_saved
+    lines = [f"computed torch total / measured (torch row above): {torch_total / measured:.3f} (the rest: the "
+             "norms' statistics vectors, the loss's tensors)"]
+    for label, drop in (("ReflectionPad2d folded into the next conv", removable["pads"]),
+                        ("ReLU runs' consumers keeping z and recomputing y", removable["recompute"]),
+                        ("both", removable["pads"] + removable["recompute"])):
+        ratio = (fused_total - drop) / torch_total
+        lines.append(f"fused + {label}: {ratio:.2f}x torch's, target <= {gan_step.MEMORY_TARGET}x "
+                     f"{'met' if ratio <= gan_step.MEMORY_TARGET else 'NOT met'}")
+    return "\n\n".join(["Per layer, the least a fused Conv -> Norm -> activation can keep (computed from the shapes; "
+                         "rules in layer_budget's docstring):", table, "\n".join(f"- {line}" for line in lines)])
+
+
+def main(argv=None) -> None:
+    gan_step.run(argv, __doc__, "smoke run: batch 1, 32x32, ngf = ndf = 8, 2 blocks, 2 repeats", "cyclegan_step",
+                 "CycleGAN-style step (ResNet generator + PatchGAN, instance norm): converted vs torch",
+                 add_options, build_case, repeats=5, extra=budget_section)
+
+
+if __name__ == "__main__":
+    main()
