@@ -11,9 +11,10 @@ import torch
 from torch import nn
 
 import ascend_acts
+from ascend_acts import backends
 from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from gan_models import sequence_discriminator as discriminator
-from markers import slow
+from markers import fast_only, slow
 from op_counter import OpCounter
 
 RUNS, LENGTH = 3, 24
@@ -36,7 +37,9 @@ def assert_state_unchanged(model, before):
                                 pytest.param({"affine": False}, marks=slow),
                                 pytest.param({"track_running_stats": False}, marks=slow)],
                          ids=["default", "momentum=None", "affine=False", "no running stats"])
-@pytest.mark.parametrize("activation", ["leaky", pytest.param("relu", marks=slow), "none"])
+@pytest.mark.parametrize("activation", ["leaky", pytest.param("relu", marks=slow), pytest.param("none", marks=slow)])
+# the fast subset: the default backend (the op tests run every backend)
+@pytest.mark.parametrize("backend", fast_only(backends.known_backends(), ["reference"]), indirect=True)
 def test_sequence_discriminators_fuse_and_train_like_torch(activation, bn, backend):
     dtype = dtype_of(backend)
     original = discriminator(activation, dtype, **bn)
@@ -67,7 +70,7 @@ def test_sequence_discriminators_fuse_and_train_like_torch(activation, bn, backe
     torch.testing.assert_close(converted.eval()(x), again.eval()(x), **tol)
 
 
-@pytest.mark.parametrize("activation", ["leaky", pytest.param("relu", marks=slow), "none"])
+@pytest.mark.parametrize("activation", ["leaky", pytest.param("relu", marks=slow), pytest.param("none", marks=slow)])
 def test_double_backward_as_torch(activation, backend):
     dtype = dtype_of(backend)
     original = discriminator(activation, dtype)

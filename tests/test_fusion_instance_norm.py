@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import ascend_acts
+from ascend_acts import backends
 from gan_models import (
     assert_gradient_penalty_as_torch,
     assert_training_step_as_torch,
@@ -64,6 +65,8 @@ def assert_state_unchanged(model, before):
         assert torch.equal(value, before[key]), key
 
 
+# the fast subset: the default backend (the op tests run every backend)
+@pytest.mark.parametrize("backend", fast_only(backends.known_backends(), ["reference"]), indirect=True)
 @pytest.mark.parametrize("name, norm", fast_only(CASES, [("critic", "instance tracked")], unpack=True))
 def test_cyclegan_networks_fuse_every_run_and_train_like_torch(name, norm, backend):
     dtype = dtype_of(backend)
