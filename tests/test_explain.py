@@ -208,3 +208,17 @@ def test_the_readme_table_is_what_explain_prints():
     table = str(ascend_acts.explain(critic, torch.randn(4, 3, 64, 64)))
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert f"```\n{table}\n```" in readme, table
+
+
+def test_an_unfused_run_keeps_what_torchs_does_row_by_row():
+    """A run left unfused (spectral_norm's pre-hook on the conv) runs torch's modules: each row's bytes must be torch's.
+    The pre-hook computes the weight the conv saves: it counts for the run on both sides."""
+    torch.manual_seed(0)
+    sn = nn.utils.spectral_norm
+    model = nn.Sequential(sn(nn.Conv2d(3, 8, 4, 2, 1)), nn.LeakyReLU(0.2, True),
+                          sn(nn.Conv2d(8, 16, 4, 2, 1)), nn.BatchNorm2d(16), nn.LeakyReLU(0.2, True),
+                          sn(nn.Conv2d(16, 32, 4, 2, 1)), nn.InstanceNorm2d(32), nn.ReLU(True))
+    table = ascend_acts.explain(model, torch.randn(2, 3, 32, 32))
+    assert [r.fused for r in table] == [False, False]
+    for run in table:
+        assert run.saved_bytes_torch == run.saved_bytes_converted > 0, run

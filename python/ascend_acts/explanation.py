@@ -223,8 +223,10 @@ def _unconverted_bytes(model: nn.Module, inputs, runs: dict[int, list[_Found]]):
         children = list(sequentials[container].children()) if container in sequentials else []
         for run in found:
             for module in children[run.start:run.stop]:
-                handles.append(module.register_forward_pre_hook(enter(run)))
-                handles.append(module.register_forward_hook(leave))
+                # around the module's own hooks (spectral_norm's pre-hook computes the weight the conv saves), as the
+                # converted model's run covers the whole module call
+                handles.append(module.register_forward_pre_hook(enter(run), prepend=True))
+                handles.append(module.register_forward_hook(leave, always_call=True))
     counter = _SavedBytes(model, lambda: current[-1] if current else None)
     try:
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t), counter:
