@@ -12,7 +12,7 @@ import ascend_acts
 pytestmark = pytest.mark.slow  # each runs a script in a fresh interpreter
 ROOT = Path(__file__).resolve().parents[1]
 
-# script -> files it must write into its output directory
+# script -> files it must write into its output directory (the step benchmarks: tests/test_benchmarks_norm.py)
 SCRIPTS = {
     "examples/dcgan.py": ["samples_final.png", "losses.png", "real.png", "checkpoint.pt"],
     "examples/slope_sweep.py": ["slope_sweep.csv", "slope_sweep_runs.csv", "slope_sweep.png"],
@@ -20,7 +20,6 @@ SCRIPTS = {
     "examples/stylegan2_ada.py": ["stylegan2_ada.png", "losses.csv", "checkpoint.pt"],
     "benchmarks/bench_leaky_relu.py": ["leaky_relu.csv", "leaky_relu.md", "leaky_relu.png"],
     "benchmarks/bench_rrelu.py": ["rrelu.csv", "rrelu.md", "rrelu.png"],
-    "benchmarks/bench_dcgan_step.py": ["dcgan_step.csv", "dcgan_step.md", "dcgan_step.png"],
     "benchmarks/bench_conv_bn_leaky_relu.py": ["conv_bn_leaky_relu.csv", "conv_bn_leaky_relu.md",
                                                "conv_bn_leaky_relu.png"],
     "benchmarks/perf_model.py": ["perf_model.csv", "perf_model.md", "perf_model.png"],
