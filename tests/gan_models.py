@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 import ascend_acts
+from op_counter import OpCounter
 
 NC, NDF = 3, 4
 IMAGE_SIZE = 64
@@ -134,6 +135,40 @@ def assert_training_step_as_torch(original: nn.Module, converted: nn.Module, opt
         optimizer.step()
     for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
         torch.testing.assert_close(a, b, **tolerance, msg=f"step {step}: {key}")  # num_batches_tracked included
+
+
+def assert_compiled_as_torch(original: nn.Module, converted: nn.Module, x: torch.Tensor, **tolerance) -> None:
+    """The converted model under torch.compile(fullgraph=True) (aot_eager): output, input gradient and the state it
+    leaves (running statistics) equal the eager torch model's. Resets dynamo first: Sequential.forward is compiled
+    anew for each model, so no recompile limit carries across tests."""
+    torch._dynamo.reset()
+    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
+    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+    yc, ys = compiled(xc), original(xs)
+    torch.testing.assert_close(yc, ys, **tolerance)
+    (gc,) = torch.autograd.grad(yc.sum(), xc)
+    (gs,) = torch.autograd.grad(ys.sum(), xs)
+    torch.testing.assert_close(gc, gs, **tolerance)
+    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
+        torch.testing.assert_close(a, b, **tolerance, msg=key)
+
+
+def assert_autocast_as_torch(original: nn.Module, converted: nn.Module, x: torch.Tensor, dtype: torch.dtype,
+                             fused_runs: int) -> None:
+    """Under CPU autocast to `dtype` (the convs in the half type, the norms' parameters and statistics float32): the
+    converted model runs `fused_runs` fused ops, gives torch's output dtype within 2x torch's own error against a
+    float64 copy, and leaves its state in torch's dtypes and values."""
+    exact = copy.deepcopy(original).double()
+    with torch.autocast("cpu", dtype=dtype):
+        with OpCounter() as counter:
+            ours = converted(x)
+        theirs = original(x)
+    assert counter.fused == fused_runs and ours.dtype == theirs.dtype
+    reference = exact(x.double())
+    assert (ours.double() - reference).abs().max() <= 2 * (theirs.double() - reference).abs().max() + 1e-3
+    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
+        assert a.dtype == b.dtype, key
+        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2, msg=key)
 
 
 SEQUENCE_ACTIVATIONS = {

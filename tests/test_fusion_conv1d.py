@@ -12,7 +12,12 @@ from torch import nn
 
 import ascend_acts
 from ascend_acts import backends
-from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
+from gan_models import (
+    assert_autocast_as_torch,
+    assert_compiled_as_torch,
+    assert_gradient_penalty_as_torch,
+    assert_training_step_as_torch,
+)
 from gan_models import sequence_discriminator as discriminator
 from markers import fast_only, slow
 from op_counter import OpCounter
@@ -152,33 +157,12 @@ def test_autocast_as_torch(dtype, backend):
     own error against float64."""
     original = discriminator("leaky")
     converted = ascend_acts.convert(copy.deepcopy(original))
-    exact = copy.deepcopy(original).double()
-    x = torch.randn(4, 3, LENGTH)
-    with torch.autocast("cpu", dtype=dtype):
-        with OpCounter() as counter:
-            ours = converted(x)
-        theirs = original(x)
-    assert counter.fused == RUNS and ours.dtype == theirs.dtype
-    reference = exact(x.double())
-    assert (ours.double() - reference).abs().max() <= 2 * (theirs.double() - reference).abs().max() + 1e-3
-    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-        assert a.dtype == b.dtype, key
-        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2, msg=key)
+    assert_autocast_as_torch(original, converted, torch.randn(4, 3, LENGTH), dtype, RUNS)
 
 
 @slow
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph(training, backend):
-    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original = discriminator("leaky").train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
-    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
-    x = torch.randn(4, 3, LENGTH)
-    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    yc, ys = compiled(xc), original(xs)
-    torch.testing.assert_close(yc, ys, **tolerance(torch.float32))
-    (gc,) = torch.autograd.grad(yc.sum(), xc)
-    (gs,) = torch.autograd.grad(ys.sum(), xs)
-    torch.testing.assert_close(gc, gs, **tolerance(torch.float32))
-    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-        torch.testing.assert_close(a, b, **tolerance(torch.float32), msg=key)
+    assert_compiled_as_torch(original, converted, torch.randn(4, 3, LENGTH), **tolerance(torch.float32))

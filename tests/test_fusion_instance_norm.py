@@ -17,6 +17,8 @@ from torch import nn
 import ascend_acts
 from ascend_acts import backends
 from gan_models import (
+    assert_autocast_as_torch,
+    assert_compiled_as_torch,
     assert_gradient_penalty_as_torch,
     assert_training_step_as_torch,
     patch_discriminator,
@@ -253,18 +255,7 @@ def test_autocast_as_torch(norm, dtype, backend):
     group_norm in the input's type); the parameters and running statistics stay float32. Within 2x torch's own error
     against float64."""
     original, converted = models("critic", norm, torch.float32)
-    exact = copy.deepcopy(original).double()
-    x = images("critic")
-    with torch.autocast("cpu", dtype=dtype):
-        with OpCounter() as counter:
-            ours = converted(x)
-        theirs = original(x)
-    assert counter.fused == 3 and ours.dtype == theirs.dtype
-    reference = exact(x.double())
-    assert (ours.double() - reference).abs().max() <= 2 * (theirs.double() - reference).abs().max() + 1e-3
-    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-        assert a.dtype == b.dtype, key
-        torch.testing.assert_close(a, b, rtol=2e-2, atol=2e-2, msg=key)
+    assert_autocast_as_torch(original, converted, images("critic"), dtype, 3)
 
 
 @slow
@@ -303,17 +294,6 @@ def test_threads_give_the_single_thread_results(backend):
 @slow
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph(training, backend):
-    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original, converted = models("critic", "instance tracked", torch.float32)
     original.train(training), converted.train(training)
-    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
-    x = images("critic")
-    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    yc, ys = compiled(xc), original(xs)
-    tol = tolerance(torch.float32, 3)
-    torch.testing.assert_close(yc, ys, **tol)
-    (gc,) = torch.autograd.grad(yc.sum(), xc)
-    (gs,) = torch.autograd.grad(ys.sum(), xs)
-    torch.testing.assert_close(gc, gs, **tol)
-    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-        torch.testing.assert_close(a, b, **tol, msg=key)
+    assert_compiled_as_torch(original, converted, images("critic"), **tolerance(torch.float32, 3))

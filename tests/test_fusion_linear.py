@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import ascend_acts
-from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
+from gan_models import assert_compiled_as_torch, assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from markers import slow
 from op_counter import OpCounter
 
@@ -173,16 +173,6 @@ def test_unfused_linear_runs_say_why():
 @slow
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph(training, backend):
-    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original = generator("leaky").train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
-    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
-    x = torch.randn(5, LATENT)
-    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    yc, ys = compiled(xc), original(xs)
-    torch.testing.assert_close(yc, ys, **tolerance(torch.float32))
-    (gc,) = torch.autograd.grad(yc.sum(), xc)
-    (gs,) = torch.autograd.grad(ys.sum(), xs)
-    torch.testing.assert_close(gc, gs, **tolerance(torch.float32))
-    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-        torch.testing.assert_close(a, b, **tolerance(torch.float32), msg=key)
+    assert_compiled_as_torch(original, converted, torch.randn(5, LATENT), **tolerance(torch.float32))

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
-from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
+from gan_models import assert_compiled_as_torch, assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from markers import slow
 from op_counter import OpCounter
 
@@ -210,19 +210,9 @@ def test_the_op_refuses_to_keep_only_a_relu_output(backend):
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("tail", ["relu", "none then conv"])
 def test_compile_fullgraph(tail, training, backend):
-    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original = model_with(tail).train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
-    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
-    x = torch.randn(3, 3, 6, 6)
-    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    yc, ys = compiled(xc), original(xs)
-    torch.testing.assert_close(yc, ys, **tolerance(torch.float32))
-    (gc,) = torch.autograd.grad(yc.sum(), xc)
-    (gs,) = torch.autograd.grad(ys.sum(), xs)
-    torch.testing.assert_close(gc, gs, **tolerance(torch.float32))
-    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-        torch.testing.assert_close(a, b, **tolerance(torch.float32), msg=key)
+    assert_compiled_as_torch(original, converted, torch.randn(3, 3, 6, 6), **tolerance(torch.float32))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import ascend_acts
-from gan_models import assert_gradient_penalty_as_torch, assert_training_step_as_torch
+from gan_models import assert_compiled_as_torch, assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from markers import slow
 from op_counter import OpCounter
 
@@ -146,17 +146,6 @@ def test_the_public_function_takes_transposed(backend):
 @slow
 @pytest.mark.parametrize("training", [True, False])
 def test_compile_fullgraph(training, backend):
-    torch._dynamo.reset()  # Sequential.forward is compiled anew for each model: no recompile limit across tests
     original = make("dcgan generator", torch.float32).train(training)
     converted = ascend_acts.convert(copy.deepcopy(original))
-    compiled = torch.compile(converted, backend="aot_eager", fullgraph=True)
-    x = torch.randn(3, 8, 1, 1)
-    xs, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
-    yc, ys = compiled(xc), original(xs)
-    tol = tolerance(torch.float32, 3)
-    torch.testing.assert_close(yc, ys, **tol)
-    (gc,) = torch.autograd.grad(yc.sum(), xc)
-    (gs,) = torch.autograd.grad(ys.sum(), xs)
-    torch.testing.assert_close(gc, gs, **tol)
-    for (key, a), b in zip(converted.state_dict().items(), original.state_dict().values()):
-        torch.testing.assert_close(a, b, **tol, msg=key)
+    assert_compiled_as_torch(original, converted, torch.randn(3, 8, 1, 1), **tolerance(torch.float32, 3))
