@@ -16,6 +16,15 @@
 // Unified Buffer (less Select's reserve in the backward) next to the per-core statistics arrays, with
 // double-buffered GM queues. The struct the kernels read is in
 // op_kernel/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling_data.h.
+//
+// Row mode (BatchNorm only). A plane whose bytes do not fill whole 32-byte blocks goes one per DMA in the walk above,
+// so BatchNorm1d over (N, F) (planes of one value, F apart) or (N, C, L) with a short L moves a few bytes per DMA. So
+// BatchNorm with planes of fewer than kRowModePlaneBytes bytes that are not a multiple of 32 (RowModeFor) is walked by
+// rows instead: row n of the (N, C * plane) view is contiguous, so a core's block of channels is a contiguous segment
+// of every row, and one DMA moves that segment (of a chunk of `rowChannels` channels) for `rowSamples` samples. Sums
+// are per UB lane (a sample row of the tile, a position of a channel's plane) across the tiles, compensated, then
+// folded over the rows and the plane positions in a fixed order: `rowSamples` depends on the shape only (never on
+// the core count or the UB), so every channel's sums, and the results, do not depend on the core split.
 #pragma once
 
 #include <algorithm>
@@ -55,6 +64,36 @@ inline uint64_t UbBytes(BatchNormPass pass, uint32_t dtypeSize, uint32_t tile, u
            uint64_t(kStatsArrays) * statsLength * sizeof(float);
 }
 
+// Row mode: planes below this many bytes (and not whole 32-byte blocks) are walked by rows; see the top.
+constexpr uint64_t kRowModePlaneBytes = 1024;
+// Row mode: at most this many samples per tile, and rowSamples * (a plane's padded row) at most kRowSampleLanes.
+constexpr uint32_t kRowSamples = 32, kRowSampleLanes = 1024;
+constexpr uint32_t kMaxRowLanes = 16384;
+// Row mode buffers besides the dtype queues: forward values, squares, the shift rows and the kRowSumArrays sums;
+// backward dy, centered, dz, a product, the sums and four per-lane rows of channel values (mean, invstd, gamma,
+// beta), the sums' arrays holding the three coefficient rows in pass 2.
+constexpr uint32_t kForwardRowFloatBuffers = 3 + kRowSumArrays, kBackwardRowFloatBuffers = 8 + kRowSumArrays;
+
+inline bool RowModeFor(uint32_t normGroups, uint64_t planeSize, uint32_t dtypeSize, uint32_t channels) {
+    const uint64_t planeBytes = planeSize * dtypeSize;
+    // a row's GM gap is a 32-bit byte count
+    return normGroups == 0 && planeBytes < kRowModePlaneBytes && planeBytes % 32 != 0 &&
+           uint64_t(channels) * planeBytes <= UINT32_MAX;
+}
+
+inline uint32_t RowSamplesFor(uint32_t batch, uint64_t planeSize) {
+    uint64_t byLanes = kRowSampleLanes / RoundUp(planeSize, kRowAlign);
+    return static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>({batch, kRowSamples, byLanes})));
+}
+
+// UB bytes of the row mode for tile buffers of `lanes` floats (must match the kernels' InitBuffer calls).
+inline uint64_t RowUbBytes(BatchNormPass pass, uint32_t dtypeSize, uint32_t lanes, uint32_t statsLength) {
+    uint32_t queues = pass == BatchNormPass::Forward ? kForwardQueues : kBackwardQueues;
+    uint32_t floats = pass == BatchNormPass::Forward ? kForwardRowFloatBuffers : kBackwardRowFloatBuffers;
+    return uint64_t(queues) * kBufferNum * lanes * dtypeSize + uint64_t(floats) * lanes * sizeof(float) +
+           uint64_t(kStatsArrays) * statsLength * sizeof(float);
+}
+
 }  // namespace batch_norm_tiling
 
 // What the kernels do besides the shape (the op table's attributes).
@@ -86,6 +125,29 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     uint32_t statsLength = static_cast<uint32_t>(
         RoundUp(uint64_t(perCore + (big ? 1 : 0)) * perGroup, kFloatsPerBlock));
 
+    // the backward selects dz, and the forward's ReLU its output, with Select (tensor-tensor mode), which needs its
+    // UB reserve
+    uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward || options.relu);
+    tiling.rowMode = tiling.rowSamples = tiling.rowChannels = tiling.rowLanes = 0;
+    if (RowModeFor(options.normGroups, planeSize, dtypeSize, channels)) {
+        // tile buffers of rowSamples rows of a chunk's channels, each row padded to kRowAlign elements
+        const uint32_t samples = RowSamplesFor(batch, planeSize);
+        const uint64_t coreChannels = perCore + (big ? 1 : 0);
+        const uint64_t oneChannel = samples * RoundUp(planeSize, kRowAlign);
+        uint64_t lanes = std::min<uint64_t>(RoundUp(samples * RoundUp(coreChannels * planeSize, kRowAlign), kFloatRepeat),
+                                            kMaxRowLanes);
+        while (lanes >= oneChannel && RowUbBytes(pass, dtypeSize, static_cast<uint32_t>(lanes), statsLength) > usable) {
+            lanes -= kFloatRepeat;
+        }
+        // else the per-core statistics leave too little UB (thousands of channels per core): the plane walk
+        if (lanes >= oneChannel) {
+            const uint64_t row = lanes / samples / kRowAlign * kRowAlign;  // lanes of one sample's row segment
+            tiling.rowMode = 1;
+            tiling.rowSamples = samples;
+            tiling.rowChannels = static_cast<uint32_t>(std::min<uint64_t>(coreChannels, row / planeSize));
+            tiling.rowLanes = static_cast<uint32_t>(lanes);
+        }
+    }
     // A tile holds whole planes of a unit (the values sharing statistics: a channel's N planes, or a sample's C/G
     // planes of a group) when their bytes fill whole 32-byte blocks (the kernels then move several per DMA), else
     // at most one plane: no use for a tile longer than that.
@@ -94,11 +156,12 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     uint64_t longest = std::min<uint64_t>(RoundUp(wholePlanes ? planeSize * unitPlanes : planeSize, kFloatRepeat),
                                           kMaxTileLength);
     uint32_t tile = static_cast<uint32_t>(longest);
-    // the backward selects dz, and the forward's ReLU its output, with Select (tensor-tensor mode), which needs its
-    // UB reserve
-    uint64_t usable = UsableUbBytes(ubBytes, pass == BatchNormPass::Backward || options.relu);
-    while (tile >= kFloatRepeat && UbBytes(pass, dtypeSize, tile, statsLength) > usable) tile -= kFloatRepeat;
-    if (tile < kFloatRepeat) return false;
+    if (tiling.rowMode) {  // its tile buffers hold rows
+        tile = tiling.rowLanes;
+    } else {
+        while (tile >= kFloatRepeat && UbBytes(pass, dtypeSize, tile, statsLength) > usable) tile -= kFloatRepeat;
+        if (tile < kFloatRepeat) return false;
+    }
 
     tiling.batch = batch;
     tiling.channels = channels;
@@ -108,7 +171,7 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
     tiling.bigCoreCount = big;
     tiling.tileLength = tile;
     tiling.statsLength = statsLength;
-    tiling.reduceWorkLength = ReduceWorkLength(tile);
+    tiling.reduceWorkLength = tiling.rowMode ? 0 : ReduceWorkLength(tile);
     tiling.negativeSlope = options.negativeSlope;
     tiling.eps = options.eps;
     tiling.momentum = options.momentum;

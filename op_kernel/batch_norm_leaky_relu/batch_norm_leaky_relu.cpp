@@ -26,6 +26,8 @@ namespace {
 
 using batch_norm_kernel::ChannelStats;
 using batch_norm_kernel::PlaneTile;
+using batch_norm_kernel::RowChunk;
+using batch_norm_kernel::RowTile;
 using batch_norm_kernel::Unit;
 
 // Per unit (BatchNorm: per channel; grouped: per group of the core for the current sample) or per channel (Gamma,
@@ -76,16 +78,23 @@ public:
         pipe_.InitBuffer(outQueue_, batch_norm_tiling::kBufferNum, tile * sizeof(T));
         pipe_.InitBuffer(valuesBuf_, tile * sizeof(float));
         pipe_.InitBuffer(squaresBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float));
-        pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
+        if (tiling_.rowMode) {  // the shift rows, the per-lane sums (op_host's RowUbBytes)
+            pipe_.InitBuffer(reduceWorkBuf_, tile * sizeof(float));
+            pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kRowSumArrays * tile * sizeof(float));
+        } else {
+            pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float));
+            pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
+        }
         stats_.Init(pipe_, tiling_.statsLength);
     }
 
     __aicore__ inline void Process() {
-        if (tiling_.normGroups == 0) {
-            ProcessBatchNorm();
-        } else {
+        if (tiling_.normGroups != 0) {
             ProcessGrouped();
+        } else if (tiling_.rowMode) {
+            ProcessRows();
+        } else {
+            ProcessBatchNorm();
         }
     }
 
@@ -93,8 +102,27 @@ private:
     // One unit per channel of the core: all channels' sums, their statistics vectorised over the channels, then
     // each channel normalised.
     __aicore__ inline void ProcessBatchNorm() {
+        for (uint32_t local = 0; local < channelCount_; ++local) AccumulateUnit(ChannelUnit(local), local);
+        ChannelStatistics();
+        for (uint32_t local = 0; local < channelCount_; ++local) NormalizeChannel(local);
+    }
+
+    // Row mode: the core's channels chunk by chunk, each chunk's sums over all samples, then the statistics, then
+    // each chunk normalised.
+    __aicore__ inline void ProcessRows() {
+        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
+            AccumulateRowChunk(chunk);
+        });
+        ChannelStatistics();
+        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
+            NormalizeRowChunk(chunk);
+        });
+    }
+
+    // BatchNorm, once every channel's sums are in: mean, invstd, scale vectorised over the core's channels; the
+    // saved and running statistics written.
+    __aicore__ inline void ChannelStatistics() {
         const uint32_t n = channelCount_;
-        for (uint32_t local = 0; local < n; ++local) AccumulateUnit(ChannelUnit(local), local);
         batch_norm_kernel::CopyIn(stats_[ForwardSlot::Gamma], gammaGm_, n);
         batch_norm_kernel::CopyIn(stats_[ForwardSlot::Beta], betaGm_, n);
         PipeBarrier<PIPE_ALL>();
@@ -108,7 +136,91 @@ private:
         batch_norm_kernel::CopyOut(saveMeanGm_[firstChannel_], mean, n);
         batch_norm_kernel::CopyOut(saveInvStdGm_[firstChannel_], invStd, n);
         if (tiling_.updateRunningStats) UpdateRunningStats(mean, stats_[ForwardSlot::Variance]);
-        for (uint32_t local = 0; local < n; ++local) NormalizeChannel(local);
+    }
+
+    // Row mode pass 1: the chunk's sums of x - shift and (x - shift)^2 per lane over the samples, folded over the
+    // rows, then each channel's lanes summed (RowSums); the shift is each channel's mean over sample 0.
+    __aicore__ inline void AccumulateRowChunk(const RowChunk& chunk) {
+        LocalTensor<float> values = valuesBuf_.Get<float>();
+        LocalTensor<float> squares = squaresBuf_.Get<float>();
+        LocalTensor<float> shift = reduceWorkBuf_.Get<float>();
+        batch_norm_kernel::RowSums sums(sumsBuf_.Get<float>(), tiling_.rowLanes);
+        const uint32_t samples = tiling_.rowSamples;
+        sums.Clear(samples * chunk.stride);
+        bool first = true;
+        batch_norm_kernel::ForEachRowTile(
+            tiling_, firstChannel_ + chunk.first, [&](const RowTile& tile) ACTS_AICORE_LAMBDA {
+                LoadRowsAsFloat(values, chunk, tile);
+                if (first) {
+                    RowShifts(values, chunk);
+                    batch_norm_kernel::ChannelRows(tiling_, shift, stats_[ForwardSlot::Shift], chunk, samples);
+                    first = false;
+                }
+                const uint32_t count = tile.rows * chunk.stride;
+                Sub(values, values, shift, count);
+                Mul(squares, values, values, count);
+                sums.Add(values, squares, count);
+            });
+        sums.FoldRows(samples, chunk.stride);
+        PipeBarrier<PIPE_ALL>();
+        const uint32_t plane = static_cast<uint32_t>(tiling_.planeSize);
+        for (uint32_t c = 0; c < chunk.channels; ++c) {
+            float total = 0.0f, totalSquares = 0.0f;
+            sums.Totals(c * plane, plane, total, totalSquares);
+            stats_[ForwardSlot::SumShifted].SetValue(chunk.first + c, total);
+            stats_[ForwardSlot::SumSquaresShifted].SetValue(chunk.first + c, totalSquares);
+        }
+    }
+
+    // Each channel's shift: the mean of its plane in sample 0 (row 0 of `values`); not finite: 0 (FirstTileMean).
+    __aicore__ inline void RowShifts(const LocalTensor<float>& values, const RowChunk& chunk) {
+        PipeBarrier<PIPE_ALL>();
+        const uint32_t plane = static_cast<uint32_t>(tiling_.planeSize);
+        for (uint32_t c = 0; c < chunk.channels; ++c) {
+            float sum = values.GetValue(c * plane);
+            for (uint32_t p = 1; p < plane; ++p) sum += values.GetValue(c * plane + p);
+            float mean = sum / static_cast<float>(plane);
+            stats_[ForwardSlot::Shift].SetValue(chunk.first + c, compensated_sum::IsFinite(mean) ? mean : 0.0f);
+        }
+    }
+
+    // Row mode pass 2: out = leaky_relu((x - mean) * scale + beta) (or relu) with per-lane rows of the channels'
+    // mean, scale and beta (in the sums' idle arrays), rounded once to T.
+    __aicore__ inline void NormalizeRowChunk(const RowChunk& chunk) {
+        PipeBarrier<PIPE_ALL>();
+        batch_norm_kernel::RowSums sums(sumsBuf_.Get<float>(), tiling_.rowLanes);
+        LocalTensor<float> mean = sums.Array(0), scale = sums.Array(1), beta = sums.Array(2);
+        const uint32_t samples = tiling_.rowSamples;
+        batch_norm_kernel::ChannelRows(tiling_, mean, stats_[ForwardSlot::Mean], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, scale, stats_[ForwardSlot::Scale], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, beta, stats_[ForwardSlot::Beta], chunk, samples);
+        LocalTensor<float> values = valuesBuf_.Get<float>();
+        batch_norm_kernel::ForEachRowTile(
+            tiling_, firstChannel_ + chunk.first, [&](const RowTile& tile) ACTS_AICORE_LAMBDA {
+                LoadRowsAsFloat(values, chunk, tile);
+                const uint32_t count = tile.rows * chunk.stride;
+                Sub(values, values, mean, count);
+                Mul(values, values, scale, count);
+                Add(values, values, beta, count);
+                Activate(values, count, sums.Array(3).ReinterpretCast<uint8_t>());
+                LocalTensor<T> staged = outQueue_.template AllocTensor<T>();
+                FromFloat(staged, values, count);
+                outQueue_.EnQue(staged);
+                staged = outQueue_.template DeQue<T>();
+                DataCopyPad(outGm_[tile.offset], staged, batch_norm_kernel::RowCopy<T>(tiling_, chunk, tile.rows, true));
+                outQueue_.FreeTensor(staged);
+            });
+    }
+
+    __aicore__ inline void LoadRowsAsFloat(const LocalTensor<float>& values, const RowChunk& chunk,
+                                           const RowTile& tile) {
+        LocalTensor<T> staged = inQueue_.template AllocTensor<T>();
+        DataCopyPad(staged, xGm_[tile.offset], batch_norm_kernel::RowCopy<T>(tiling_, chunk, tile.rows, false),
+                    DataCopyPadExtParams<T>{false, 0, 0, T()});
+        inQueue_.EnQue(staged);
+        staged = inQueue_.template DeQue<T>();
+        ToFloat(values, staged, tile.rows * chunk.stride);
+        inQueue_.FreeTensor(staged);
     }
 
     // Per sample n: the core's groups of n (its units), their statistics vectorised over the groups and written as
@@ -291,15 +403,19 @@ private:
     // ReLU as torch's (z < 0 ? +0 : z): LeakyReLU with slope 0 would give -0 for a negative z and NaN for -inf,
     // Maxs's NaN result is unspecified; a compare and Select decide every value. The zeros reuse the squares
     // buffer and the mask the sums buffer, both idle in pass 2.
+    // `negative`: a mask of count / 8 bytes (the plane walk's sums buffer by default).
     __aicore__ inline void Activate(const LocalTensor<float>& values, uint32_t count) {
+        static_assert(batch_norm_tiling::kMaxTileLength / 8 <=
+                          batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float),
+                      "the ReLU mask must fit the sums buffer");
+        Activate(values, count, sumsBuf_.Get<uint8_t>());
+    }
+    __aicore__ inline void Activate(const LocalTensor<float>& values, uint32_t count,
+                                    const LocalTensor<uint8_t>& negative) {
         if (!tiling_.relu) {
             LeakyRelu(values, values, tiling_.negativeSlope, count);
             return;
         }
-        static_assert(batch_norm_tiling::kMaxTileLength / 8 <=
-                          batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float),
-                      "the ReLU mask must fit the sums buffer");
-        LocalTensor<uint8_t> negative = sumsBuf_.Get<uint8_t>();
         LocalTensor<float> zeros = squaresBuf_.Get<float>();
         // CompareScalar works on whole 256-byte repeats; the tile buffers are multiples of one
         uint32_t lanes = (count + batch_norm_tiling::kFloatRepeat - 1) / batch_norm_tiling::kFloatRepeat *

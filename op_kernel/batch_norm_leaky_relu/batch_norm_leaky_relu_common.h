@@ -237,5 +237,152 @@ private:
     AscendC::LocalTensor<float> first_, second_, firstComp_, secondComp_;
 };
 
+// --- Row mode (BatchNorm of short planes; op_host/batch_norm_leaky_relu/batch_norm_leaky_relu_tiling.h) ---------
+// A chunk: `channels` consecutive channels of the core from core-local channel `first`; a sample's values of them
+// are `lanes` = channels * plane contiguous elements of GM, held in UB as a row of `stride` elements (kRowAlign).
+struct RowChunk {
+    uint32_t first;
+    uint32_t channels;
+    uint32_t lanes;
+    uint32_t stride;
+};
+
+// A tile of a chunk: `rows` samples from sample `firstSample`, at element `offset` of GM.
+struct RowTile {
+    uint64_t offset;
+    uint32_t rows;
+};
+
+template <typename Visit>
+__aicore__ inline void ForEachRowChunk(const BatchNormLeakyReluTiling& tiling, uint32_t channelCount, Visit&& visit) {
+    const uint32_t plane = static_cast<uint32_t>(tiling.planeSize);
+    for (uint32_t first = 0; first < channelCount; first += tiling.rowChannels) {
+        uint32_t channels = channelCount - first < tiling.rowChannels ? channelCount - first : tiling.rowChannels;
+        uint32_t lanes = channels * plane;
+        uint32_t align = batch_norm_tiling::kRowAlign;
+        visit(RowChunk{first, channels, lanes, (lanes + align - 1) / align * align});
+    }
+}
+
+// Visits the chunk's tiles (global channel `channel` its first), samples ascending, rowSamples at a time.
+template <typename Visit>
+__aicore__ inline void ForEachRowTile(const BatchNormLeakyReluTiling& tiling, uint32_t channel, Visit&& visit) {
+    for (uint32_t n = 0; n < tiling.batch; n += tiling.rowSamples) {
+        uint32_t rows = tiling.batch - n < tiling.rowSamples ? tiling.batch - n : tiling.rowSamples;
+        visit(RowTile{(uint64_t(n) * tiling.channels + channel) * tiling.planeSize, rows});
+    }
+}
+
+// A tile's rows between GM (a whole (C * plane) row apart) and UB (`stride` elements apart): DataCopyPad's UB gap
+// is in 32-byte blocks past a row's own padded blocks, its GM gap in bytes.
+template <typename T>
+__aicore__ inline AscendC::DataCopyExtParams RowCopy(const BatchNormLeakyReluTiling& tiling, const RowChunk& chunk,
+                                                     uint32_t rows, bool toGm) {
+    const uint32_t bytes = chunk.lanes * sizeof(T);
+    const uint32_t gmGap = static_cast<uint32_t>((uint64_t(tiling.channels) * tiling.planeSize - chunk.lanes) *
+                                                 sizeof(T));
+    const uint32_t ubGap = (chunk.stride * static_cast<uint32_t>(sizeof(T)) - (bytes + 31) / 32 * 32) / 32;
+    return AscendC::DataCopyExtParams{static_cast<uint16_t>(rows), bytes, toGm ? ubGap : gmGap, toGm ? gmGap : ubGap,
+                                      0};
+}
+
+// `rows` rows of `stride` floats from row 0 to rows 1.. (row 0 copied by doubling: Muls by 1 keeps -0 and NaN).
+__aicore__ inline void RepeatRow(const AscendC::LocalTensor<float>& tile, uint32_t stride, uint32_t rows) {
+    for (uint32_t have = 1; have < rows;) {
+        uint32_t copies = rows - have < have ? rows - have : have;
+        AscendC::Muls(tile[have * stride], tile, 1.0f, copies * stride);
+        have += copies;
+    }
+}
+
+// Per lane of a chunk's tile, channel values in `rows` rows: lane c * plane + p of each row holds values[first + c]
+// (the per-channel statistics array `values`; scalar writes, then the rows copied on the vector unit).
+__aicore__ inline void ChannelRows(const BatchNormLeakyReluTiling& tiling, const AscendC::LocalTensor<float>& tile,
+                                   const AscendC::LocalTensor<float>& values, const RowChunk& chunk, uint32_t rows) {
+    const uint32_t plane = static_cast<uint32_t>(tiling.planeSize);
+    AscendC::Duplicate(tile, 0.0f, chunk.stride);  // the padding lanes too: every lane the vector unit reads is set
+    AscendC::PipeBarrier<PIPE_ALL>();
+    for (uint32_t c = 0; c < chunk.channels; ++c) {
+        float value = values.GetValue(chunk.first + c);
+        for (uint32_t p = 0; p < plane; ++p) tile.SetValue(c * plane + p, value);
+    }
+    AscendC::PipeBarrier<PIPE_ALL>();
+    RepeatRow(tile, chunk.stride, rows);
+}
+
+// Two sums per lane of a row-mode tile, over the chunk's tiles (a lane's samples in ascending order), compensated,
+// and plainly for a channel whose compensated sums are not finite. kRowSumArrays arrays of `lanes` floats.
+class RowSums {
+public:
+    __aicore__ inline RowSums(const AscendC::LocalTensor<float>& buffer, uint32_t lanes)
+        : first_(buffer), firstComp_(buffer[lanes]), second_(buffer[2 * lanes]), secondComp_(buffer[3 * lanes]),
+          firstPlain_(buffer[4 * lanes]), secondPlain_(buffer[5 * lanes]) {}
+
+    __aicore__ inline void Clear(uint32_t count) {
+        for (const AscendC::LocalTensor<float>* sum :
+             {&first_, &firstComp_, &second_, &secondComp_, &firstPlain_, &secondPlain_}) {
+            AscendC::Duplicate(*sum, 0.0f, count);
+        }
+    }
+
+    // Adds `count` lanes of each (`first` is then scratch).
+    __aicore__ inline void Add(const AscendC::LocalTensor<float>& first, const AscendC::LocalTensor<float>& second,
+                               uint32_t count) {
+        AscendC::Add(firstPlain_, firstPlain_, first, count);
+        AscendC::Add(secondPlain_, secondPlain_, second, count);
+        compensated_sum::Add(first_, firstComp_, first, first, count);
+        compensated_sum::Add(second_, secondComp_, second, second, count);
+    }
+
+    // Folds rows 1..rows-1 (`stride` lanes each) into row 0, halving (a fixed order for a given row count).
+    __aicore__ inline void FoldRows(uint32_t rows, uint32_t stride) {
+        while (rows > 1) {
+            uint32_t half = (rows + 1) / 2;
+            uint32_t from = half * stride, count = (rows - half) * stride;
+            compensated_sum::FoldInto0(first_, firstComp_, from, count);
+            compensated_sum::FoldInto0(second_, secondComp_, from, count);
+            AscendC::Add(firstPlain_, firstPlain_, firstPlain_[from], count);
+            AscendC::Add(secondPlain_, secondPlain_, secondPlain_[from], count);
+            rows = half;
+        }
+    }
+
+    // Channel totals of row 0's lanes [lane, lane + plane), on the scalar unit (after FoldRows and a barrier).
+    __aicore__ inline void Totals(uint32_t lane, uint32_t plane, float& first, float& second) const {
+        first = Total(first_, firstComp_, lane, plane);
+        second = Total(second_, secondComp_, lane, plane);
+        if (!compensated_sum::IsFinite(first) || !compensated_sum::IsFinite(second)) {
+            first = PlainTotal(firstPlain_, lane, plane);
+            second = PlainTotal(secondPlain_, lane, plane);
+        }
+    }
+
+    // The sums' arrays, idle once the totals are read (pass 2's per-lane rows).
+    __aicore__ inline AscendC::LocalTensor<float> Array(uint32_t index) const {
+        return index == 0 ? first_ : index == 1 ? firstComp_ : index == 2 ? second_ : index == 3 ? secondComp_
+                                                                                                 : firstPlain_;
+    }
+
+private:
+    // A lane's sum is acc - comp (compensated_sum::Add); lanes summed compensated on the scalar unit.
+    __aicore__ static inline float Total(const AscendC::LocalTensor<float>& acc,
+                                         const AscendC::LocalTensor<float>& comp, uint32_t lane, uint32_t plane) {
+        ScalarSum sum{acc.GetValue(lane), -comp.GetValue(lane)};
+        for (uint32_t p = 1; p < plane; ++p) {
+            sum.Add(acc.GetValue(lane + p));
+            sum.correction -= comp.GetValue(lane + p);
+        }
+        return sum.Total();
+    }
+    __aicore__ static inline float PlainTotal(const AscendC::LocalTensor<float>& plain, uint32_t lane,
+                                              uint32_t plane) {
+        float sum = plain.GetValue(lane);
+        for (uint32_t p = 1; p < plane; ++p) sum += plain.GetValue(lane + p);
+        return sum;
+    }
+
+    AscendC::LocalTensor<float> first_, firstComp_, second_, secondComp_, firstPlain_, secondPlain_;
+};
+
 }  // namespace batch_norm_kernel
 }  // namespace ascend_acts

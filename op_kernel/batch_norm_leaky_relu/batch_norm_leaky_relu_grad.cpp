@@ -29,6 +29,8 @@ namespace {
 
 using batch_norm_kernel::ChannelStats;
 using batch_norm_kernel::PlaneTile;
+using batch_norm_kernel::RowChunk;
+using batch_norm_kernel::RowTile;
 using batch_norm_kernel::ScalarSum;
 using batch_norm_kernel::Unit;
 
@@ -80,29 +82,149 @@ public:
         pipe_.InitBuffer(centeredBuf_, tile * sizeof(float));
         pipe_.InitBuffer(gradPreActivationBuf_, tile * sizeof(float));
         pipe_.InitBuffer(productBuf_, tile * sizeof(float));
-        pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float));
-        pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
+        if (tiling_.rowMode) {  // the per-lane sums, four rows of channel values (op_host's RowUbBytes)
+            pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kRowSumArrays * tile * sizeof(float));
+            pipe_.InitBuffer(reduceWorkBuf_, kLoadRows * tile * sizeof(float));
+        } else {
+            pipe_.InitBuffer(sumsBuf_, batch_norm_tiling::kSumArrays * batch_norm_tiling::kSumLanes * sizeof(float));
+            pipe_.InitBuffer(reduceWorkBuf_, tiling_.reduceWorkLength * sizeof(float));
+        }
         stats_.Init(pipe_, tiling_.statsLength);
     }
 
     __aicore__ inline void Process() {
         batch_norm_kernel::CopyIn(stats_[BackwardSlot::Gamma], gammaGm_, channelCount_);
         batch_norm_kernel::CopyIn(stats_[BackwardSlot::Beta], betaGm_, channelCount_);
-        if (tiling_.normGroups == 0) {
-            ProcessBatchNorm();
-        } else {
+        if (tiling_.normGroups != 0) {
             ProcessGrouped();
+        } else if (tiling_.rowMode) {
+            ProcessRows();
+        } else {
+            ProcessBatchNorm();
         }
     }
 
 private:
-    __aicore__ inline void ProcessBatchNorm() {
+    // Row mode: per-lane rows of the channels' mean, invstd, gamma, beta (LoadRowTile's), in reduceWorkBuf_.
+    static constexpr uint32_t kLoadRows = 4;
+
+    __aicore__ inline void LoadChannelStatistics() {
         const uint32_t n = channelCount_;
         batch_norm_kernel::CopyIn(stats_[BackwardSlot::InvStd], invStdGm_[firstChannel_], n);
         if (!tiling_.savedIsResult) batch_norm_kernel::CopyIn(stats_[BackwardSlot::Mean], meanGm_[firstChannel_], n);
+    }
+
+    __aicore__ inline void ProcessBatchNorm() {
+        const uint32_t n = channelCount_;
+        LoadChannelStatistics();
         for (uint32_t local = 0; local < n; ++local) AccumulateChannel(local);
         ComputeChannelCoefficients();
         for (uint32_t local = 0; local < n; ++local) GradInputUnit(ChannelUnit(local), local);
+    }
+
+    // Row mode: the core's channels chunk by chunk, each chunk's sums over all samples, the coefficients, then each
+    // chunk's grad_x.
+    __aicore__ inline void ProcessRows() {
+        LoadChannelStatistics();
+        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
+            AccumulateRowChunk(chunk);
+        });
+        ComputeChannelCoefficients();
+        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
+            GradInputRowChunk(chunk);
+        });
+    }
+
+    __aicore__ inline LocalTensor<float> LoadRow(uint32_t index) {
+        return reduceWorkBuf_.Get<float>()[index * tiling_.rowLanes];
+    }
+
+    // The rows LoadRowTile reads: beta (from the output); mean, invstd, gamma, beta (from x).
+    __aicore__ inline void LoadRows(const RowChunk& chunk) {
+        PipeBarrier<PIPE_ALL>();
+        const uint32_t samples = tiling_.rowSamples;
+        batch_norm_kernel::ChannelRows(tiling_, LoadRow(3), stats_[BackwardSlot::Beta], chunk, samples);
+        if (tiling_.savedIsResult) return;
+        batch_norm_kernel::ChannelRows(tiling_, LoadRow(0), stats_[BackwardSlot::Mean], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, LoadRow(1), stats_[BackwardSlot::InvStd], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, LoadRow(2), stats_[BackwardSlot::Gamma], chunk, samples);
+    }
+
+    // Row mode pass 1: the chunk's sums of dz and dz * centered per lane over the samples, folded over the rows,
+    // then each channel's lanes summed (RowSums).
+    __aicore__ inline void AccumulateRowChunk(const RowChunk& chunk) {
+        LoadRows(chunk);
+        LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
+        LocalTensor<float> centered = centeredBuf_.Get<float>();
+        LocalTensor<float> product = productBuf_.Get<float>();
+        batch_norm_kernel::RowSums sums(sumsBuf_.Get<float>(), tiling_.rowLanes);
+        sums.Clear(tiling_.rowSamples * chunk.stride);
+        batch_norm_kernel::ForEachRowTile(
+            tiling_, firstChannel_ + chunk.first, [&](const RowTile& tile) ACTS_AICORE_LAMBDA {
+                const uint32_t count = LoadRowTile(chunk, tile);
+                Mul(product, dz, centered, count);
+                sums.Add(dz, product, count);
+            });
+        sums.FoldRows(tiling_.rowSamples, chunk.stride);
+        PipeBarrier<PIPE_ALL>();
+        const uint32_t plane = static_cast<uint32_t>(tiling_.planeSize);
+        for (uint32_t c = 0; c < chunk.channels; ++c) {
+            float gradBeta = 0.0f, sumGradTimesCentered = 0.0f;
+            sums.Totals(c * plane, plane, gradBeta, sumGradTimesCentered);
+            stats_[BackwardSlot::GradBeta].SetValue(chunk.first + c, gradBeta);
+            stats_[BackwardSlot::SumGradTimesCentered].SetValue(chunk.first + c, sumGradTimesCentered);
+        }
+    }
+
+    // Row mode pass 2: grad_x = A * dz + B * centered + C with per-lane rows of A, B, C (the sums' idle arrays).
+    __aicore__ inline void GradInputRowChunk(const RowChunk& chunk) {
+        LoadRows(chunk);
+        batch_norm_kernel::RowSums sums(sumsBuf_.Get<float>(), tiling_.rowLanes);
+        LocalTensor<float> coefA = sums.Array(0), coefB = sums.Array(1), coefC = sums.Array(2);
+        const uint32_t samples = tiling_.rowSamples;
+        batch_norm_kernel::ChannelRows(tiling_, coefA, stats_[BackwardSlot::CoefA], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, coefB, stats_[BackwardSlot::CoefB], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, coefC, stats_[BackwardSlot::CoefC], chunk, samples);
+        LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
+        LocalTensor<float> centered = centeredBuf_.Get<float>();
+        batch_norm_kernel::ForEachRowTile(
+            tiling_, firstChannel_ + chunk.first, [&](const RowTile& tile) ACTS_AICORE_LAMBDA {
+                const uint32_t count = LoadRowTile(chunk, tile);
+                Mul(centered, centered, coefB, count);
+                Mul(dz, dz, coefA, count);
+                Add(dz, dz, centered, count);
+                Add(dz, dz, coefC, count);
+                LocalTensor<T> staged = gradInputQueue_.template AllocTensor<T>();
+                FromFloat(staged, dz, count);
+                gradInputQueue_.EnQue(staged);
+                staged = gradInputQueue_.template DeQue<T>();
+                DataCopyPad(gradInputGm_[tile.offset], staged,
+                            batch_norm_kernel::RowCopy<T>(tiling_, chunk, tile.rows, true));
+                gradInputQueue_.FreeTensor(staged);
+            });
+    }
+
+    // LoadTile for a row tile, the channel values from LoadRows' per-lane rows; returns the tile's lane count.
+    __aicore__ inline uint32_t LoadRowTile(const RowChunk& chunk, const RowTile& tile) {
+        const uint32_t count = tile.rows * chunk.stride;
+        const DataCopyExtParams copy = batch_norm_kernel::RowCopy<T>(tiling_, chunk, tile.rows, false);
+        LoadPair(gradOutGm_[tile.offset], savedGm_[tile.offset], copy, count);
+        LocalTensor<float> grad = gradBuf_.Get<float>();
+        LocalTensor<float> centered = centeredBuf_.Get<float>();
+        LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
+        LocalTensor<uint8_t> mask = productBuf_.Get<uint8_t>();
+        const uint32_t lanes = CompareLanes(count);
+        if (tiling_.savedIsResult) {
+            GradFromOutput(mask, grad, centered, dz, count, lanes);
+            Sub(centered, centered, LoadRow(3), count);
+            return count;
+        }
+        Sub(centered, centered, LoadRow(0), count);
+        Mul(centered, centered, LoadRow(1), count);
+        Mul(dz, centered, LoadRow(2), count);
+        Add(dz, dz, LoadRow(3), count);
+        GradFromPreActivation(mask, grad, dz, count, lanes);
+        return count;
     }
 
     // Per sample n: each of the core's groups (units) summed, then its grad_x; the per-channel sums run on over n.
@@ -308,32 +430,17 @@ private:
     // dy and the saved tensor of one tile -> dz (gradPreActivationBuf_) and centered (centeredBuf_), in float:
     // centered = z - beta (from the output) or x_hat (from x); `mean`, `invStd`: the unit's.
     __aicore__ inline void LoadTile(const Unit& unit, const PlaneTile& tile, float mean, float invStd) {
-        LocalTensor<T> gradOut = gradOutQueue_.template AllocTensor<T>();
-        LocalTensor<T> saved = savedQueue_.template AllocTensor<T>();
-        batch_norm_kernel::CopyTileIn(gradOut, gradOutGm_, tile);
-        batch_norm_kernel::CopyTileIn(saved, savedGm_, tile);
-        gradOutQueue_.EnQue(gradOut);
-        savedQueue_.EnQue(saved);
-        gradOut = gradOutQueue_.template DeQue<T>();
-        saved = savedQueue_.template DeQue<T>();
+        LoadPair(gradOutGm_[tile.offset], savedGm_[tile.offset], batch_norm_kernel::TileCopy<T>(tile, false),
+                 tile.count);
         LocalTensor<float> grad = gradBuf_.Get<float>();
         LocalTensor<float> centered = centeredBuf_.Get<float>();
         LocalTensor<float> dz = gradPreActivationBuf_.Get<float>();
-        ToFloat(grad, gradOut, tile.count);
-        ToFloat(centered, saved, tile.count);
-        gradOutQueue_.FreeTensor(gradOut);
-        savedQueue_.FreeTensor(saved);
         LocalTensor<float> gamma = stats_[BackwardSlot::Gamma];
         LocalTensor<float> beta = stats_[BackwardSlot::Beta];
         LocalTensor<uint8_t> mask = productBuf_.Get<uint8_t>();
         const uint32_t lanes = CompareLanes(tile.count);
         if (tiling_.savedIsResult) {
-            // dz = a > 0 ? dy : dy * slope, as LeakyReLU's own gradient: the sign of z is the sign of a.
-            CompareScalar(mask, centered, 0.0f, CMPMODE::GT, lanes);
-            Muls(dz, grad, tiling_.negativeSlope, tile.count);
-            Select(dz, mask, grad, dz, SELMODE::VSEL_TENSOR_TENSOR_MODE, tile.count);
-            // z = a > 0 ? a : a / slope: LeakyReLU with the reciprocal slope inverts it; centered = z - beta.
-            LeakyRelu(centered, centered, 1.0f / tiling_.negativeSlope, tile.count);
+            GradFromOutput(mask, grad, centered, dz, tile.count, lanes);
             batch_norm_kernel::ForEachChannelPiece(
                 tiling_, unit, tile, [&](uint32_t offset, uint32_t count, uint32_t channel) ACTS_AICORE_LAMBDA {
                     Adds(centered[offset], centered[offset], -beta.GetValue(channel), count);
@@ -348,14 +455,49 @@ private:
                 Muls(dz[offset], centered[offset], gamma.GetValue(channel), count);
                 Adds(dz[offset], dz[offset], beta.GetValue(channel), count);
             });
+        GradFromPreActivation(mask, grad, dz, tile.count, lanes);
+    }
+
+    // dy and the saved tensor of a tile (`copy` from GM at `gradOut` and `saved`) into gradBuf_ and centeredBuf_ as
+    // float, `count` elements.
+    __aicore__ inline void LoadPair(const GlobalTensor<T>& gradOutGm, const GlobalTensor<T>& savedGm,
+                                    const DataCopyExtParams& copy, uint32_t count) {
+        LocalTensor<T> gradOut = gradOutQueue_.template AllocTensor<T>();
+        LocalTensor<T> saved = savedQueue_.template AllocTensor<T>();
+        DataCopyPad(gradOut, gradOutGm, copy, DataCopyPadExtParams<T>{false, 0, 0, T()});
+        DataCopyPad(saved, savedGm, copy, DataCopyPadExtParams<T>{false, 0, 0, T()});
+        gradOutQueue_.EnQue(gradOut);
+        savedQueue_.EnQue(saved);
+        gradOut = gradOutQueue_.template DeQue<T>();
+        saved = savedQueue_.template DeQue<T>();
+        ToFloat(gradBuf_.Get<float>(), gradOut, count);
+        ToFloat(centeredBuf_.Get<float>(), saved, count);
+        gradOutQueue_.FreeTensor(gradOut);
+        savedQueue_.FreeTensor(saved);
+    }
+
+    // From the output a (in `centered`): dz = a > 0 ? dy : dy * slope, as LeakyReLU's own gradient (the sign of z is
+    // the sign of a), and centered = z = a > 0 ? a : a / slope (LeakyReLU with the reciprocal slope inverts it).
+    __aicore__ inline void GradFromOutput(const LocalTensor<uint8_t>& mask, const LocalTensor<float>& grad,
+                                          const LocalTensor<float>& centered, const LocalTensor<float>& dz,
+                                          uint32_t count, uint32_t lanes) {
+        CompareScalar(mask, centered, 0.0f, CMPMODE::GT, lanes);
+        Muls(dz, grad, tiling_.negativeSlope, count);
+        Select(dz, mask, grad, dz, SELMODE::VSEL_TENSOR_TENSOR_MODE, count);
+        LeakyRelu(centered, centered, 1.0f / tiling_.negativeSlope, count);
+    }
+
+    // From the pre-activation z (in `dz`): dz = the activation's gradient times dy.
+    __aicore__ inline void GradFromPreActivation(const LocalTensor<uint8_t>& mask, const LocalTensor<float>& grad,
+                                                 const LocalTensor<float>& dz, uint32_t count, uint32_t lanes) {
         if (tiling_.relu) {  // torch's threshold_backward: z <= 0 ? 0 : dy
             CompareScalar(mask, dz, 0.0f, CMPMODE::LE, lanes);
-            Duplicate(dz, 0.0f, tile.count);
-            Select(dz, mask, dz, grad, SELMODE::VSEL_TENSOR_TENSOR_MODE, tile.count);
+            Duplicate(dz, 0.0f, count);
+            Select(dz, mask, dz, grad, SELMODE::VSEL_TENSOR_TENSOR_MODE, count);
         } else {  // leaky_relu_backward: z > 0 ? dy : dy * slope
             CompareScalar(mask, dz, 0.0f, CMPMODE::GT, lanes);
-            Muls(dz, grad, tiling_.negativeSlope, tile.count);
-            Select(dz, mask, grad, dz, SELMODE::VSEL_TENSOR_TENSOR_MODE, tile.count);
+            Muls(dz, grad, tiling_.negativeSlope, count);
+            Select(dz, mask, grad, dz, SELMODE::VSEL_TENSOR_TENSOR_MODE, count);
         }
     }
 

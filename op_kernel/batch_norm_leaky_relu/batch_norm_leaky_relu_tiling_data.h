@@ -31,6 +31,10 @@ struct BatchNormLeakyReluTiling {
     uint32_t channelsPerGroup;    // C / G (BatchNorm: 1)
     float inverseBatch;           // 1 / N: the running statistics of instance norm average the N instances'
     uint32_t savedIsResult;       // backward: 1 saved is the output (InPlace-ABN), 0 the conv output (+ save_mean)
+    uint32_t rowMode;             // 1: BatchNorm of short planes by rows of samples (the tiling's rule), else 0
+    uint32_t rowSamples;          // row mode: samples per DMA and per partial-sum row (from the shape alone)
+    uint32_t rowChannels;         // row mode: channels per chunk (a row segment of a chunk is contiguous in GM)
+    uint32_t rowLanes;            // row mode: floats per tile buffer (rowSamples padded rows), a multiple of 64
 };
 
 namespace batch_norm_tiling {
@@ -46,6 +50,11 @@ constexpr uint32_t kSumLanes = 256;
 constexpr uint32_t kSumArrays = 4;
 // Per-core channel arrays (the kernels' StatsSlot enums): forward 12, backward 10; sized for 12.
 constexpr uint32_t kStatsArrays = 12;
+// Row mode: a row segment in UB starts every kRowAlign elements (64 bytes of float, 32 of half: DataCopyPad's UB
+// blocks and the float copies both stay 32-byte aligned); the per-lane sums are kRowSumArrays arrays (two
+// compensated sums and their corrections, the two plain sums a non-finite channel falls back on).
+constexpr uint32_t kRowAlign = 16;
+constexpr uint32_t kRowSumArrays = 6;
 
 }  // namespace batch_norm_tiling
 
