@@ -134,8 +134,8 @@ inline bool ComputeBatchNormLeakyReluTiling(BatchNormPass pass, uint32_t batch, 
         const uint32_t samples = RowSamplesFor(batch, planeSize);
         const uint64_t coreChannels = perCore + (big ? 1 : 0);
         const uint64_t oneChannel = samples * RoundUp(planeSize, kRowAlign);
-        uint64_t lanes = std::min<uint64_t>(RoundUp(samples * RoundUp(coreChannels * planeSize, kRowAlign), kFloatRepeat),
-                                            kMaxRowLanes);
+        uint64_t lanes = std::min<uint64_t>(
+            RoundUp(samples * RoundUp(coreChannels * planeSize, kRowAlign), kFloatRepeat), kMaxRowLanes);
         while (lanes >= oneChannel && RowUbBytes(pass, dtypeSize, static_cast<uint32_t>(lanes), statsLength) > usable) {
             lanes -= kFloatRepeat;
         }

@@ -110,13 +110,11 @@ private:
     // Row mode: the core's channels chunk by chunk, each chunk's sums over all samples, then the statistics, then
     // each chunk normalised.
     __aicore__ inline void ProcessRows() {
-        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
-            AccumulateRowChunk(chunk);
-        });
+        batch_norm_kernel::ForEachRowChunk(
+            tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA { AccumulateRowChunk(chunk); });
         ChannelStatistics();
-        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
-            NormalizeRowChunk(chunk);
-        });
+        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_,
+                                           [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA { NormalizeRowChunk(chunk); });
     }
 
     // BatchNorm, once every channel's sums are in: mean, invstd, scale vectorised over the core's channels; the
@@ -207,7 +205,8 @@ private:
                 FromFloat(staged, values, count);
                 outQueue_.EnQue(staged);
                 staged = outQueue_.template DeQue<T>();
-                DataCopyPad(outGm_[tile.offset], staged, batch_norm_kernel::RowCopy<T>(tiling_, chunk, tile.rows, true));
+                DataCopyPad(outGm_[tile.offset], staged,
+                            batch_norm_kernel::RowCopy<T>(tiling_, chunk, tile.rows, true));
                 outQueue_.FreeTensor(staged);
             });
     }

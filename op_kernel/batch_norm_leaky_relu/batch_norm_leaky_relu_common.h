@@ -359,8 +359,11 @@ public:
 
     // The sums' arrays, idle once the totals are read (pass 2's per-lane rows).
     __aicore__ inline AscendC::LocalTensor<float> Array(uint32_t index) const {
-        return index == 0 ? first_ : index == 1 ? firstComp_ : index == 2 ? second_ : index == 3 ? secondComp_
-                                                                                                 : firstPlain_;
+        return index == 0   ? first_
+               : index == 1 ? firstComp_
+               : index == 2 ? second_
+               : index == 3 ? secondComp_
+                            : firstPlain_;
     }
 
 private:
@@ -374,8 +377,7 @@ private:
         }
         return sum.Total();
     }
-    __aicore__ static inline float PlainTotal(const AscendC::LocalTensor<float>& plain, uint32_t lane,
-                                              uint32_t plane) {
+    __aicore__ static inline float PlainTotal(const AscendC::LocalTensor<float>& plain, uint32_t lane, uint32_t plane) {
         float sum = plain.GetValue(lane);
         for (uint32_t p = 1; p < plane; ++p) sum += plain.GetValue(lane + p);
         return sum;

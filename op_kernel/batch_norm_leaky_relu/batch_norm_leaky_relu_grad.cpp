@@ -126,13 +126,11 @@ private:
     // chunk's grad_x.
     __aicore__ inline void ProcessRows() {
         LoadChannelStatistics();
-        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
-            AccumulateRowChunk(chunk);
-        });
+        batch_norm_kernel::ForEachRowChunk(
+            tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA { AccumulateRowChunk(chunk); });
         ComputeChannelCoefficients();
-        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA {
-            GradInputRowChunk(chunk);
-        });
+        batch_norm_kernel::ForEachRowChunk(tiling_, channelCount_,
+                                           [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA { GradInputRowChunk(chunk); });
     }
 
     __aicore__ inline LocalTensor<float> LoadRow(uint32_t index) {
@@ -159,12 +157,12 @@ private:
         LocalTensor<float> product = productBuf_.Get<float>();
         batch_norm_kernel::RowSums sums(sumsBuf_.Get<float>(), tiling_.rowLanes);
         sums.Clear(tiling_.rowSamples * chunk.stride);
-        batch_norm_kernel::ForEachRowTile(
-            tiling_, firstChannel_ + chunk.first, [&](const RowTile& tile) ACTS_AICORE_LAMBDA {
-                const uint32_t count = LoadRowTile(chunk, tile);
-                Mul(product, dz, centered, count);
-                sums.Add(dz, product, count);
-            });
+        batch_norm_kernel::ForEachRowTile(tiling_, firstChannel_ + chunk.first,
+                                          [&](const RowTile& tile) ACTS_AICORE_LAMBDA {
+                                              const uint32_t count = LoadRowTile(chunk, tile);
+                                              Mul(product, dz, centered, count);
+                                              sums.Add(dz, product, count);
+                                          });
         sums.FoldRows(tiling_.rowSamples, chunk.stride);
         PipeBarrier<PIPE_ALL>();
         const uint32_t plane = static_cast<uint32_t>(tiling_.planeSize);

@@ -63,6 +63,31 @@ static void CheckBatchNorm(BatchNormPass pass, uint32_t n, uint32_t c, uint64_t 
     // Select (the backward's, the forward's ReLU) writes a temporary in the top 8 KiB of UB (AscendC's TMP_UB_OFFSET)
     const uint64_t ub = pass == BatchNormPass::Backward || relu ? p.ub - 8 * 1024 : p.ub;
     CHECK(t.relu == (relu ? 1u : 0u), "relu %u", t.relu);
+    // row mode: BatchNorm of short planes that do not fill whole 32-byte blocks, when one channel's rows fit
+    const bool rowRule = normGroups == 0 && plane * size < kRowModePlaneBytes && plane * size % 32 != 0;
+    CHECK(!t.rowMode || rowRule, "row mode outside its rule: plane %llu", (unsigned long long)plane);
+    if (t.rowMode) {
+        const uint32_t samples = t.rowSamples;
+        // samples from the shape alone: the sums' order does not depend on the platform or the core count
+        CHECK(samples == RowSamplesFor(n, plane) && samples >= 1 && samples <= n, "rowSamples %u", samples);
+        CHECK(t.rowChannels >= 1 && t.rowChannels <= most, "rowChannels %u of %u", t.rowChannels, most);
+        const uint64_t row = RoundUp(uint64_t(t.rowChannels) * plane, kRowAlign);
+        CHECK(t.tileLength == t.rowLanes && t.rowLanes % kFloatRepeat == 0 && samples * row <= t.rowLanes,
+              "row lanes %u for %u rows of %llu", t.rowLanes, samples, (unsigned long long)row);
+        CHECK(RowUbBytes(pass, size, t.rowLanes, t.statsLength) <= ub, "row UB %llu > %llu",
+              (unsigned long long)RowUbBytes(pass, size, t.rowLanes, t.statsLength), (unsigned long long)ub);
+        // as many channels per chunk as the lanes hold (or all of a core's)
+        const uint64_t wider = RoundUp(uint64_t(t.rowChannels + 1) * plane, kRowAlign);
+        CHECK(t.rowChannels == most || samples * wider > t.rowLanes, "rowChannels %u not maximal", t.rowChannels);
+        CHECK(t.inverseCount > 0 && t.unbiasFactor >= 1.0f && t.inverseBatch > 0, "count factors");
+        return;
+    }
+    // outside the row mode by the rule, or the statistics leave one channel's rows no room
+    CHECK(!rowRule || RowUbBytes(pass, size,
+                                 static_cast<uint32_t>(
+                                     RoundUp(RowSamplesFor(n, plane) * RoundUp(plane, kRowAlign), kFloatRepeat)),
+                                 t.statsLength) > ub,
+          "plane walk where the row mode fits: plane %llu", (unsigned long long)plane);
     CHECK(UbBytes(pass, size, t.tileLength, t.statsLength) <= ub, "UB %llu > %llu",
           (unsigned long long)UbBytes(pass, size, t.tileLength, t.statsLength), (unsigned long long)ub);
     CHECK(t.reduceWorkLength >= (t.tileLength + kFloatRepeat - 1) / kFloatRepeat && t.reduceWorkLength % 8 == 0,
@@ -176,14 +201,22 @@ int main(int argc, char** argv) {
         bnPlatforms.push_back({names[i].c_str(), cubes[i].vectorCoreNum, uint32_t(cubes[i].ubBytes)});
     // GetCoreMemSize(UB) as CANN's host reports it on 910B: 196352 bytes
     bnPlatforms.push_back({"host-reported UB", cubes[0].vectorCoreNum, 196352});
-    const uint32_t channels[] = {1, 3, 7, 40, 47, 48, 49, 97, 512, 4096};
-    const uint64_t planes[] = {1, 7, 64, 65, 1000, 4096, 16385, 1ull << 33};
+    const uint32_t channels[] = {1, 3, 7, 40, 47, 48, 49, 97, 512, 1000, 4096, 4099};
+    const uint64_t planes[] = {1, 3, 7, 64, 65, 100, 255, 1000, 4096, 16385, 1ull << 33};
     for (const Platform& p : bnPlatforms)
         for (BatchNormPass pass : {BatchNormPass::Forward, BatchNormPass::Backward})
             for (uint32_t c : channels)
                 for (uint64_t plane : planes)
                     for (uint32_t size : {2u, 4u})
                         for (bool relu : {false, true}) CheckBatchNorm(pass, 3, c, plane, size, p, relu);
+    // the row mode's samples per tile: all of a small batch, at most kRowSamples
+    for (const Platform& p : bnPlatforms)
+        for (BatchNormPass pass : {BatchNormPass::Forward, BatchNormPass::Backward})
+            for (uint32_t n : {1u, 2u, 64u, 130u})
+                for (uint32_t c : {1u, 17u, 1024u, 4099u})
+                    for (uint64_t plane : {uint64_t(1), uint64_t(5), uint64_t(200)})
+                        for (uint32_t size : {2u, 4u})
+                            CheckBatchNorm(pass, n, c, plane, size, p, pass == BatchNormPass::Forward);
 
     // grouped statistics: instance norm (G = C), GroupNorm with fewer and more groups than cores, one group
     const uint32_t groupedChannels[] = {1, 7, 96, 512};
