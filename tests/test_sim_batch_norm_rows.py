@@ -22,7 +22,7 @@ TOLERANCES = {torch.float32: (2e-5, 2e-5), torch.float16: (2e-3, 2e-3), torch.bf
 FEATURES = [(n, f) for n in (1, 2, 3, 64, 130) for f in (1, 3, 17, 128, 1000, 4099)]
 # (N, C, L) and (N, C, H, W) planes that fill no whole 32-byte block, below 1 KiB
 SHORT_PLANES = [(2, 5, 3), (64, 96, 3), (1, 7, 9), (130, 17, 5), (3, 4, 100), (4, 6, 5, 7), (33, 3, 255)]
-FAST_SHAPES = [(3, 17), (64, 128), (130, 1000), (64, 96, 3)]
+FAST_SHAPES = [(3, 17), (64, 128), (130, 17), (64, 96, 3)]
 # (activation, backward from): LeakyReLU from its output (InPlace-ABN), LeakyReLU and ReLU from the conv output
 MODES = [("leaky", True), ("leaky", False), ("relu", False)]
 
@@ -132,7 +132,8 @@ def test_backward_matches_torch(shape, dtype, activation, from_output):
 
 
 @pytest.mark.parametrize("relu", [False, True], ids=["leaky", "relu"])
-@pytest.mark.parametrize("shape", [s for s in FEATURES + SHORT_PLANES if 1 < math.prod(s) // s[1] < 5], ids=str)
+@pytest.mark.parametrize("shape", fast_only([s for s in FEATURES + SHORT_PLANES if 1 < math.prod(s) // s[1] < 5],
+                                            [(2, 128)]), ids=str)
 def test_backward_with_few_samples_within_twice_torchs_error(shape, relu):
     """Two or three values per channel around 50: x - mean has float32's error of 50 and invstd is large, so every
     float32 result, torch's too, is far from float64 (grad_x cancels to nearly 0: exactly, but for eps, for two). From
