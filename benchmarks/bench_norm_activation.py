@@ -59,14 +59,19 @@ class Sizes:
     channels: int
     size: int  # height = width of the 2-D patterns
     length: int  # L of the (N, C, L) pattern
-    features_batch: int  # N of the (N, F) pattern
+    features_batch: int  # N of the (N, F) patterns and of the short-L (N, C, L) one
+    mlp: tuple[tuple[int, int], ...]  # (in, out) features of the Linear -> BatchNorm1d (N, F) patterns
+    short_length: int  # L of the short (N, C, L) pattern: planes of a few values, below 32 bytes
 
     def groups(self) -> int:
         return min(GROUPS, self.channels)
 
 
-FULL = Sizes(batch=8, cin=64, channels=128, size=32, length=1024, features_batch=256)
-QUICK = Sizes(batch=2, cin=8, channels=16, size=8, length=32, features_batch=8)
+# PyTorch-GAN's MLP generators (gan.py, cgan.py, ...): batch 64, Linear 128 -> 256 -> 512 -> 1024, each followed by
+# BatchNorm1d(out, 0.8) and LeakyReLU(0.2)
+FULL = Sizes(batch=8, cin=64, channels=128, size=32, length=1024, features_batch=64,
+             mlp=((128, 256), (256, 512), (512, 1024)), short_length=6)
+QUICK = Sizes(batch=2, cin=8, channels=16, size=8, length=32, features_batch=8, mlp=((16, 64),), short_length=6)
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def image(s: Sizes) -> tuple[int, ...]:
     return s.batch, s.channels, s.size, s.size
 
 
-def patterns() -> list[Pattern]:
+def patterns(sizes: Sizes) -> list[Pattern]:
     def act(relu):
         return "ReLU" if relu else f"LeakyReLU({SLOPE})"
 
@@ -96,16 +101,25 @@ def patterns() -> list[Pattern]:
 
     found = [Pattern(f"Conv2d -> BatchNorm2d -> {act(relu)}", "BatchNorm", relu,
                      after_conv2d(lambda s: nn.BatchNorm2d(s.channels)), lambda s: 0, image) for relu in (False, True)]
-    found.append(Pattern(
-        f"Linear -> BatchNorm1d(eps=0.8) (N, F) -> {act(False)}", "BatchNorm", False,
-        lambda s, activation: (nn.Sequential(nn.Linear(8 * s.cin, 8 * s.channels), nn.BatchNorm1d(8 * s.channels, 0.8),
-                                             activation), torch.randn(s.features_batch, 8 * s.cin)),
-        lambda s: 0, lambda s: (s.features_batch, 8 * s.channels)))
+    for index in range(len(sizes.mlp)):
+        def linear(s, activation, index=index):
+            fan_in, features = s.mlp[index]
+            return (nn.Sequential(nn.Linear(fan_in, features), nn.BatchNorm1d(features, 0.8), activation),
+                    torch.randn(s.features_batch, fan_in))
+
+        found.append(Pattern(
+            f"Linear {sizes.mlp[index][0]} -> BatchNorm1d(eps=0.8) (N, F) -> {act(False)}", "BatchNorm", False, linear,
+            lambda s: 0, lambda s, index=index: (s.features_batch, s.mlp[index][1])))
     found.append(Pattern(
         f"Conv1d -> BatchNorm1d (N, C, L) -> {act(False)}", "BatchNorm", False,
         lambda s, activation: (nn.Sequential(nn.Conv1d(s.cin, s.channels, 3, 1, 1), nn.BatchNorm1d(s.channels),
                                              activation), torch.randn(s.batch, s.cin, s.length)),
         lambda s: 0, lambda s: (s.batch, s.channels, s.length)))
+    found.append(Pattern(
+        f"Conv1d -> BatchNorm1d (N, C, short L) -> {act(False)}", "BatchNorm", False,
+        lambda s, activation: (nn.Sequential(nn.Conv1d(s.cin, s.channels, 3, 1, 1), nn.BatchNorm1d(s.channels),
+                                             activation), torch.randn(s.features_batch, s.cin, s.short_length)),
+        lambda s: 0, lambda s: (s.features_batch, s.channels, s.short_length)))
     # CycleGAN's generator (ReLU), its PatchGAN (LeakyReLU)
     found += [Pattern(f"Conv2d -> InstanceNorm2d -> {act(relu)}", "InstanceNorm", relu,
                       after_conv2d(lambda s: nn.InstanceNorm2d(s.channels)), lambda s: s.channels, image)
@@ -353,7 +367,7 @@ def main(argv=None) -> None:
 
     usage_before = cpu_usage()
     rows = []
-    for pattern in patterns():
+    for pattern in patterns(sizes):
         rows += cpu_rows(pattern, sizes, impls, args.repeats)
         if not args.skip_kernels:
             rows += kernel_rows(pattern, sizes, variants)
@@ -363,8 +377,9 @@ def main(argv=None) -> None:
         tables += ["Our norm + activation kernel on the emulator (GM traffic) and its modelled 910B1 time against the "
                    "CANN way (CANN / ours above 1.0: ours is faster in the model):", kernel_table(rows)]
     notes = [
-        f"CPU: each pattern as an nn.Sequential (3x3 convs, padding 1; Linear {8 * sizes.cin} -> "
-        f"{8 * sizes.channels}; GroupNorm({sizes.groups()}); torch's default norm arguments but BatchNorm1d's "
+        f"CPU: each pattern as an nn.Sequential (3x3 convs, padding 1; Linear "
+        f"{', '.join(f'{a} -> {b}' for a, b in sizes.mlp)} at batch {sizes.features_batch} (PyTorch-GAN's MLP "
+        f"generators); the short Conv1d at L = {sizes.short_length}; GroupNorm({sizes.groups()}); torch's default norm arguments but BatchNorm1d's "
         f"positional eps=0.8 of PyTorch-GAN's MLPs; LeakyReLU({SLOPE}, inplace) / ReLU(inplace)) against "
         f"ascend_acts.convert of a copy; per phase {args.repeats} rounds after 2 warm-up runs, the models taking "
         "turns: median ms and (x torch) the median of the per-round ratios; train forward+backward: sum() of the "

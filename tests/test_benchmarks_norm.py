@@ -64,8 +64,9 @@ def assert_layer_budget_bounds_what_is_kept(torch_kept: int, converted_kept: int
 def test_norm_activation_benchmark_covers_every_pattern_and_runs_kernels_at_the_ideal_traffic(tmp_path):
     rows, markdown = run_quick("bench_norm_activation.py", tmp_path)
     patterns = list(dict.fromkeys(row["pattern"] for row in rows))
-    assert len(patterns) == 8
-    for norm in ("BatchNorm2d", "BatchNorm1d(eps=0.8) (N, F)", "BatchNorm1d (N, C, L)", "InstanceNorm2d", "GroupNorm"):
+    assert len(patterns) == 9
+    for norm in ("BatchNorm2d", "BatchNorm1d(eps=0.8) (N, F)", "BatchNorm1d (N, C, L)", "BatchNorm1d (N, C, short L)",
+                 "InstanceNorm2d", "GroupNorm"):
         assert any(norm in p for p in patterns), norm
     for pattern in patterns:
         cpu = {(row["impl"], row["phase"]) for row in rows if row["pattern"] == pattern and row["part"] == "cpu"}
