@@ -379,7 +379,8 @@ def main(argv=None) -> None:
     notes = [
         f"CPU: each pattern as an nn.Sequential (3x3 convs, padding 1; Linear "
         f"{', '.join(f'{a} -> {b}' for a, b in sizes.mlp)} at batch {sizes.features_batch} (PyTorch-GAN's MLP "
-        f"generators); the short Conv1d at L = {sizes.short_length}; GroupNorm({sizes.groups()}); torch's default norm arguments but BatchNorm1d's "
+        f"generators); the short Conv1d at L = {sizes.short_length}; GroupNorm({sizes.groups()}); torch's default "
+        "norm arguments but BatchNorm1d's "
         f"positional eps=0.8 of PyTorch-GAN's MLPs; LeakyReLU({SLOPE}, inplace) / ReLU(inplace)) against "
         f"ascend_acts.convert of a copy; per phase {args.repeats} rounds after 2 warm-up runs, the models taking "
         "turns: median ms and (x torch) the median of the per-round ratios; train forward+backward: sum() of the "

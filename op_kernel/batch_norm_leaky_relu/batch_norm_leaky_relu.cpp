@@ -13,6 +13,11 @@
 // traffic: x read twice, out written once, O(C) floats of statistics (O(N * G) grouped). Half types are computed in
 // float32 and rounded once (RINT).
 //
+// Row mode (the tiling's rowMode: BatchNorm of short planes, e.g. (N, F) after a Linear): the same two passes over a
+// chunk of the core's channels at a time, each DMA moving the chunk's row segment for rowSamples samples; the sums
+// per UB lane across the tiles (compensated), then folded over the rows and each channel's plane positions, and the
+// per-channel values (shift, mean, scale, beta) spread over the lanes as rows (batch_norm_kernel::ChannelRows).
+//
 // Outputs besides `out`: save_mean, save_invstd (C floats, or N * G, n-major) and, when updateRunningStats,
 // running_mean / running_var (unbiased variance; grouped only for G = C, from the mean over n of each instance's
 // statistics, as torch's instance_norm): in-place outputs, the same GM as the inputs of those names (an aclnn "Ref"

@@ -4,7 +4,8 @@
 // Layout: NCHW, so channel c of sample n is a plane of H*W contiguous elements at (n * C + c) * H*W. A unit (the
 // values sharing one mean) is a channel's N planes (BatchNorm) or sample n's C/G consecutive planes of group g
 // (norm_groups = G). Tiles never cross planes unless they hold whole ones; the last tile of a plane may be short,
-// and is moved with DataCopyPad.
+// and is moved with DataCopyPad. The row mode (BatchNorm of short planes) walks chunks of channels by rows of
+// samples instead (RowChunk, RowTile, RowSums below).
 #pragma once
 
 #include "kernel_operator.h"

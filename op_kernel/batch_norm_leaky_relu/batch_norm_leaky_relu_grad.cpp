@@ -20,6 +20,9 @@
 // Whole statistics groups per core (no cross-core reduction, every sum in a fixed order); two passes over dy and the
 // saved tensor: (1) the sums (pairwise within a tile, compensated across tiles: their error does not grow with the
 // count), (2) grad_x, written once. Half types are computed in float32 and rounded once (RINT).
+//
+// Row mode (BatchNorm of short planes; see the forward): the same passes by chunks of channels and tiles of
+// rowSamples samples, the sums per lane then folded, gamma, beta, mean, invstd and A, B, C spread over the lanes.
 #include "batch_norm_leaky_relu_common.h"
 
 using namespace AscendC;
