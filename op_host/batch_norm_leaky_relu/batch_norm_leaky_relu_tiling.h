@@ -64,9 +64,12 @@ inline uint64_t UbBytes(BatchNormPass pass, uint32_t dtypeSize, uint32_t tile, u
            uint64_t(kStatsArrays) * statsLength * sizeof(float);
 }
 
-// Row mode: planes below this many bytes (and not whole 32-byte blocks) are walked by rows; see the top.
+// Row mode: planes below this many bytes (and not whole 32-byte blocks) are walked by rows; see the top. Below it a
+// one-plane DMA costs more in its fixed issue than in its bytes (the timeline's 32 issue cycles against 1 KiB at
+// ~47 B per cycle), besides its latency, and each vector instruction of the plane walk covers at most 4 repeats.
 constexpr uint64_t kRowModePlaneBytes = 1024;
-// Row mode: at most this many samples per tile, and rowSamples * (a plane's padded row) at most kRowSampleLanes.
+// Row mode: at most this many samples per tile, and rowSamples * (a plane's padded row) at most kRowSampleLanes: one
+// channel's tile then fits UB beside the statistics of up to about 2000 channels per core.
 constexpr uint32_t kRowSamples = 32, kRowSampleLanes = 1024;
 constexpr uint32_t kMaxRowLanes = 16384;
 // Row mode buffers besides the dtype queues: forward values, squares, the shift rows and the kRowSumArrays sums;
