@@ -248,7 +248,7 @@ struct RowChunk {
     uint32_t stride;
 };
 
-// A tile of a chunk: `rows` samples from sample `firstSample`, at element `offset` of GM.
+// A tile of a chunk: `rows` consecutive samples, the first one's segment at element `offset` of GM.
 struct RowTile {
     uint64_t offset;
     uint32_t rows;
