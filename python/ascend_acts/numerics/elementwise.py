@@ -48,16 +48,19 @@ def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:
     return factors
 
 
-def leaky_relu_values(values: np.ndarray, slope) -> np.ndarray:
-    """values > 0 ? values : values * slope (a new array), exactly, for a constant slope of values' dtype."""
+def leaky_relu_values(values: np.ndarray, slope, out: np.ndarray | None = None) -> np.ndarray:
+    """values > 0 ? values : values * slope, exactly, for a constant slope of values' dtype: into `out` (of values'
+    dtype; it may be values itself) or a new array, which is returned."""
+    if slope > 0:  # values > 0: values >= values * slope (slope <= 1, else the reverse); NaN propagates
+        apart = out is not None and not np.may_share_memory(values, out)
+        scaled = np.multiply(values, slope, out=out if apart else None)
+        return (np.maximum if slope <= 1 else np.minimum)(values, scaled, out=scaled if out is None else out)
     scaled = values * slope
-    if 0 < slope <= 1:  # values > 0: values >= values * slope; otherwise the reverse; NaN propagates
-        np.maximum(values, scaled, out=scaled)
-    elif slope > 1:
-        np.minimum(values, scaled, out=scaled)
-    else:
-        take_where(values > 0, values, scaled)
-    return scaled
+    take_where(values > 0, values, scaled)
+    if out is None:
+        return scaled
+    np.copyto(out, scaled)
+    return out
 
 
 def on_tensors(kernel: Callable, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], *attributes):
