@@ -22,6 +22,8 @@ gemv is faster alone but starts threads of its own inside ours.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...numerics.elementwise import quiet, slope_factors
@@ -60,7 +62,17 @@ def _blocks(n: int, c: int, size: int) -> list[tuple[slice, slice]]:
 
 
 def _for_blocks(blocks, body) -> None:
-    for_chunks(len(blocks), lambda start, stop: [body(block) for block in blocks[start:stop]], chunk=1)
+    """body(block) for every block: one inline (under the caller's errstate), several on the threads (each quiet)."""
+    if len(blocks) == 1:
+        body(blocks[0])
+        return
+
+    def run(start: int, stop: int) -> None:
+        with quiet():
+            for block in blocks[start:stop]:
+                body(block)
+
+    for_chunks(len(blocks), run, chunk=1)
 
 
 def _leaky_relu_in_place(z: np.ndarray, slope) -> None:
@@ -101,10 +113,15 @@ def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slop
             relu: bool = False, groups: int = 0):
     """BatchNorm2d (batch statistics) + LeakyReLU (or ReLU) of y (N, C, H, W), written into out (which may be y);
     `groups` >= 1: group (instance) statistics instead. Returns (mean, invstd, biased variance) in y's dtype, per
-    channel (C,), or per sample and group (N, G)."""
+    channel (C,), or per sample and group (N, G). An inf in the batch gives NaN statistics, as torch's (quietly)."""
+    with quiet():
+        return _forward(y, gamma, beta, eps, slope, out, relu, groups)
+
+
+def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     n, c = y.shape[:2]
     dtype = y.dtype
-    size = int(np.prod(y.shape[2:]))
+    size = math.prod(y.shape[2:])
     planes_in, planes_out = y.reshape(n, c, size), out.reshape(n, c, size)
     blocks = _blocks(n, c, size)
     keep = len(blocks) == 1  # pass (2) leaves the centred values in out for pass (3)
@@ -112,40 +129,35 @@ def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slop
     count = (c // groups if groups else n) * size
 
     def row_sums(block) -> None:
-        with quiet():  # an inf in the batch: NaN statistics, as torch's (quietly)
-            np.einsum("ncs->nc", planes_in[block], out=sums[block])
+        np.einsum("ncs->nc", planes_in[block], out=sums[block])
 
-    with quiet():
-        _for_blocks(blocks, row_sums)
-        exact_mean = _group_sums(sums.astype(np.float64), groups) / count  # an empty batch: NaN, a mean over nothing
-        mean = exact_mean.astype(dtype)
+    _for_blocks(blocks, row_sums)
+    exact_mean = _group_sums(sums.astype(np.float64), groups) / count  # an empty batch: NaN, a mean over nothing
+    mean = exact_mean.astype(dtype)
     shift = _Spread(_per_row(mean, n, c, groups), size)
 
     def centred_squares(block) -> None:
-        with quiet():
-            centred = np.subtract(planes_in[block], shift[block], out=planes_out[block] if keep else None)
-            np.einsum("ncs,ncs->nc", centred, centred, out=squares[block])
+        centred = np.subtract(planes_in[block], shift[block], out=planes_out[block] if keep else None)
+        np.einsum("ncs,ncs->nc", centred, centred, out=squares[block])
 
     _for_blocks(blocks, centred_squares)
-    with quiet():
-        # the values were centred on the rounded mean: remove its offset from the exact one
-        variance = np.maximum(_group_sums(squares.astype(np.float64), groups) / count
-                              - (exact_mean - mean) ** 2, 0).astype(dtype)
-        invstd = 1 / np.sqrt(variance + dtype.type(eps))
-        scale = _Spread(_per_row(invstd, n, c, groups) * gamma if groups else gamma * invstd, size)
+    # the values were centred on the rounded mean: remove its offset from the exact one
+    variance = np.maximum(_group_sums(squares.astype(np.float64), groups) / count
+                          - (exact_mean - mean) ** 2, 0).astype(dtype)
+    invstd = 1 / np.sqrt(variance + dtype.type(eps))
+    scale = _Spread(_per_row(invstd, n, c, groups) * gamma if groups else gamma * invstd, size)
     bias, slope = _Spread(beta, size), dtype.type(slope)
 
     def normalise(block) -> None:
-        with quiet():
-            target = planes_out[block]
-            if not keep:
-                np.subtract(planes_in[block], shift[block], out=target)
-            target *= scale[block]
-            target += bias[block]
-            if relu:
-                relu_in_place(target)
-            else:
-                _leaky_relu_in_place(target, slope)
+        target = planes_out[block]
+        if not keep:
+            np.subtract(planes_in[block], shift[block], out=target)
+        target *= scale[block]
+        target += bias[block]
+        if relu:
+            relu_in_place(target)
+        else:
+            _leaky_relu_in_place(target, slope)
 
     _for_blocks(blocks, normalise)
     return mean, invstd, variance
@@ -157,9 +169,14 @@ def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_result: bool, gam
     """Gradient of the BatchNorm + LeakyReLU (or ReLU) part, written into grad_y (which may be grad_out). `saved` is
     the output when saved_is_result (then slope > 0, no relu, and gamma has no zero), else the conv output;
     `groups` >= 1: group statistics, mean and invstd (N, G). Returns (grad_gamma, grad_beta) in the arrays' dtype."""
+    with quiet():
+        return _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope, grad_y, relu, groups)
+
+
+def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope, grad_y, relu, groups):
     n, c = grad_out.shape[:2]
     dtype = grad_out.dtype
-    size = int(np.prod(grad_out.shape[2:]))
+    size = math.prod(grad_out.shape[2:])
     planes_grad, planes_saved, planes_result = (a.reshape(n, c, size) for a in (grad_out, saved, grad_y))
     slope = dtype.type(slope)
     row_invstd = _per_row(invstd.astype(np.float64), n, c, groups)  # (C,) or (N, C)
@@ -175,31 +192,28 @@ def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_result: bool, gam
     sums_dz, sums_dz_u = np.empty((n, c), dtype), np.empty((n, c), dtype)
 
     def reduce(block) -> None:
-        with quiet():
-            dz, u = recover(block)
-            np.einsum("ncs->nc", dz, out=sums_dz[block])
-            np.einsum("ncs,ncs->nc", dz, u, out=sums_dz_u[block])
+        dz, u = recover(block)
+        np.einsum("ncs->nc", dz, out=sums_dz[block])
+        np.einsum("ncs,ncs->nc", dz, u, out=sums_dz_u[block])
         if len(blocks) == 1:
             kept[0] = dz, u
 
     _for_blocks(blocks, reduce)
-    with quiet():
-        sums_dz, sums_dz_u = sums_dz.astype(np.float64), sums_dz_u.astype(np.float64)
-        if groups:
-            grad_gamma, grad_beta, p, q, r = _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size,
-                                                            c // groups, dtype)
-        else:
-            grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size,
-                                                            dtype)
-        p, q, r = (_Spread(factor, size) for factor in (p, q, r))
+    sums_dz, sums_dz_u = sums_dz.astype(np.float64), sums_dz_u.astype(np.float64)
+    if groups:
+        grad_gamma, grad_beta, p, q, r = _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size,
+                                                        c // groups, dtype)
+    else:
+        grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size,
+                                                        dtype)
+    p, q, r = (_Spread(factor, size) for factor in (p, q, r))
 
     def combine(block) -> None:
-        with quiet():
-            dz, u = kept.pop(0) if kept else recover(block)
-            u *= q[block]
-            dz *= p[block]
-            dz += u
-            np.add(dz, r[block], out=planes_result[block])  # written last: grad_y may be grad_out
+        dz, u = kept.pop(0) if kept else recover(block)
+        u *= q[block]
+        dz *= p[block]
+        dz += u
+        np.add(dz, r[block], out=planes_result[block])  # written last: grad_y may be grad_out
 
     _for_blocks(blocks, combine)
     return grad_gamma.astype(dtype), grad_beta.astype(dtype)
@@ -217,13 +231,17 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
             u = np.divide(kept, slope)
             (np.minimum if slope <= 1 else np.maximum)(kept, u, out=u)
             u -= shift[block]
-            return planes_grad[block] * slope_factors(kept > 0, slope, dtype), u
+            dz = slope_factors(kept > 0, slope, dtype)
+            dz *= planes_grad[block]
+            return dz, u
         u = planes_saved[block] - shift[block]
         z = u * scale[block]
         z += bias[block]
         if relu:
             return relu_gradient(planes_grad[block], z), u
-        return planes_grad[block] * slope_factors(z > 0, slope, dtype), u
+        dz = slope_factors(z > 0, slope, dtype)
+        dz *= planes_grad[block]
+        return dz, u
 
     return recover
 
