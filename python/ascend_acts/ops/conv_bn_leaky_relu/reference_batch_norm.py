@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ...numerics.elementwise import quiet, slope_factors
+from ...numerics.elementwise import keep_where, quiet, slope_factors
 from ...numerics.parallel import CHUNK, for_chunks
 
 # planes of at least this many values take a per-row constant as a column (its loop per row is then negligible);
@@ -88,12 +88,13 @@ def _leaky_relu_in_place(z: np.ndarray, slope) -> None:
 
 def relu_in_place(z: np.ndarray) -> None:
     """z = z < 0 ? +0 : z, torch's relu (-0.0 and NaN stay; -inf gives +0, where z * 0 would give NaN)."""
-    np.copyto(z, 0, where=z < 0)
+    keep_where(np.invert(z < 0), z, z)
 
 
-def relu_gradient(grad: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """torch's relu backward (threshold_backward: 0 where relu(z) <= 0, else grad; grad * 0 would give -0 or NaN)."""
-    return np.where(z <= 0, grad.dtype.type(0), grad)
+def relu_gradient(grad: np.ndarray, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """torch's relu backward (threshold_backward: 0 where relu(z) <= 0, else grad; grad * 0 would give -0 or NaN), into
+    out (which may be z) or a new array."""
+    return keep_where(np.invert(z <= 0), grad, np.empty_like(grad) if out is None else out)
 
 
 def _group_sums(per_row: np.ndarray, groups: int) -> np.ndarray:
@@ -238,7 +239,7 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
         z = u * scale[block]
         z += bias[block]
         if relu:
-            return relu_gradient(planes_grad[block], z), u
+            return relu_gradient(planes_grad[block], z, out=z), u
         dz = slope_factors(z > 0, slope, dtype)
         dz *= planes_grad[block]
         return dz, u
