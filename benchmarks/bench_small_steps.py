@@ -31,8 +31,18 @@ import torch
 from torch import nn
 
 import ascend_acts
-from common import comparison_parser, cpu_usage, interleaved_ms, markdown_table, median_ratio, \
-    other_processes_note, output_dir, parse, plot_bars, report
+from common import (
+    comparison_parser,
+    cpu_usage,
+    interleaved_ms,
+    markdown_table,
+    median_ratio,
+    other_processes_note,
+    output_dir,
+    parse,
+    plot_bars,
+    report,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import gan_models  # noqa: E402  (the project's GAN models, shared with the tests)

@@ -98,12 +98,12 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
         function = getattr(backend, functional, None)
         if function is None:  # tests/test_op_registration.py keeps backends and the op table in step
             raise RuntimeError(f"ascend_acts::{op.name}: backend {getattr(backend, '__name__', backend)} has no "
-                               f"function {op.functional!r} though the op table lists it for that backend")
-        if op.inplace:
+                               f"function {functional!r} though the op table lists it for that backend")
+        if inplace:
             check_inplace_target(args[0])
         if semantics.check is not None:
             semantics.check(*args)
-        if op.inplace:
+        if inplace:
             return run_in_place(function, args[0], args[1:])
         result = function(*(a if i in mutated else _prepared(a) for i, a in enumerate(args)))
         if semantics.layout is None:

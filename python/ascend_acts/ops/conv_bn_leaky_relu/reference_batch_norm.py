@@ -15,7 +15,7 @@ that each pass reads memory once and its temporaries stay near the core.
 `groups` (norm_groups) G >= 1 normalises per sample over groups of C/G channels (InstanceNorm: G == C, GroupNorm):
 a group is C/G consecutive rows, so the same passes serve, only the merges and the per-row factors differ; the
 statistics are then (N, G).
-Per-row constants are spread over the planes they apply to (`_Spread`): NumPy's broadcast of a column costs an inner
+Per-channel constants are spread over a sample's planes (`_Spread`): NumPy's broadcast of a column costs an inner
 loop per row, several times a contiguous pass when planes are small. Row sums use einsum (its own SIMD loops): BLAS
 gemv is faster alone but starts threads of its own inside ours.
 """
@@ -29,18 +29,20 @@ import numpy as np
 from ...numerics.elementwise import keep_where, quiet, slope_factors
 from ...numerics.parallel import CHUNK, for_chunks
 
-# planes of at least this many values take a per-row constant as a column (its loop per row is then negligible);
-# smaller ones as a copy spread over the plane
+# planes of at least this many values take a per-channel constant as a column (its loop per row is then negligible)
 _COLUMN_PLANE = 4096
 
 
 class _Spread:
     """A per-channel (C,) or per-row (N, C) constant as an array that broadcasts against a block's (samples,
-    channels, plane) view: spread over the plane when planes are small, else a column."""
+    channels, plane) view. NumPy broadcasts a column with an inner loop per row, about 3x a contiguous pass when planes
+    are small; a per-channel constant spread over one sample's planes (1/N of the data, made once) is broadcast over
+    the samples at the speed of a contiguous pass. A per-row constant would have to be spread over all the data,
+    which costs as much as the column: it stays a column."""
 
     def __init__(self, values: np.ndarray, size: int):
         values = values.reshape(-1, values.shape[-1])  # (1, C) or (N, C)
-        if size < _COLUMN_PLANE:
+        if values.shape[0] == 1 and size < _COLUMN_PLANE:
             self.array = np.repeat(values, size, axis=1).reshape(*values.shape, size)
         else:
             self.array = values[:, :, None]
@@ -105,7 +107,7 @@ def _group_sums(per_row: np.ndarray, groups: int) -> np.ndarray:
     return per_row.sum(axis=0)
 
 
-def _per_row(values: np.ndarray, n: int, c: int, groups: int) -> np.ndarray:
+def _per_row(values: np.ndarray, c: int, groups: int) -> np.ndarray:
     """Statistics (C,) or (N, G) as the (C,) or (N, C) constant of their rows."""
     return np.repeat(values, c // groups, axis=1) if groups else values
 
@@ -135,7 +137,7 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     _for_blocks(blocks, row_sums)
     exact_mean = _group_sums(sums.astype(np.float64), groups) / count  # an empty batch: NaN, a mean over nothing
     mean = exact_mean.astype(dtype)
-    shift = _Spread(_per_row(mean, n, c, groups), size)
+    shift = _Spread(_per_row(mean, c, groups), size)
 
     def centred_squares(block) -> None:
         centred = np.subtract(planes_in[block], shift[block], out=planes_out[block] if keep else None)
@@ -146,7 +148,7 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     variance = np.maximum(_group_sums(squares.astype(np.float64), groups) / count
                           - (exact_mean - mean) ** 2, 0).astype(dtype)
     invstd = 1 / np.sqrt(variance + dtype.type(eps))
-    scale = _Spread(_per_row(invstd, n, c, groups) * gamma if groups else gamma * invstd, size)
+    scale = _Spread(_per_row(invstd, c, groups) * gamma if groups else gamma * invstd, size)
     bias, slope = _Spread(beta, size), dtype.type(slope)
 
     def normalise(block) -> None:
@@ -180,13 +182,13 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     size = math.prod(grad_out.shape[2:])
     planes_grad, planes_saved, planes_result = (a.reshape(n, c, size) for a in (grad_out, saved, grad_y))
     slope = dtype.type(slope)
-    row_invstd = _per_row(invstd.astype(np.float64), n, c, groups)  # (C,) or (N, C)
+    row_invstd = _per_row(invstd.astype(np.float64), c, groups)  # (C,) or (N, C)
     if saved_is_result:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
         u_to_xhat = 1 / gamma
         recover = _recovery(planes_grad, planes_saved, True, _Spread(beta, size), None, None, slope, relu)
     else:  # u = y - mean = x-hat / invstd; z = u * gamma * invstd + beta
         u_to_xhat = row_invstd
-        recover = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, n, c, groups), size),
+        recover = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, c, groups), size),
                             _Spread((row_invstd * gamma).astype(dtype), size), _Spread(beta, size), slope, relu)
     blocks = _blocks(n, c, size)
     kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
@@ -268,7 +270,7 @@ def _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size, per_g
     grad_beta, grad_gamma = sums_dz.sum(axis=0), sums_dz_xhat.sum(axis=0)
     count = per_group * size
     groups = sums_dz.shape[1] // per_group
-    a = _per_row(_group_sums(sums_dz * gamma, groups) / count, 0, per_group * groups, groups)
-    b = _per_row(_group_sums(sums_dz_xhat * gamma, groups) / count, 0, per_group * groups, groups)
+    a = _per_row(_group_sums(sums_dz * gamma, groups) / count, per_group * groups, groups)
+    b = _per_row(_group_sums(sums_dz_xhat * gamma, groups) / count, per_group * groups, groups)
     return (grad_gamma, grad_beta, (row_invstd * gamma).astype(dtype), (-row_invstd * b * u_to_xhat).astype(dtype),
             (-row_invstd * a).astype(dtype))
