@@ -121,6 +121,8 @@ def differentiating(args) -> bool:
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return True
+    if forward_ad._current_level < 0 and not torch._C._are_functorch_transforms_active():
+        return False  # no tangent anywhere (has_forward_tangent's first test, once per call)
     return any(has_forward_tangent(t) for t in tensors)
 
 
