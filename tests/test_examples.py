@@ -27,6 +27,7 @@ SCRIPTS = {
     "benchmarks/bench_fused_bias_leaky_relu.py": ["fused_bias_leaky_relu.csv", "fused_bias_leaky_relu.md",
                                                   "fused_bias_leaky_relu.png"],
     "benchmarks/bench_bias_act.py": ["bias_act.csv", "bias_act.md", "bias_act.png"],
+    "benchmarks/bench_small_steps.py": ["small_steps.csv", "small_steps.md", "small_steps.png"],
 }
 DIGITS_EXAMPLES = ("examples/dcgan.py", "examples/stylegan2_r1.py", "examples/stylegan2_ada.py")
 

@@ -33,6 +33,17 @@ def take_where(mask: np.ndarray, source: np.ndarray, target: np.ndarray) -> None
     target_bits ^= difference
 
 
+def keep_where(keep: np.ndarray, values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = keep ? values : +0.0, exactly (NaN and -0.0 kept as they are), by a bitwise AND with lane masks built in
+    out (unless out is values): NumPy's np.where and masked copies are some 40x slower than a plain pass when the mask
+    is random. `keep` is read before out is written, so out may also be what keep was computed from."""
+    int_type = np.dtype(f"i{values.dtype.itemsize}")
+    lanes = np.empty(values.shape, int_type) if np.may_share_memory(out, values) else out.view(int_type)
+    np.negative(keep.view(np.int8), out=lanes)  # 0 or all ones
+    np.bitwise_and(values.view(int_type), lanes, out=out.view(int_type))
+    return out
+
+
 def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:
     """1 where positive, else slope, in dtype: the LeakyReLU derivative, so that x * factor is exactly
     x > 0 ? x : x * slope. For +0 <= slope <= 1 by arithmetic, which is exact: (1 - s) + s rounds to 1; not for
@@ -48,16 +59,19 @@ def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:
     return factors
 
 
-def leaky_relu_values(values: np.ndarray, slope) -> np.ndarray:
-    """values > 0 ? values : values * slope (a new array), exactly, for a constant slope of values' dtype."""
+def leaky_relu_values(values: np.ndarray, slope, out: np.ndarray | None = None) -> np.ndarray:
+    """values > 0 ? values : values * slope, exactly, for a constant slope of values' dtype: into `out` (of values'
+    dtype; it may be values itself) or a new array, which is returned."""
+    if slope > 0:  # values > 0: values >= values * slope (slope <= 1, else the reverse); NaN propagates
+        apart = out is not None and not np.may_share_memory(values, out)
+        scaled = np.multiply(values, slope, out=out if apart else None)
+        return (np.maximum if slope <= 1 else np.minimum)(values, scaled, out=scaled if out is None else out)
     scaled = values * slope
-    if 0 < slope <= 1:  # values > 0: values >= values * slope; otherwise the reverse; NaN propagates
-        np.maximum(values, scaled, out=scaled)
-    elif slope > 1:
-        np.minimum(values, scaled, out=scaled)
-    else:
-        take_where(values > 0, values, scaled)
-    return scaled
+    take_where(values > 0, values, scaled)
+    if out is None:
+        return scaled
+    np.copyto(out, scaled)
+    return out
 
 
 def on_tensors(kernel: Callable, out: torch.Tensor | None, inputs: tuple[torch.Tensor, ...], *attributes):

@@ -45,11 +45,15 @@ class BackendFunctions:
         self.__name__ = f"{__package__}.<op>.{module}"
 
     def __getattr__(self, name: str):
-        try:
-            folder = torch_op(name).folder
-        except KeyError:
-            raise AttributeError(name) from None
-        return getattr(importlib.import_module(f"{__package__}.{folder}.{self.module}"), name)
+        modules = self.__dict__.setdefault("_modules", {})  # op name -> its folder's module, found once
+        module = modules.get(name)
+        if module is None:
+            try:
+                folder = torch_op(name).folder
+            except KeyError:
+                raise AttributeError(name) from None
+            module = modules[name] = importlib.import_module(f"{__package__}.{folder}.{self.module}")
+        return getattr(module, name)
 
 
 _BACKENDS = {name: BackendFunctions(module) for name, module in backends.OP_MODULE.items()}
@@ -70,6 +74,7 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
     """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name: `implementation()`
     returns an object with an attribute per functional op (a `BackendFunctions`)."""
     mutated = mutable_arguments(op)
+    inplace, functional = op.inplace, op.functional  # static: not recomputed per call
 
     def run_in_place(function, target: torch.Tensor, args) -> None:
         # below ADInplaceOrView: the backend's writes (and the write-back) bump no version counter; the one
@@ -90,15 +95,15 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
 
     def run(args):
         backend = implementation()
-        function = getattr(backend, op.functional, None)
+        function = getattr(backend, functional, None)
         if function is None:  # tests/test_op_registration.py keeps backends and the op table in step
             raise RuntimeError(f"ascend_acts::{op.name}: backend {getattr(backend, '__name__', backend)} has no "
-                               f"function {op.functional!r} though the op table lists it for that backend")
-        if op.inplace:
+                               f"function {functional!r} though the op table lists it for that backend")
+        if inplace:
             check_inplace_target(args[0])
         if semantics.check is not None:
             semantics.check(*args)
-        if op.inplace:
+        if inplace:
             return run_in_place(function, args[0], args[1:])
         result = function(*(a if i in mutated else _prepared(a) for i, a in enumerate(args)))
         if semantics.layout is None:

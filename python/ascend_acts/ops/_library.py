@@ -121,6 +121,8 @@ def differentiating(args) -> bool:
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return True
+    if forward_ad._current_level < 0 and not torch._C._are_functorch_transforms_active():
+        return False  # no tangent anywhere (has_forward_tangent's first test, once per call)
     return any(has_forward_tangent(t) for t in tensors)
 
 
@@ -182,11 +184,18 @@ def run_below_autograd(op: Callable, *args):
         return op(*args)
 
 
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+
+
 def values_unknown(*tensors: torch.Tensor) -> bool:
     """Whether tensor values cannot be read here: a compiled, traced or exported graph, fake or meta tensors.
     Such calls take the static path (no choice made from the data)."""
-    return (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._guards.detect_fake_mode(tensors)
-            is not None or any(t.device.type == "meta" for t in tensors))
+    if torch.compiler.is_compiling() or torch.jit.is_tracing() or any(t.device.type == "meta" for t in tensors):
+        return True
+    if (torch._C._len_torch_dispatch_stack() == 0 and torch._guards.TracingContext.try_get() is None
+            and all(type(t) in _PLAIN_TENSOR_TYPES for t in tensors)):
+        return False  # detect_fake_mode's answer without its pytree walk: no mode, no tracing, no tensor subclass
+    return torch._guards.detect_fake_mode(tensors) is not None
 
 
 def elementwise_vmap(op_name: str, tensors: int) -> Callable:

@@ -271,7 +271,7 @@ def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padd
         pre = platform_conv2d(x, w, bias.detach().to(c), *geometry)
         grad_pre = pre.numpy()  # overwritten with the gradient through the LeakyReLU
         if relu:
-            np.copyto(grad_pre, reference_batch_norm.relu_gradient(_array(grad_out, c), grad_pre))
+            reference_batch_norm.relu_gradient(_array(grad_out, c), grad_pre, out=grad_pre)
         else:
             leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
         grads = platform_conv2d_backward(pre, x, w, *geometry)

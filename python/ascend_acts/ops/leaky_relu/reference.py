@@ -9,6 +9,8 @@ and the gradient at 0 take the negative branch).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...numerics.dtypes import compute_dtype
 from ...numerics.elementwise import leaky_relu_values, on_tensors, quiet, slope_factors
 from ...numerics.parallel import for_chunks
@@ -21,7 +23,10 @@ def forward(x, negative_slope: float, out) -> None:
 
     def body(start: int, stop: int) -> None:
         with quiet():
-            out[start:stop] = leaky_relu_values(x[start:stop].astype(ctype, copy=False), slope)
+            if x.dtype == ctype:  # no rounding: written straight into out
+                leaky_relu_values(x[start:stop], slope, out[start:stop])
+            else:
+                out[start:stop] = leaky_relu_values(x[start:stop].astype(ctype), slope)
 
     for_chunks(x.size, body)
 
@@ -34,8 +39,11 @@ def backward(grad, saved, negative_slope: float, out) -> None:
     def body(start: int, stop: int) -> None:
         with quiet():
             factors = slope_factors(saved[start:stop] > 0, negative_slope, ctype)
-            factors *= grad[start:stop].astype(ctype, copy=False)
-            out[start:stop] = factors  # last, so `out` may alias `grad` or `saved`
+            if grad.dtype == ctype:  # written last, so `out` may alias `grad` or `saved`
+                np.multiply(factors, grad[start:stop], out=out[start:stop])
+            else:
+                factors *= grad[start:stop].astype(ctype)
+                out[start:stop] = factors
 
     for_chunks(grad.size, body)
 
