@@ -300,3 +300,15 @@ def test_autocast_with_folded_pads(dtype, backend):
     original = resnet_generator("instance tracked")
     converted = ascend_acts.convert(copy.deepcopy(original))
     assert_autocast_as_torch(original, converted, torch.randn(2, 3, 16, 16), dtype, GENERATOR_RUNS)
+
+
+def test_a_padding_mode_set_after_convert_is_seen_at_the_next_call():
+    original = padded_block(None, "batch", "leaky", padding=1)
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64)
+    for mode in ("reflect", "circular", "zeros"):
+        original[0].padding_mode = converted[0].padding_mode = mode
+        with OpCounter() as counter:
+            got = converted(x)
+        assert counter.fused == 1 and not pad_calls(counter), counter.calls
+        torch.testing.assert_close(got, original(x), **tolerance(torch.float64))

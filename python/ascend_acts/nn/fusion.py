@@ -139,10 +139,10 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
             return f"{type(bn).__name__}: no kernel yet"
         after = " after a Conv1d" if type(conv) is nn.Conv1d else ""
         return f"the norm{after} is a {type(bn).__name__}, not exactly {_NORM_NAMED[type(conv)]}"
-    if conv.padding_mode != "zeros" and (type(conv) is not nn.Conv2d or type(bn) in _SYNC_BATCH_NORMS):
-        # the op pads a Conv2d's input itself; the synchronised op and the Conv1d view do not
-        return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses here: a Conv2d's other modes fuse with " \
-               "BatchNorm2d, InstanceNorm2d or GroupNorm)"
+    if conv.padding_mode != "zeros" and type(conv) is not nn.Conv2d:  # the op pads a Conv2d's input only
+        return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
+    if conv.padding_mode != "zeros" and type(bn) in _SYNC_BATCH_NORMS:  # the synchronised op pads nothing
+        return f"padding_mode={conv.padding_mode!r} before a synchronised BatchNorm (only 'zeros' fuses there)"
     if type(bn) in _PER_SAMPLE_NORMS:
         return _per_sample_norm_obstacle(conv, bn) or _touched(conv, "conv") or _touched(bn, "norm")
     if bn.num_features != conv.out_channels:
