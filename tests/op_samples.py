@@ -212,6 +212,23 @@ def conv_bn_leaky_relu_train(dtype, device):
     args = (x, weight, None, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc), None, None, *config[6:], 0.1, 1e-5,
             0.0, False, True, True, output_padding, c // 2)
     samples.append(Sample(args, name="norm-groups-group-transposed-relu"))
+    # padding modes (F.pad's, then an unpadded convolution) and recompute (no conv output kept): BatchNorm + ReLU,
+    # an asymmetric circular pad of a strided grouped conv (channels_last), GroupNorm whose conv bias shifts the
+    # statistics, InstanceNorm with zero padding
+    for geometry, mode, recompute, slope, relu, layout, norm_groups in (
+            ("3x3", "reflect", True, 0.0, True, "", 0),
+            ("strided-asymmetric-groups", "circular", False, 0.2, False, "input", 0),
+            ("3x3", "replicate", True, 0.0, False, "weight", 2),
+            ("dilated", "zeros", True, -0.3, False, "", 2)):
+        config = CONV_GEOMETRIES[geometry]
+        x, weight, bias = _conv_tensors(m, config, layout)
+        c, pc = config[2], m.per_channel_dtype
+        running = (m.randn(c).to(pc) * 0.1, m.positive(c, dtype=pc)) if norm_groups in (0, c) else (None, None)
+        args = (x, weight, bias, m.positive(c, dtype=pc), (m.randn(c) * 0.3).to(pc), *running, *config[6:], 0.1,
+                1e-5, slope, False, relu, False, [0, 0], norm_groups, recompute, mode)
+        samples.append(Sample(args, name=f"padding-{mode}-{geometry}-groups{norm_groups}-slope{slope}"
+                                         f"{'-recompute' if recompute else ''}{_layout_name(layout)}"
+                                         f"{'-relu' if relu else ''}"))
     return samples
 
 
@@ -220,12 +237,17 @@ def conv_bn_leaky_relu_train_backward(dtype, device):
     for forward in conv_bn_leaky_relu_train(dtype, device):
         x, weight, bias, bn_weight, bn_bias = forward.args[:5]
         geometry, (slope, save_output, *options) = forward.args[7:11], forward.args[13:]  # options: relu, transposed...
+        # the backward takes the conv output: the forward runs without recompute; its padding_mode follows `bias`
+        padding_mode, options = options[5:], options[:4]
+        forward_options, backward_options = ((*options, False, *padding_mode), (*options, None, *padding_mode)) \
+            if padding_mode else (options, options)
         out, conv_out, mean, invstd = ops.conv_bn_leaky_relu_train(x, weight, bias, bn_weight, bn_bias, None, None,
-                                                                   *geometry, 0.1, 1e-5, slope, save_output, *options)
+                                                                   *geometry, 0.1, 1e-5, slope, save_output,
+                                                                   *forward_options)
         grad = torch.empty_like(out).copy_(m.randn(*out.shape))
         saved = out if save_output else conv_out
         samples.append(Sample((grad, saved, save_output, x, weight, bn_weight, bn_bias, mean, invstd, *geometry, slope,
-                               *options), name=forward.name))
+                               *backward_options), name=forward.name))
     return samples
 
 
@@ -246,6 +268,13 @@ def conv_bn_leaky_relu_eval(dtype, device):
         x, weight, bias = _transposed_tensors(m, config, layout)
         samples.append(Sample((x, weight, bias, *config[6:], slope, relu, True, output_padding),
                               name=f"{geometry}-slope{slope}{_layout_name(layout)}{'-relu' if relu else ''}"))
+    for geometry, mode, slope, layout, relu in (("3x3", "reflect", 0.2, "", False),
+                                                ("strided-asymmetric-groups", "circular", 0.0, "input", True)):
+        config = CONV_GEOMETRIES[geometry]
+        x, weight, bias = _conv_tensors(m, config, layout)
+        samples.append(Sample((x, weight, bias, *config[6:], slope, relu, False, [0, 0], mode),
+                              name=f"padding-{mode}-{geometry}-slope{slope}{_layout_name(layout)}"
+                                   f"{'-relu' if relu else ''}"))
     return samples
 
 
@@ -280,11 +309,13 @@ NON_DIFFERENTIABLE = {
 
 
 # --- torch's own functions for the same calls ---------------------------------------------------------------------
-def _conv(x, weight, bias, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0)):
+def _conv(x, weight, bias, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0),
+          padding_mode="zeros"):
     top, bottom, left, right = padding
     if transposed:
         return F.conv_transpose2d(x, weight, bias, stride, (top, left), output_padding, groups, dilation)
-    return F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, stride, 0, dilation, groups)
+    mode = {} if padding_mode == "zeros" else {"mode": padding_mode}
+    return F.conv2d(F.pad(x, (left, right, top, bottom), **mode), weight, bias, stride, 0, dilation, groups)
 
 
 def _activation(z, slope, relu):
@@ -302,8 +333,8 @@ def _norm(conv, bn_weight, bn_bias, momentum, eps, norm_groups):
 
 def _train_composite(x, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation,
                      groups, momentum, eps, slope, save_output, relu, transposed=False, output_padding=(0, 0),
-                     norm_groups=0):
-    conv = _conv(x, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
+                     norm_groups=0, recompute=False, padding_mode="zeros"):
+    conv = _conv(x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     out = _activation(_norm(conv, bn_weight, bn_bias, momentum, eps, norm_groups), slope, relu)
     computed = conv.float() if conv.dtype != torch.float64 else conv
     if norm_groups:
@@ -315,10 +346,11 @@ def _train_composite(x, weight, bias, bn_weight, bn_bias, running_mean, running_
 
 def _train_backward_composite(grad, saved, saved_is_result, x, weight, bn_weight, bn_bias, mean, invstd, stride,
                               padding, dilation, groups, slope, relu, transposed=False, output_padding=(0, 0),
-                              norm_groups=0, bias=None):
+                              norm_groups=0, bias=None, padding_mode="zeros"):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bn_weight, bn_bias)]
     bias = (torch.zeros(bn_weight.shape[0], dtype=weight.dtype) if bias is None else bias.detach()).requires_grad_()
-    conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups, transposed, output_padding)
+    conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups, transposed, output_padding,
+                 padding_mode)
     out = _activation(_norm(conv, leaves[2], leaves[3], 0.1, 1e-5, norm_groups), slope, relu)
     grads = torch.autograd.grad(out, [*leaves[:2], bias, *leaves[2:]], grad)
     return grads

@@ -107,7 +107,9 @@ def as_function(name, args):
             full[i] = t.clone() if mutated(name, i) else t
         if name == "conv_bn_leaky_relu_train_backward":
             grad, _, saved_is_result, x, weight, bn_weight, bn_bias = full[:7]
-            geometry, (slope, *options) = full[9:13], full[13:]  # options: relu, transposed, output_padding
+            geometry, (slope, *options) = full[9:13], full[13:]  # options: relu, transposed, output_padding...
+            # the forward's options: the backward's up to norm_groups, then (no recompute) its padding_mode
+            options = (*options[:4], False, *options[5:]) if len(options) > 5 else options[:4]
             out, conv_out, mean, invstd = ops.conv_bn_leaky_relu_train(x, weight, None, bn_weight, bn_bias, None, None,
                                                                        *geometry, 0.1, 1e-5, slope, saved_is_result,
                                                                        *options)
@@ -256,11 +258,15 @@ def expected_saved(name, args, results):
         tells_sign = (relu or slope >= 0) and scale >= 1 and clamp < 0
         return [out] if tells_sign else [x] + ([bias] if bias is not None else [])
     if name == "conv_bn_leaky_relu_train":
-        x, weight, _, bn_weight, bn_bias = args[:5]
+        # recompute: no conv output, the conv bias instead (to recompute it); a padding_mode keeps the unpadded input
+        x, weight, bias, bn_weight, bn_bias = args[:5]
         save_output, relu = args[14:16]
+        norm_groups, recompute = (*args[18:20], 0, False)[:2] if len(args) > 18 else (0, False)
         assert not (relu and save_output), "relu is not invertible: the conv output must be kept"
-        kept = out if save_output else results[1]
-        return [kept, x, weight, bn_weight, bn_bias, results[2], results[3]]
+        kept = [] if recompute else [out if save_output else results[1]]
+        shifts = 0 < norm_groups < out.shape[1]  # a conv bias that shifts group statistics is kept to differentiate
+        kept_bias = [bias] if bias is not None and (recompute or shifts) else []
+        return [*kept, x, weight, bn_weight, bn_bias, results[2], results[3], *kept_bias]
     if name == "conv_bn_leaky_relu_eval":
         return list(args[:3])
     return None
@@ -358,7 +364,8 @@ def test_backend_matches_the_reference(name, backend, dtype):
     dtype = getattr(torch, dtype)
     bound = BACKEND_BOUND.get(name, 0.0)
     samples = samples_of(name, dtype)
-    for sample in [*samples[:2], *(s for s in samples[2:] if s.name.startswith(("transposed", "norm-groups")))]:
+    for sample in [*samples[:2], *(s for s in samples[2:]
+                                   if s.name.startswith(("transposed", "norm-groups", "padding")))]:
         with use_backend("reference"):
             want = call(name, clone_args(sample.args))
         with use_backend(backend):

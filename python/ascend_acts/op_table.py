@@ -217,6 +217,9 @@ _TRANSPOSED = "bool transposed=False, int[2] output_padding=0"  # 0: [0, 0], as 
 # over groups of C/G channels (G == C: InstanceNorm), whose mean/invstd are (N, G). The backward's conv `bias` is
 # needed only to differentiate it again with 1 < C/G (the bias then shifts the group statistics; otherwise it cancels)
 _NORM_GROUPS = "int norm_groups=0"
+# torch's Conv2d padding modes ("zeros", "reflect", "replicate", "circular"): any but "zeros" pads the (kept, unpadded)
+# input with F.pad before an unpadded convolution; the last argument of each conv op
+_PADDING_MODE = 'str padding_mode="zeros"'
 
 
 @dataclass(frozen=True)
@@ -269,22 +272,22 @@ TORCH_OPS: tuple[TorchOp, ...] = (
     TorchOp("conv_bn_leaky_relu_train",
             f"(Tensor input, Tensor weight, Tensor? bias, Tensor bn_weight, Tensor bn_bias, Tensor(a!)? running_mean, "
             f"Tensor(b!)? running_var, {_GEOMETRY}, float momentum, float eps, float negative_slope, "
-            f"bool save_output, bool relu=False, {_TRANSPOSED}, {_NORM_GROUPS}) "
+            f"bool save_output, bool relu=False, {_TRANSPOSED}, {_NORM_GROUPS}, bool recompute=False, {_PADDING_MODE}) "
             "-> (Tensor out, Tensor conv_out, Tensor mean, Tensor invstd)",
             ("batch_norm_leaky_relu",)),
     TorchOp("conv_bn_leaky_relu_train_backward",
             f"(Tensor grad_out, Tensor saved, bool saved_is_result, Tensor input, Tensor weight, Tensor bn_weight, "
             f"Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, float negative_slope, bool relu=False, "
-            f"{_TRANSPOSED}, {_NORM_GROUPS}, Tensor? bias=None) "
+            f"{_TRANSPOSED}, {_NORM_GROUPS}, Tensor? bias=None, {_PADDING_MODE}) "
             "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
             ("batch_norm_leaky_relu_grad",)),
     TorchOp("conv_bn_leaky_relu_eval",
             f"(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, bool relu=False, "
-            f"{_TRANSPOSED}) -> Tensor",
+            f"{_TRANSPOSED}, {_PADDING_MODE}) -> Tensor",
             ("leaky_relu", "conv_bn_leaky_relu_eval")),  # aclnn conv + ours; the fused kernel on request
     TorchOp("conv_bn_leaky_relu_eval_backward",
             f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, "
-            f"bool relu=False, {_TRANSPOSED}) -> (Tensor, Tensor, Tensor)",
+            f"bool relu=False, {_TRANSPOSED}, {_PADDING_MODE}) -> (Tensor, Tensor, Tensor)",
             ()),
     # StyleGAN2's bias + LeakyReLU * scale (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu); the
     # bias is over dim 1 of an input of rank >= 2

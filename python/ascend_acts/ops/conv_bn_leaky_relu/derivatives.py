@@ -23,10 +23,22 @@ from .torch_ops import (
 )
 
 
-def memory_format(input: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
+def memory_format(input: torch.Tensor, weight: torch.Tensor, padding_mode: str = "zeros") -> torch.memory_format:
     """The layout of the ops' 4-D results: channels_last when the input or the weight is, as torch's CPU
-    convolution chooses (its output and both gradients follow; BatchNorm and LeakyReLU keep it)."""
-    if channels_last(input) or channels_last(weight):
+    convolution chooses (its output and both gradients follow; BatchNorm and LeakyReLU keep it). The convolution
+    sees the padded input: F.pad's circular mode makes it contiguous whatever the input's layout."""
+    if (channels_last(input) and padding_mode != "circular") or channels_last(weight):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def input_gradient_format(input: torch.Tensor, weight: torch.Tensor,
+                          padding_mode: str = "zeros") -> torch.memory_format:
+    """The layout of the input's gradient: the convolution's (memory_format), except through F.pad's modes as torch's
+    pad backward gives it: the input's own layout for reflect and replicate, contiguous for circular."""
+    if padding_mode == "zeros":
+        return memory_format(input, weight)
+    if padding_mode != "circular" and channels_last(input):
         return torch.channels_last
     return torch.contiguous_format
 
@@ -53,10 +65,11 @@ def conv_bias_shifts_statistics(norm_groups: int, channels: int) -> bool:
 def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                      bn_bias, mean, invstd, stride, padding, dilation, groups,
                                                      negative_slope, relu=False, transposed=False,
-                                                     output_padding=(0, 0), norm_groups=0, bias=None):
-    c, layout = compute_dtype(input.dtype), memory_format(input, weight)
+                                                     output_padding=(0, 0), norm_groups=0, bias=None,
+                                                     padding_mode="zeros"):
+    c, layout = compute_dtype(input.dtype), memory_format(input, weight, padding_mode)
     x, w = input.to(c), weight.to(c)
-    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     shifts = bias is not None and conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
     y = conv2d(x, w, bias.to(c) if shifts else None, *geometry)  # otherwise the conv bias cancels in the statistics
     batch_mean, variance = statistics(y, norm_groups)
@@ -70,27 +83,29 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dy = normalised_gradient(dz * gamma, xhat, invstd, norm_groups)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, w, *geometry)
-    return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
-            grad_bias.to(weight.dtype), grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype))
+    return (in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode)),
+            in_format(grad_weight.to(weight.dtype), layout), grad_bias.to(weight.dtype),
+            grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype))
 
 
 def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                                 negative_slope, relu=False, transposed=False, output_padding=(0, 0)):
-    c, layout = compute_dtype(input.dtype), memory_format(input, weight)
+                                                 negative_slope, relu=False, transposed=False, output_padding=(0, 0),
+                                                 padding_mode="zeros"):
+    c, layout = compute_dtype(input.dtype), memory_format(input, weight, padding_mode)
     x, w = input.to(c), weight.to(c)
-    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     pre = conv2d(x, w, bias.to(c), *geometry)
     grad = grad_out.to(c)
     dz = activation_gradient(pre, grad, negative_slope, relu)
     grad_input, grad_weight, grad_bias = conv2d_backward(dz, x, w, *geometry)
-    return (in_format(grad_input.to(input.dtype), layout), in_format(grad_weight.to(weight.dtype), layout),
-            grad_bias.to(bias.dtype))
+    return (in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode)),
+            in_format(grad_weight.to(weight.dtype), layout), grad_bias.to(bias.dtype))
 
 
 # --- forward-mode derivatives (jvp) of the forward ops ----------------------------------------
 def _tangent_conv(input, weight, input_tangent, weight_tangent, geometry):
     """d conv(input, weight) along the tangents (None = 0), or None when both are None; `geometry` is conv2d's
-    arguments after the bias."""
+    arguments after the bias (a pad of any mode is linear: the tangent's pad is the pad's tangent)."""
     parts = []
     if input_tangent is not None:
         parts.append(conv2d(input_tangent, weight, None, *geometry))
@@ -105,13 +120,13 @@ def _as(t, dtype):
 
 def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tangents, stride, padding,
                                  dilation, groups, negative_slope, like, relu=False, transposed=False,
-                                 output_padding=(0, 0), norm_groups=0, bias=None):
+                                 output_padding=(0, 0), norm_groups=0, bias=None, padding_mode="zeros"):
     """Tangent of the training output along tangents (input, weight, bias, bn_weight, bn_bias); the conv bias and
     its tangent cancel in the statistics unless they are over groups of several channels (then `bias` is needed)."""
     c = compute_dtype(input.dtype)
     input_t, weight_t, bias_t, gamma_t, beta_t = (_as(t, c) for t in tangents)
     x, w = input.to(c), weight.to(c)
-    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     shifts = conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
     y = conv2d(x, w, bias.to(c) if shifts and bias is not None else None, *geometry)  # so not `mean` but y's own
     xhat = (y - statistics_mean(y, norm_groups)) * statistic_view(invstd.to(c), y, norm_groups)
@@ -127,20 +142,20 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
     if beta_t is not None:
         z_t = z_t + channel(beta_t)
     out_t = activation_gradient(xhat * gamma + beta, z_t, negative_slope, relu)
-    return in_format(out_t.to(like.dtype), memory_format(input, weight))
+    return in_format(out_t.to(like.dtype), memory_format(input, weight, padding_mode))
 
 
 def conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like,
-                                relu=False, transposed=False, output_padding=(0, 0)):
+                                relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros"):
     """Tangent of the eval output along tangents (input, weight, bias)."""
     c = compute_dtype(input.dtype)
     input_t, weight_t, bias_t = (_as(t, c) for t in tangents)
     x, w = input.to(c), weight.to(c)
-    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     pre = conv2d(x, w, bias.to(c), *geometry)
     pre_t = _tangent_conv(x, w, input_t, weight_t, geometry)
     pre_t = torch.zeros_like(pre) if pre_t is None else pre_t
     if bias_t is not None:
         pre_t = pre_t + channel(bias_t)
     out_t = activation_gradient(pre, pre_t, negative_slope, relu)
-    return in_format(out_t.to(like.dtype), memory_format(input, weight))
+    return in_format(out_t.to(like.dtype), memory_format(input, weight, padding_mode))

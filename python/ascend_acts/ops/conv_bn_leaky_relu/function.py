@@ -38,7 +38,8 @@ def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
 
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0,
-                       dilation=1, groups=1, transposed=False, output_padding=0, relu=False, norm_groups=0):
+                       dilation=1, groups=1, transposed=False, output_padding=0, relu=False, norm_groups=0,
+                       padding_mode="zeros"):
     """leaky_relu(batch_norm(conv2d(input, weight, bias, ...), ...), negative_slope), as torch computes it
     (relu=True: torch's relu in place of the LeakyReLU, negative_slope unused).
 
@@ -53,16 +54,19 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     `transposed=True`: the convolution is conv_transpose2d (weight (C_in, C_out/groups, kH, kW), `output_padding`),
     as aten::convolution takes it.
     `norm_groups` G >= 1: InstanceNorm (G == C_out) or GroupNorm in place of the BatchNorm (conv_bn_activation).
+    `padding_mode`: torch's Conv2d's ("zeros", "reflect", "replicate", "circular"); any but "zeros" pads the input
+    with F.pad and convolves unpadded, and autograd keeps only the unpadded input (the backward pads it again).
     """
     check_bool("conv_bn_leaky_relu", "relu", relu)
     return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
                               eps, negative_slope, stride, padding, dilation, groups, relu=relu, transposed=transposed,
-                              output_padding=output_padding, norm_groups=norm_groups)
+                              output_padding=output_padding, norm_groups=norm_groups, padding_mode=padding_mode)
 
 
 def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
                        training=False, momentum=0.1, eps=1e-5, negative_slope=0.01, stride=1, padding=0, dilation=1,
-                       groups=1, relu=False, transposed=False, output_padding=0, keep_output=True, norm_groups=0):
+                       groups=1, relu=False, transposed=False, output_padding=0, keep_output=True, norm_groups=0,
+                       padding_mode="zeros", recompute=False):
     """conv_bn_leaky_relu, or with relu=True torch's relu in place of the LeakyReLU (negative_slope is then unused).
     ReLU is not invertible: training keeps the conv output, which the backward needs anyway to tell z <= 0 from
     z > 0 and to rebuild x-hat where the output is 0 (the least any backward of batch_norm + relu can keep).
@@ -75,12 +79,18 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
     without them per-sample statistics in train and eval; momentum None is 0.0, as nn.InstanceNorm2d passes it),
     any other G dividing C F.group_norm (no running statistics). bn_weight/bn_bias are the norm's affine (None:
     affine=False). A GroupNorm with G == C follows instance_norm's rules too: they differ only in which calls with a
-    single value per instance raise (instance_norm's 1x1 planes; group_norm's only with N == 1)."""
+    single value per instance raise (instance_norm's 1x1 planes; group_norm's only with N == 1).
+    padding_mode: see conv_bn_leaky_relu. recompute=True: where training would keep the conv output (ReLU, slope <= 0,
+    an affine that cannot be inverted, keep_output=False), autograd keeps none of it and the backward recomputes it
+    from input, weight and bias (for a convolution cheaper to run again than its output is to keep); ignored where the
+    output is kept instead, and in eval or unfused runs."""
     args = check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
                            eps, negative_slope, stride, padding, dilation, groups, transposed=transposed,
-                           output_padding=output_padding, norm_groups=norm_groups)
+                           output_padding=output_padding, norm_groups=norm_groups, padding_mode=padding_mode)
+    check_bool("conv_bn_activation", "recompute", recompute)
     geometry = (args.stride, args.padding, args.dilation, args.groups)
     transposition = (args.transposed, args.output_padding)
+    padded = (args.padding_mode,) if args.padding_mode != "zeros" else ()  # the ops' calls as before padding_mode
     if not args.batch_stats:
         # eps == 0 (a static choice): a zero running variance makes the folded weight inf and the conv inf * 0 = NaN,
         # where torch's (conv - mean) * inf is a signed inf; so is any fold that is not finite, checked on the CPU
@@ -92,7 +102,7 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
                     torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
                 out = ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
-                                                  relu, *transposition)
+                                                  relu, *transposition, *padded)
                 # running statistics with norm_groups are InstanceNorm's, whose output torch makes contiguous
                 return out.contiguous() if args.norm_groups else out
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
@@ -109,18 +119,23 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
     beta = bn_bias if bn_bias is not None else weight.new_zeros(c_out)
     invertible = (keep_output and not relu
                   and output_determines_batch_norm(gamma, beta, args.negative_slope, input.dtype))
-    grouped = (args.norm_groups,) if args.norm_groups else ()  # BatchNorm's call as before norm_groups
+    # recompute the conv output rather than keep it, where it would be kept
+    recompute = recompute and not invertible
+    if recompute or padded:
+        options = (args.norm_groups, recompute, *padded)
+    else:
+        options = (args.norm_groups,) if args.norm_groups else ()  # BatchNorm's call as before norm_groups
     # the op updates running_mean/running_var itself, as torch's batch_norm does
     out, _, _, _ = ops.conv_bn_leaky_relu_train(input, weight, bias, gamma, beta, running_mean, running_var,
                                                 *geometry, args.momentum, args.eps, args.negative_slope, invertible,
-                                                relu, *transposition, *grouped)
+                                                relu, *transposition, *options)
     return out
 
 
 def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, running_var, bn_weight, bn_bias,
                                       training, momentum: torch.Tensor, eps, negative_slope, stride, padding,
                                       dilation, groups, relu=False, transposed=False, output_padding=0,
-                                      keep_output=True):
+                                      keep_output=True, padding_mode="zeros", recompute=False):
     """conv_bn_leaky_relu with a 0-dim tensor `momentum` (and running statistics): momentum=None's
     1 / num_batches_tracked under torch.compile, where that number is data-dependent and the op's float argument
     cannot take it. In training the op runs with momentum 1 on zeroed copies of the running statistics (which it
@@ -128,11 +143,11 @@ def conv_bn_leaky_relu_tensor_momentum(input, weight, bias, running_mean, runnin
     if not training:
         return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, False, 0.0, eps,
                                   negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding,
-                                  keep_output)
+                                  keep_output, padding_mode=padding_mode)
     batch_mean, batch_var = torch.zeros_like(running_mean), torch.zeros_like(running_var)
     out = conv_bn_activation(input, weight, bias, batch_mean, batch_var, bn_weight, bn_bias, True, 1.0, eps,
                              negative_slope, stride, padding, dilation, groups, relu, transposed, output_padding,
-                             keep_output)
+                             keep_output, padding_mode=padding_mode, recompute=recompute)
     if out.numel():  # an empty batch leaves the running statistics as they are (as torch)
         with torch.no_grad():
             running_mean.mul_(1 - momentum).add_(batch_mean * momentum)

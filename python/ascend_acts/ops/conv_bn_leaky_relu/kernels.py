@@ -36,11 +36,11 @@ EVAL_KERNEL_ENV = "ASCEND_ACTS_EVAL_KERNEL"
 
 
 def platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=False,
-                    output_padding=(0, 0)) -> torch.Tensor:
+                    output_padding=(0, 0), padding_mode="zeros") -> torch.Tensor:
     """The platform's convolution (or transposed convolution) next to our kernels, contiguous: torch_npu's on an NPU;
     on the CPU torch's, conv2d(input, weight) + bias computed in float32 and rounded to the input's dtype once, as an
-    NPU convolution returns it."""
-    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    NPU convolution returns it. A `padding_mode` other than "zeros" is the platform's pad (F.pad) before it."""
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     if not on_emulator(input):
         return platform.conv2d(input, weight, bias, *geometry).contiguous()
     f = torch.float32
@@ -49,10 +49,11 @@ def platform_conv2d(input, weight, bias, stride, padding, dilation, groups, tran
 
 
 def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups, transposed=False,
-                             output_padding=(0, 0)):
+                             output_padding=(0, 0), padding_mode="zeros"):
     """Gradients of conv2d's (or the transposed convolution's) input, weight and bias from `grad_output`, in
-    input's/weight's dtypes (on the CPU from grad_output in float32, as an NPU computes them)."""
-    geometry = (stride, padding, dilation, groups, transposed, output_padding)
+    input's/weight's dtypes (on the CPU from grad_output in float32, as an NPU computes them); a pad of
+    `padding_mode` is made again and its gradient folded back onto `input`."""
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     if not on_emulator(input):
         return platform.conv2d_backward(grad_output.to(input.dtype), input, weight, *geometry)
     f = torch.float32
@@ -179,9 +180,10 @@ def batch_norm_leaky_relu_grad(dy, saved, weight, bias, save_invstd, negative_sl
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
-                             output_padding=(0, 0), norm_groups=0):
+                             output_padding=(0, 0), norm_groups=0, recompute=False, padding_mode="zeros"):
     check_dtype(input)
-    y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
+    y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding,
+                        padding_mode)
     # the kernel updates the running statistics in float32: on float32 copies, written back (in the buffers'
     # dtype) once it has run
     update = running_mean is not None
@@ -193,13 +195,14 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         with torch.no_grad():
             running_mean.copy_(staged[0])
             running_var.copy_(staged[1])
-    kept = input.new_empty(0) if save_output else y
+    kept = input.new_empty(0) if save_output or recompute else y
     return out, kept, mean, invstd
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
-                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None):
+                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None,
+                                      padding_mode="zeros"):
     """The gradient kernel, from the output (InPlace-ABN) or from the conv output (ReLU, slope <= 0, an affine that
     cannot be inverted), then the platform's convolution backward. `bias` (the conv's) is needed only to
     differentiate this op again (the composite); the kernel never reads it."""
@@ -210,7 +213,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         saved_is_result=saved_is_result, relu=relu, norm_groups=norm_groups)
     grad_y = grad_y.float()
     grad_input, grad_weight, grad_bias = platform_conv2d_backward(grad_y, input, weight, stride, padding, dilation,
-                                                                  groups, transposed, output_padding)
+                                                                  groups, transposed, output_padding, padding_mode)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
@@ -312,9 +315,12 @@ def eval_path(input, weight, stride, padding, dilation, groups, transposed=False
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                            transposed=False, output_padding=(0, 0)):
-    """A transposed convolution has no eval kernel: it runs as grouped ones do."""
+                            transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+    """A transposed convolution has no eval kernel: it runs as grouped ones do. A `padding_mode` other than "zeros"
+    is the platform's pad, then the convolution unpadded."""
     check_dtype(input)
+    if padding_mode != "zeros":
+        input, padding = platform.pad(input, padding, padding_mode), (0, 0, 0, 0)
     path = eval_path(input, weight, stride, padding, dilation, groups, transposed, relu)
     if path == "reference":
         return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope,
@@ -330,8 +336,9 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                     negative_slope, relu=False, transposed=False, output_padding=(0, 0)):
+                                     negative_slope, relu=False, transposed=False, output_padding=(0, 0),
+                                     padding_mode="zeros"):
     """No kernel of ours: the reference backend's on the CPU, the torch backend's torch ops on an NPU."""
     backend = reference if on_emulator(input) else platform
     return backend.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                                    negative_slope, relu, transposed, output_padding)
+                                                    negative_slope, relu, transposed, output_padding, padding_mode)

@@ -210,17 +210,17 @@ def _tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
-                             output_padding=(0, 0), norm_groups=0):
+                             output_padding=(0, 0), norm_groups=0, recompute=False, padding_mode="zeros"):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), None if bias is None else bias.detach().to(c),
-                            stride, padding, dilation, groups, transposed, output_padding)
-        kept = torch.empty(0, dtype=input.dtype) if save_output else y.to(input.dtype)
-        if not save_output and kept.dtype != c:
-            # the backward rebuilds z and x-hat from the kept conv output, rounded to the input dtype: the forward
-            # normalises those same values, so its activation and the backward's agree (as torch's BN reads its
-            # rounded input); where they did not, a z near 0 took the other branch and its whole gradient
-            y = kept.to(c)
+                            stride, padding, dilation, groups, transposed, output_padding, padding_mode)
+        kept = torch.empty(0, dtype=input.dtype) if save_output or recompute else y.to(input.dtype)
+        if not save_output and input.dtype != c:
+            # the backward rebuilds z and x-hat from the kept (or recomputed) conv output, rounded to the input dtype:
+            # the forward normalises those same values, so its activation and the backward's agree (as torch's BN
+            # reads its rounded input); where they did not, a z near 0 took the other branch and its whole gradient
+            y = (y.to(input.dtype) if recompute else kept).to(c)
         out = torch.empty_like(y) if kept is y else y  # normalised in place unless y itself is kept
         mean, invstd, variance = reference_batch_norm.forward(y.numpy(), _array(bn_weight, c), _array(bn_bias, c),
                                                               eps, negative_slope, out.numpy(), relu, norm_groups)
@@ -231,7 +231,8 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
-                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None):
+                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None,
+                                      padding_mode="zeros"):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         grad = grad_out.detach().to(c).contiguous()
@@ -242,17 +243,17 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
             _array(invstd, c), negative_slope, grad_y.numpy(), relu, norm_groups)
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(
             grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups, transposed,
-            output_padding)
+            output_padding, padding_mode)
         return (grad_input.to(input.dtype), grad_weight.to(weight.dtype), grad_bias.to(weight.dtype),
                 _tensor(grad_gamma, bn_weight), _tensor(grad_beta, bn_bias))
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                            transposed=False, output_padding=(0, 0)):
+                            transposed=False, output_padding=(0, 0), padding_mode="zeros"):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         y = platform_conv2d(input.detach().to(c), weight.detach().to(c), bias.detach().to(c), stride, padding,
-                            dilation, groups, transposed, output_padding)
+                            dilation, groups, transposed, output_padding, padding_mode)
         if relu:
             reference_batch_norm.relu_in_place(y.numpy())
         else:
@@ -261,12 +262,12 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
-                                     relu=False, transposed=False, output_padding=(0, 0)):
+                                     relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros"):
     """Recomputes the pre-activation for the LeakyReLU (or ReLU) mask (works for any slope): nothing else is kept."""
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         x, w = input.detach().to(c), weight.detach().to(c)
-        geometry = (stride, padding, dilation, groups, transposed, output_padding)
+        geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
         pre = platform_conv2d(x, w, bias.detach().to(c), *geometry)
         grad_pre = pre.numpy()  # overwritten with the gradient through the LeakyReLU
         if relu:

@@ -7,6 +7,10 @@ keeps the conv output. `norm_groups` G >= 1 normalises per sample over groups of
 GroupNorm) instead of per channel over the batch: mean/invstd are then (N, G), and running statistics are taken only
 with G == C (F.instance_norm's update). Eval runs the conv with BN folded into weight and bias; its backward
 recomputes the pre-activation, so nothing but the input and the folded weight is kept.
+`padding_mode` (torch's Conv2d's: "zeros", "reflect", "replicate", "circular"): any but "zeros" pads the input with
+F.pad and convolves unpadded; autograd keeps the unpadded input and the backward pads it again (a transient copy).
+`recompute` (training): autograd keeps no conv output (conv_out is empty, as with save_output); the backward
+recomputes it from input, weight and bias, for a convolution cheaper to run again than its output is to keep.
 Device kernels: the backends' (`ops._kernels`); results follow torch's convolution into channels_last.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import torch
 
+from ...backends import current_backend_name
 from ...numerics.dtypes import FLOATING_DTYPES, compute_dtype
 from .._library import (
     OpFunction,
@@ -26,7 +31,8 @@ from .._library import (
 from .._semantics import declare
 from . import derivatives
 from .reference import output_shape
-from .torch_ops import output_channels
+from .torch_ops import check_pad, check_padding_mode, output_channels
+from .torch_ops import conv2d as platform_conv2d
 
 ops = torch.ops.ascend_acts
 TRAIN, TRAIN_BACKWARD = "conv_bn_leaky_relu_train", "conv_bn_leaky_relu_train_backward"
@@ -116,9 +122,18 @@ def check_norm_groups(op: str, norm_groups, channels: int, running_statistics: b
                          f"{channels}, the output channels), got norm_groups={norm_groups}: GroupNorm keeps none")
 
 
+def check_padding(op: str, input, padding, transposed: bool, padding_mode) -> None:
+    """The mode (a ValueError naming 'padding_mode'), then the pad F.pad must make of the input (torch's error)."""
+    check_padding_mode(f"ascend_acts::{op}", padding_mode, transposed)
+    check_pad(input, padding, padding_mode)
+
+
 def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
                  momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0),
-                 norm_groups=0):
+                 norm_groups=0, recompute=False, padding_mode="zeros"):
+    if recompute and save_output:
+        raise ValueError(f"ascend_acts::{TRAIN}: 'recompute' and 'save_output' exclude each other (the output is "
+                         "kept, or the conv output recomputed)")
     if relu and save_output:
         raise ValueError(f"ascend_acts::{TRAIN}: 'save_output' needs an invertible activation; relu is not")
     if (running_mean is None) != (running_var is None):
@@ -129,11 +144,12 @@ def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_
     check_dtypes(TRAIN, input, {"weight": weight, "bias": bias},
                  {"bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
     check_shapes(TRAIN, channels, {"bias": bias, "bn_weight": bn_weight, "bn_bias": bn_bias, **statistics})
+    check_padding(TRAIN, input, padding, transposed, padding_mode)
 
 
 def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                          output_padding=(0, 0), norm_groups=0, bias=None):
+                          output_padding=(0, 0), norm_groups=0, bias=None, padding_mode="zeros"):
     if relu and saved_is_result:  # the forward refuses to keep it (save_output); a ReLU output loses z <= 0
         raise ValueError(f"ascend_acts::{TRAIN_BACKWARD}: 'saved_is_result' needs an invertible activation; relu is "
                          "not (keep the conv output)")
@@ -151,36 +167,48 @@ def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_we
         if tuple(t.shape) != expected:
             raise RuntimeError(f"ascend_acts::{TRAIN_BACKWARD}: '{name}' must have shape {expected} (N, norm_groups), "
                                f"got {tuple(t.shape)}")
+    check_padding(TRAIN_BACKWARD, input, padding, transposed, padding_mode)
 
 
 def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                output_padding=(0, 0)):
+                output_padding=(0, 0), padding_mode="zeros"):
     check_dtypes(EVAL, input, {"weight": weight, "bias": bias})
     check_shapes(EVAL, output_channels(weight, groups, transposed), {"bias": bias})
+    check_padding(EVAL, input, padding, transposed, padding_mode)
 
 
 def _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                         transposed=False, output_padding=(0, 0)):
+                         transposed=False, output_padding=(0, 0), padding_mode="zeros"):
     check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias})
     check_shapes(EVAL_BACKWARD, output_channels(weight, groups, transposed), {"bias": bias}, {"grad_out": grad_out},
                  conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding))
+    check_padding(EVAL_BACKWARD, input, padding, transposed, padding_mode)
 
 
-def _conv_layout(input_index: int, laid_out: tuple[int, ...]):
+def _padding_mode(args, position: int) -> str:
+    return args[position] if len(args) > position else "zeros"
+
+
+def _conv_layout(input_index: int, laid_out: tuple[int, ...], mode_index: int, input_gradient: int | None = None):
     """Results at `laid_out` (the 4-D ones) in the layout torch's convolution gives them: channels_last when the
-    op's input (at `input_index`) or conv weight (the next argument) is."""
+    op's input (at `input_index`; padded with the padding_mode at `mode_index`) or conv weight (the next argument)
+    is; the result at `input_gradient` as torch's pad backward lays it out."""
 
     def layout(args, results):
-        memory_format = derivatives.memory_format(args[input_index], args[input_index + 1])
-        if memory_format == torch.contiguous_format:
+        input, weight, mode = args[input_index], args[input_index + 1], _padding_mode(args, mode_index)
+        memory_format = derivatives.memory_format(input, weight, mode)
+        if memory_format == torch.contiguous_format:  # the input's gradient too
             return results
-        return tuple(t.contiguous(memory_format=memory_format) if i in laid_out and t.dim() == 4 else t
-                     for i, t in enumerate(results))
+        input_format = derivatives.input_gradient_format(input, weight, mode)
+        return tuple(t.contiguous(memory_format=input_format if i == input_gradient else memory_format)
+                     if i in laid_out and t.dim() == 4 else t for i, t in enumerate(results))
 
     return layout
 
 
 _NORM_GROUPS = 18  # the position of conv_bn_leaky_relu_train's norm_groups
+# the position of padding_mode in the train, train backward, eval and eval backward ops
+_TRAIN_MODE, _TRAIN_BACKWARD_MODE, _EVAL_MODE, _EVAL_BACKWARD_MODE = 20, 19, 11, 12
 
 
 def instance_norm_of(norm_groups: int, channels: int) -> bool:
@@ -190,7 +218,7 @@ def instance_norm_of(norm_groups: int, channels: int) -> bool:
 
 
 def _train_layout(args, results):
-    results = _conv_layout(0, (0, 1))(args, results)
+    results = _conv_layout(0, (0, 1), _TRAIN_MODE)(args, results)
     norm_groups = args[_NORM_GROUPS] if len(args) > _NORM_GROUPS else 0
     if instance_norm_of(norm_groups, results[0].shape[1]):
         return (results[0].contiguous(), *results[1:])
@@ -204,58 +232,74 @@ def _empty(shape, like: torch.Tensor, layout: torch.memory_format):
 
 def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
                 momentum, eps, negative_slope, save_output, relu=False, transposed=False, output_padding=(0, 0),
-                norm_groups=0):
+                norm_groups=0, recompute=False, padding_mode="zeros"):
     _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding, dilation, groups,
-                 momentum, eps, negative_slope, save_output, relu, transposed, output_padding, norm_groups)
+                 momentum, eps, negative_slope, save_output, relu, transposed, output_padding, norm_groups, recompute,
+                 padding_mode)
     shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
-    c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight)
+    c, layout = compute_dtype(input.dtype), derivatives.memory_format(input, weight, padding_mode)
     out = _empty(shape, input, torch.contiguous_format if instance_norm_of(norm_groups, shape[1]) else layout)
-    kept = input.new_empty(0) if save_output else _empty(shape, input, layout)
+    kept = input.new_empty(0) if save_output or recompute else _empty(shape, input, layout)
     statistics = statistics_shape(shape[0], shape[1], norm_groups)
     return out, kept, input.new_empty(statistics, dtype=c), input.new_empty(statistics, dtype=c)
 
 
 def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                          padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                         output_padding=(0, 0), norm_groups=0, bias=None):
+                         output_padding=(0, 0), norm_groups=0, bias=None, padding_mode="zeros"):
     _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation, groups, negative_slope, relu, transposed, output_padding, norm_groups,
-                          bias)
-    layout = derivatives.memory_format(input, weight)
-    return (_empty(input.shape, input, layout), _empty(weight.shape, weight, layout),
-            weight.new_empty(output_channels(weight, groups, transposed)),
+                          bias, padding_mode)
+    layout = derivatives.memory_format(input, weight, padding_mode)
+    return (_empty(input.shape, input, derivatives.input_gradient_format(input, weight, padding_mode)),
+            _empty(weight.shape, weight, layout), weight.new_empty(output_channels(weight, groups, transposed)),
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
 
 
 def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
-               output_padding=(0, 0)):
+               output_padding=(0, 0), padding_mode="zeros"):
     _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu, transposed,
-                output_padding)
+                output_padding, padding_mode)
     shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
-    return _empty(shape, input, derivatives.memory_format(input, weight))
+    return _empty(shape, input, derivatives.memory_format(input, weight, padding_mode))
 
 
 def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                        transposed=False, output_padding=(0, 0)):
+                        transposed=False, output_padding=(0, 0), padding_mode="zeros"):
     _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu,
-                         transposed, output_padding)
-    layout = derivatives.memory_format(input, weight)
-    return _empty(input.shape, input, layout), _empty(weight.shape, weight, layout), torch.empty_like(bias)
+                         transposed, output_padding, padding_mode)
+    layout = derivatives.memory_format(input, weight, padding_mode)
+    return (_empty(input.shape, input, derivatives.input_gradient_format(input, weight, padding_mode)),
+            _empty(weight.shape, weight, layout), torch.empty_like(bias))
 
 
 # --- autograd: reverse mode through the backward ops, forward mode by jvp rules in torch ops -----------
-_RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' arguments; transposed,
-# output_padding (and the train op's norm_groups) follow it
+_RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' arguments; the arguments with defaults
+# follow it: these, in the schemas' order
+_TRAIN_OPTIONS = (("relu", False), ("transposed", False), ("output_padding", (0, 0)), ("norm_groups", 0),
+                  ("recompute", False), ("padding_mode", "zeros"))
+_EVAL_OPTIONS = (("relu", False), ("transposed", False), ("output_padding", (0, 0)), ("padding_mode", "zeros"))
 
 
-def _trailing(ctx, inputs: tuple, position: int) -> None:
-    """The arguments with defaults, from `relu` on (relu, transposed, output_padding, norm_groups), into ctx; a
-    caller that left them out gets the schema's defaults. backward returns a None for each argument after the
-    differentiable ones."""
+def _trailing(ctx, inputs: tuple, position: int, options: tuple) -> None:
+    """The arguments with defaults, from `relu` on, into ctx; a caller that left them out gets the schema's
+    defaults. backward returns a None for each argument after the differentiable ones."""
     given = tuple(inputs[position:])
-    defaults = (False, False, (0, 0), 0)
-    ctx.relu, ctx.transposed, ctx.output_padding, ctx.norm_groups = (*given, *defaults[len(given):])[:4]
+    for i, (name, default) in enumerate(options):
+        setattr(ctx, name, given[i] if i < len(given) else default)
     ctx.trailing_arguments = len(inputs)
+
+
+def recomputed_conv_output(input, weight, bias, *geometry) -> torch.Tensor:
+    """The conv output the training op would have kept (not recorded by autograd): the same platform convolution
+    as the backend that ran it, in the input's dtype (on the CPU the reference and sim backends compute it in
+    float32 for 16-bit input and round once; the torch backend and an NPU in the input's dtype)."""
+    c = compute_dtype(input.dtype)
+    with torch.no_grad():
+        if c == input.dtype or input.device.type != "cpu" or current_backend_name() == "torch":
+            return platform_conv2d(input, weight, bias, *geometry)
+        return platform_conv2d(input.to(c), weight.to(c), None if bias is None else bias.to(c), *geometry).to(
+            input.dtype)
 
 
 class _Train(OpFunction):
@@ -267,23 +311,35 @@ class _Train(OpFunction):
     def setup_context(ctx, inputs, output):
         input, weight, bias, bn_weight, bn_bias, _, _, *geometry, _, _, ctx.negative_slope, ctx.save_output = \
             inputs[:_RELU]
-        _trailing(ctx, inputs, _RELU)
+        _trailing(ctx, inputs, _RELU, _TRAIN_OPTIONS)
         ctx.geometry, ctx.has_bias = geometry, bias is not None
         out, conv_out, mean, invstd = output
         ctx.mark_non_differentiable(conv_out, mean, invstd)
-        # the conv bias only where it shifts the statistics (groups of several channels): to differentiate again
-        kept_bias = bias if derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]) else None
-        ctx.save_for_backward(out if ctx.save_output else conv_out, input, weight, bn_weight, bn_bias, mean, invstd,
-                              kept_bias)
+        # the conv bias only where it shifts the statistics (groups of several channels): to differentiate again;
+        # a recomputed conv output needs it always
+        shifts = derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0])
+        kept_bias = bias if shifts or ctx.recompute else None
+        kept = None if ctx.recompute else out if ctx.save_output else conv_out
+        ctx.save_for_backward(kept, input, weight, bn_weight, bn_bias, mean, invstd, kept_bias)
         ctx.save_for_forward(out, input, weight, bn_weight, bn_bias, invstd, kept_bias)
 
     @staticmethod
     def backward(ctx, grad_out, _grad_conv_out, _grad_mean, _grad_invstd):
         saved, input, weight, bn_weight, bn_bias, mean, invstd, bias = ctx.saved_tensors
-        grouped = (ctx.norm_groups, bias) if ctx.norm_groups else ()  # BatchNorm's call as before norm_groups
+        saved_is_result, padded = ctx.save_output, ctx.padding_mode != "zeros"
+        if ctx.recompute:  # not recorded: the backward op's own derivative recomputes it from input and weight
+            saved = recomputed_conv_output(input, weight, bias, *ctx.geometry, ctx.transposed, ctx.output_padding,
+                                           ctx.padding_mode)
+            saved_is_result = False
+            bias = bias if derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]) else None
+        # BatchNorm's call as before norm_groups, the other options only where they are not the defaults
+        if padded:
+            options = (ctx.norm_groups, bias, ctx.padding_mode)
+        else:
+            options = (ctx.norm_groups, bias) if ctx.norm_groups else ()
         grads = ops.conv_bn_leaky_relu_train_backward(
-            grad_out, saved, ctx.save_output, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
-            ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *grouped)
+            grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
+            ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
         grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
         return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
                 *(None,) * (ctx.trailing_arguments - 5))
@@ -293,7 +349,7 @@ class _Train(OpFunction):
         out, input, weight, bn_weight, bn_bias, invstd, bias = ctx.saved_tensors
         out_tangent = derivatives.conv_bn_leaky_relu_train_jvp(
             input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out, ctx.relu,
-            ctx.transposed, ctx.output_padding, ctx.norm_groups, bias)
+            ctx.transposed, ctx.output_padding, ctx.norm_groups, bias, ctx.padding_mode)
         return out_tangent, None, None, None
 
 
@@ -305,15 +361,16 @@ class _Eval(OpFunction):
     @staticmethod
     def setup_context(ctx, inputs, output):
         input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs[:_EVAL_RELU]
-        _trailing(ctx, inputs, _EVAL_RELU)
+        _trailing(ctx, inputs, _EVAL_RELU, _EVAL_OPTIONS)
         ctx.save_for_backward(input, weight, bias)
         ctx.save_for_forward(output, input, weight, bias)
 
     @staticmethod
     def backward(ctx, grad_out):
         input, weight, bias = ctx.saved_tensors
+        padded = (ctx.padding_mode,) if ctx.padding_mode != "zeros" else ()
         grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope,
-                                                     ctx.relu, ctx.transposed, ctx.output_padding)
+                                                     ctx.relu, ctx.transposed, ctx.output_padding, *padded)
         return (*grads, *(None,) * (ctx.trailing_arguments - 3))
 
     @staticmethod
@@ -321,7 +378,7 @@ class _Eval(OpFunction):
         out, input, weight, bias = ctx.saved_tensors
         return derivatives.conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
                                                     ctx.negative_slope, out, ctx.relu, ctx.transposed,
-                                                    ctx.output_padding)
+                                                    ctx.output_padding, ctx.padding_mode)
 
 
 def _train_vmap(info, in_dims, input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):
@@ -361,14 +418,17 @@ def _cast_train_arguments(args, dtype, device_type):
 
 declare(TRAIN, fake=_train_fake, check=_check_train, autograd=autograd_function(_Train),
         layout=_train_layout, vmap=_train_vmap, autocast=_cast_train_arguments)
-declare(TRAIN_BACKWARD, fake=_train_backward_fake, check=_check_train_backward, layout=_conv_layout(3, (0, 1)),
+declare(TRAIN_BACKWARD, fake=_train_backward_fake, check=_check_train_backward,
+        layout=_conv_layout(3, (0, 1), _TRAIN_BACKWARD_MODE, input_gradient=0),
         vmap=per_sample_vmap(TRAIN_BACKWARD),
         # the backward ops' own derivatives (gradient penalties, hessians): the differentiable torch formulation.
         # It differentiates through input, weight and the BN parameters only: `saved`, `mean` and `invstd` must
         # be what the forward returned for them (they are recomputed from those, so their dependence is included).
         autograd=composite_autograd(derivatives.conv_bn_leaky_relu_train_backward_differentiable))
-declare(EVAL, fake=_eval_fake, check=_check_eval, autograd=autograd_function(_Eval), layout=_conv_layout(0, (0,)),
+declare(EVAL, fake=_eval_fake, check=_check_eval, autograd=autograd_function(_Eval),
+        layout=_conv_layout(0, (0,), _EVAL_MODE),
         autocast=_cast_conv_arguments, vmap=per_sample_vmap(EVAL))
-declare(EVAL_BACKWARD, fake=_eval_backward_fake, check=_check_eval_backward, layout=_conv_layout(1, (0, 1)),
+declare(EVAL_BACKWARD, fake=_eval_backward_fake, check=_check_eval_backward,
+        layout=_conv_layout(1, (0, 1), _EVAL_BACKWARD_MODE, input_gradient=0),
         vmap=per_sample_vmap(EVAL_BACKWARD),
         autograd=composite_autograd(derivatives.conv_bn_leaky_relu_eval_backward_differentiable))

@@ -23,9 +23,65 @@ def _symmetric(padding) -> tuple[int, int] | None:
     return (top, left) if top == bottom and left == right else None
 
 
-def _pad(input: torch.Tensor, padding) -> torch.Tensor:
+def pad(input: torch.Tensor, padding, padding_mode: str = "zeros") -> torch.Tensor:
+    """input padded by (top, bottom, left, right) with zeros or F.pad's `padding_mode`."""
     top, bottom, left, right = padding
-    return F.pad(input, (left, right, top, bottom))
+    if padding_mode == "zeros":
+        return F.pad(input, (left, right, top, bottom))
+    return F.pad(input, (left, right, top, bottom), mode=padding_mode)
+
+
+# torch's Conv2d padding modes; "zeros" is the convolution's own padding, the others F.pad's modes
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def check_padding_mode(where: str, padding_mode, transposed: bool = False) -> None:
+    """A ValueError for a mode torch's Conv2d does not have, and for a transposed convolution with any but "zeros"
+    (torch's ConvTranspose2d refuses it)."""
+    if padding_mode not in PADDING_MODES:
+        raise ValueError(f"{where}: 'padding_mode' must be one of {', '.join(map(repr, PADDING_MODES))}, got "
+                         f"{padding_mode!r}")
+    if transposed and padding_mode != "zeros":
+        raise ValueError(f"{where}: a transposed convolution takes only padding_mode='zeros' (as torch's "
+                         f"ConvTranspose2d), got {padding_mode!r}")
+
+
+def check_pad(input: torch.Tensor, padding, padding_mode: str) -> None:
+    """torch's own error (F.pad's, on a meta tensor of the input's shape: nothing is computed) for a pad its mode
+    cannot make, e.g. a reflect pad as large as the input."""
+    if padding_mode != "zeros":
+        pad(torch.empty(input.shape, dtype=input.dtype, device="meta"), padding, padding_mode)
+
+
+def _fold_circular(grad: torch.Tensor, before: int, after: int, dim: int) -> torch.Tensor:
+    """The gradient of x from that of its circular pad along `dim` (`before` and `after` wrapped entries): each
+    wrapped border slice adds to the entries it copied; differentiable."""
+    size = grad.shape[dim] - before - after
+    folded = grad.narrow(dim, before, size)
+    if before:  # copies of x's last `before` entries
+        folded = folded + _placed(grad.narrow(dim, 0, before), size - before, 0, dim)
+    if after:  # copies of x's first `after` entries
+        folded = folded + _placed(grad.narrow(dim, before + size, after), 0, size - after, dim)
+    return folded
+
+
+def _placed(t: torch.Tensor, zeros_before: int, zeros_after: int, dim: int) -> torch.Tensor:
+    widths = [0, 0] * (t.dim() - 1 - dim) + [zeros_before, zeros_after]
+    return F.pad(t, widths)
+
+
+def unpad_gradient(grad: torch.Tensor, input: torch.Tensor, padding, padding_mode: str) -> torch.Tensor:
+    """The gradient of `input` from that of its pad (`pad(input, padding, padding_mode)`), as torch's pad backward
+    folds it (aten's reflection_pad2d_backward / replication_pad2d_backward; circular: the wrapped slices added back);
+    differentiable."""
+    top, bottom, left, right = padding
+    if padding_mode == "zeros":
+        return grad[:, :, top: top + input.shape[2], left: left + input.shape[3]]
+    if padding_mode == "circular":
+        return _fold_circular(_fold_circular(grad, left, right, 3), top, bottom, 2)
+    backward = (torch.ops.aten.reflection_pad2d_backward if padding_mode == "reflect"
+                else torch.ops.aten.replication_pad2d_backward)
+    return backward(grad, input, [left, right, top, bottom])
 
 
 def output_channels(weight: torch.Tensor, groups: int, transposed: bool) -> int:
@@ -34,30 +90,37 @@ def output_channels(weight: torch.Tensor, groups: int, transposed: bool) -> int:
     return weight.shape[1] * groups if transposed else weight.shape[0]
 
 
-def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=False,
-           output_padding=(0, 0)) -> torch.Tensor:
+def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0),
+           padding_mode="zeros") -> torch.Tensor:
     """The platform's convolution (every backend's: ours never implement one), in the tensors' dtype and
-    differentiable; padding is (top, bottom, left, right), an asymmetric one applied by F.pad. `transposed`:
-    conv_transpose2d (aten::convolution's argument; its padding is always symmetric)."""
+    differentiable; padding is (top, bottom, left, right), an asymmetric one applied by F.pad, as is any but the
+    "zeros" `padding_mode` (torch's Conv2d's: the convolution then runs unpadded). `transposed`: conv_transpose2d
+    (aten::convolution's argument; its padding is always symmetric)."""
     symmetric = _symmetric(padding)
     if transposed:
+        check_padding_mode("conv2d", padding_mode, transposed)
         return F.conv_transpose2d(input, weight, bias, stride, symmetric, output_padding, groups, dilation)
-    if symmetric is None:
-        input, symmetric = _pad(input, padding), (0, 0)
+    if symmetric is None or padding_mode != "zeros":
+        input, symmetric = pad(input, padding, padding_mode), (0, 0)
     return F.conv2d(input, weight, bias, stride, symmetric, dilation, groups)
 
 
-def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0)):
+def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0),
+                    padding_mode="zeros"):
     """(grad_input, grad_weight, grad_bias) of conv2d (or its transposed) from one aten::convolution_backward, with
-    grad in the input's dtype."""
+    grad in the input's dtype. A pad F.pad makes is made again here (a transient copy: the forward kept `input`),
+    and the padded input's gradient folded back onto `input` as torch's pad backward does."""
     symmetric = _symmetric(padding)
-    padded = input if symmetric is not None else _pad(input, padding)
+    if transposed:
+        check_padding_mode("conv2d_backward", padding_mode, transposed)
+    padded_by_f_pad = not transposed and (symmetric is None or padding_mode != "zeros")
+    padded = pad(input, padding, padding_mode) if padded_by_f_pad else input
     grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
-        grad, padded, weight, [output_channels(weight, groups, transposed)], stride, symmetric or (0, 0), dilation,
-        transposed, output_padding if transposed else (0, 0), groups, (True, True, True))
-    if symmetric is None:
-        top, _, left, _ = padding
-        grad_input = grad_input[:, :, top: top + input.shape[2], left: left + input.shape[3]]
+        grad, padded, weight, [output_channels(weight, groups, transposed)], stride,
+        (0, 0) if padded_by_f_pad else symmetric, dilation, transposed, output_padding if transposed else (0, 0),
+        groups, (True, True, True))
+    if padded_by_f_pad:
+        grad_input = unpad_gradient(grad_input, input, padding, padding_mode)
     return grad_input.contiguous(), grad_weight, grad_bias
 
 
@@ -129,11 +192,11 @@ def normalised_gradient(dxhat: torch.Tensor, xhat: torch.Tensor, invstd: torch.T
 
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
-                             output_padding=(0, 0), norm_groups=0):
-    y = conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
+                             output_padding=(0, 0), norm_groups=0, recompute=False, padding_mode="zeros"):
+    y = conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     out, mean, invstd = batch_norm_activation(y, bn_weight, bn_bias, running_mean, running_var, momentum, eps,
                                               negative_slope, relu, norm_groups)
-    kept = input.new_empty(0) if save_output else y
+    kept = input.new_empty(0) if save_output or recompute else y
     return out, kept, mean, invstd
 
 
@@ -153,7 +216,8 @@ def batch_norm_activation(y, bn_weight, bn_bias, running_mean, running_var, mome
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
-                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None):
+                                      transposed=False, output_padding=(0, 0), norm_groups=0, bias=None,
+                                      padding_mode="zeros"):
     c = compute_dtype(input.dtype)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     saved, grad = saved.to(c), grad_out.to(c)
@@ -168,20 +232,21 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dy = normalised_gradient(dz * gamma, xhat, invstd.to(c), norm_groups)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy.to(input.dtype), input, weight, stride, padding,
-                                                         dilation, groups, transposed, output_padding)
+                                                         dilation, groups, transposed, output_padding, padding_mode)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                            transposed=False, output_padding=(0, 0)):
-    return activation(conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding),
-                      negative_slope, relu)
+                            transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+    return activation(conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding,
+                             padding_mode), negative_slope, relu)
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
-                                     relu=False, transposed=False, output_padding=(0, 0)):
-    pre = conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
+                                     relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
+    pre = conv2d(input, weight, bias, *geometry)
     dz = activation_gradient(pre, grad_out, negative_slope, relu)
-    return conv2d_backward(dz, input, weight, stride, padding, dilation, groups, transposed, output_padding)
+    return conv2d_backward(dz, input, weight, *geometry)
 
 

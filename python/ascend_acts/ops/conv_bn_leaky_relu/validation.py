@@ -16,6 +16,7 @@ import torch
 
 from ...numerics.dtypes import FLOATING_DTYPES
 from .. import _validation as check
+from .torch_ops import check_pad, check_padding_mode
 
 FN = "conv_bn_leaky_relu"
 _STATISTICS = ("running_mean", "running_var", "bn_weight", "bn_bias")
@@ -38,11 +39,13 @@ class Checked:
     transposed: bool = False
     output_padding: list[int] | tuple[int, int] = (0, 0)  # conv_transpose2d's; (0, 0) when not transposed
     norm_groups: int = 0  # 0 BatchNorm; G: statistics per sample over groups of C/G channels (G == C InstanceNorm)
+    padding_mode: str = "zeros"  # torch's Conv2d's; any other is F.pad's mode before an unpadded convolution
 
     @property
     def geometry(self) -> tuple:
         """The ops' convolution arguments after the bias, in the platform convolution's order (torch_ops.conv2d)."""
-        return self.stride, self.padding, self.dilation, self.groups, self.transposed, self.output_padding
+        return (self.stride, self.padding, self.dilation, self.groups, self.transposed, self.output_padding,
+                self.padding_mode)
 
 
 def _int(name: str, value) -> int:
@@ -203,23 +206,24 @@ def _transposed_output_shape(input, weight, stride, padding, dilation, output_pa
     return torch.Size([input.shape[0], weight.shape[1] * groups, *sizes])
 
 
-def check_arguments(*args, transposed=False, output_padding=(0, 0), norm_groups=0) -> Checked:
+def check_arguments(*args, transposed=False, output_padding=(0, 0), norm_groups=0, padding_mode="zeros") -> Checked:
     """(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
     negative_slope, stride, padding, dilation, groups), as conv_bn_leaky_relu takes them; `transposed`: weight is
-    conv_transpose2d's (C_in, C_out/groups, kH, kW), with `output_padding`; `norm_groups`: see Checked."""
+    conv_transpose2d's (C_in, C_out/groups, kH, kW), with `output_padding`; `norm_groups`, `padding_mode`: see
+    Checked."""
     if not torch.jit.is_tracing():
-        return _check_arguments(*args, transposed, output_padding, norm_groups)
+        return _check_arguments(*args, transposed, output_padding, norm_groups, padding_mode)
     # torch.jit.trace records the ops, not these Python checks: they run on the example input only, and
     # their shape comparisons would each warn that the trace may not generalize. The traced graph's shapes
     # come from the ops and their fake kernels, not from these values.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        return _check_arguments(*args, transposed, output_padding, norm_groups)
+        return _check_arguments(*args, transposed, output_padding, norm_groups, padding_mode)
 
 
 def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum, eps,
                      negative_slope, stride, padding, dilation, groups, transposed, output_padding,
-                     norm_groups) -> Checked:
+                     norm_groups, padding_mode) -> Checked:
     if isinstance(norm_groups, bool) or not isinstance(norm_groups, int):
         raise TypeError(f"{FN}(): argument 'norm_groups' must be an int, got {norm_groups!r}")
     if norm_groups < 0:
@@ -228,6 +232,7 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
         momentum = 0.0
     statistics = dict(zip(_STATISTICS, (running_mean, running_var, bn_weight, bn_bias)))
     transposed = check.check_bool(FN, "transposed", transposed)
+    check_padding_mode(f"{FN}()", padding_mode, transposed)  # a ValueError, as torch's Conv2d / ConvTranspose2d
     _check_tensors(input, weight, bias, statistics, transposed, groups)
     _check_dtypes(input, weight, bias, statistics)
     training = check.check_bool(FN, "training", training)
@@ -256,11 +261,14 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     if min(stride) < 1 or min(dilation) < 1:
         raise RuntimeError(f"{FN}(): 'stride' and 'dilation' must be positive, got {stride} and {dilation}")
     pad = resolve_padding(padding, weight, stride, dilation)
+    if not torch.compiler.is_compiling():  # compiled, the op's fake kernel raises it
+        check_pad(input, pad, padding_mode)  # F.pad's error, before the convolution's (as torch's Conv2d runs them)
     shape = _output_shape(input, weight, stride, pad, dilation)
     if _pair("output_padding", output_padding) != [0, 0]:
         raise RuntimeError(f"{FN}(): argument 'output_padding' is for a transposed convolution, got {output_padding}")
-    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in,
-                    norm_groups)
+    checked = _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
+                       c_in, norm_groups)
+    return checked if padding_mode == "zeros" else dataclasses.replace(checked, padding_mode=padding_mode)
 
 
 def _check_transposed(input, weight, running_mean, training, momentum, eps, negative_slope, stride, padding, dilation,
