@@ -32,7 +32,6 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch.nn.modules import module as _module_globals
 from torch.nn.utils import parametrize
 
@@ -490,17 +489,16 @@ def run_decided(modules: list, i: int, decision: Decision, input: torch.Tensor) 
                                       recompute=decision.recompute)
 
 
-def _padding(conv: nn.Module, pad: nn.Module | None) -> tuple[tuple | str, str, list[int]]:
-    """(padding, padding_mode) the op takes for conv(pad(input)) (pad None: the conv alone, its own padding_mode), and
-    F.pad's (left, right, top, bottom) amounts of a mode other than "zeros"."""
+def _padding(conv: nn.Module, pad: nn.Module | None) -> tuple[tuple | str, str]:
+    """(padding, padding_mode) the op takes for conv(pad(input)) (pad None: the conv alone, its own padding_mode)."""
     if pad is None:
-        return conv.padding, conv.padding_mode, getattr(conv, "_reversed_padding_repeated_twice", [0] * 4)
-    left, right, top, bottom = pad.padding  # symmetric (pad_obstacle)
+        return conv.padding, conv.padding_mode
+    left, right, top, bottom = pad.padding  # the same on both sides of an axis (pad_obstacle)
     mode = _FOLDED_PADS[type(pad)]
     if mode != "zeros":
-        return (top, left), mode, list(pad.padding)  # the conv pads nothing itself (pad_obstacle)
+        return (top, left), mode  # the conv pads nothing itself (pad_obstacle)
     own = conv._reversed_padding_repeated_twice
-    return (top + own[2], left + own[0]), "zeros", [0] * 4
+    return (top + own[2], left + own[0]), "zeros"
 
 
 def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: float, input: torch.Tensor,
@@ -516,7 +514,7 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     module's rules instead (_per_sample_norm_modules)."""
     if type(conv) in (nn.Linear, nn.Conv1d):
         return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output, recompute)
-    padding, padding_mode, amounts = _padding(conv, pad)
+    padding, padding_mode = _padding(conv, pad)
     options = {"relu": relu, "keep_output": keep_output}
     if padding_mode != "zeros":
         options["padding_mode"] = padding_mode
@@ -542,9 +540,6 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
             factor = 1.0 / bn.num_batches_tracked.to(torch.float64)
             if fused is conv_bn_activation:
                 fused = conv_bn_leaky_relu_tensor_momentum
-                options.pop("recompute", None)  # it keeps the conv output
-                if options.pop("padding_mode", "zeros") != "zeros":  # it pads nothing itself: torch's own pad
-                    input, padding = F.pad(input, amounts, mode=padding_mode), 0
         else:
             factor = 1.0 / float(bn.num_batches_tracked)
     try:
