@@ -24,9 +24,11 @@ import torch
 from torch import nn
 
 import gan_step
+from ascend_acts.nn import fusion
 from ascend_acts.nn.fusion import recompute_is_cheaper
 
 SLOPE = 0.2
+CUBE_FLOPS_FP32 = 84.5e12  # the 910B2's fp32 matmul peak (/work/shared/design/ARCHITECTURE.md, measured figures)
 
 
 def instance_norm(channels: int) -> nn.Module:
@@ -109,7 +111,7 @@ def build_case(args):
     return config, case, notes
 
 
-def layer_budget(args) -> list[tuple[str, int, int, str]]:
+def layer_budget(args, recompute=recompute_is_cheaper) -> list[tuple[str, int, int, str]]:
     """Per layer group of the G step's graph (G on the source, D on the fake): (layers, bytes torch keeps, bytes the
     converted model keeps, why they differ), from the shapes and these rules: the next layer keeps a run's output y
     anyway (a conv, a transposed conv and a ReflectionPad2d keep their input; an addition keeps nothing); torch keeps
@@ -118,7 +120,8 @@ def layer_budget(args) -> list[tuple[str, int, int, str]]:
     the fused op, which keeps the unpadded input (y of the layer before, kept anyway; the source itself for the first
     one) instead of the padded copy; the last pad, before the norm-less 7x7 conv, stays torch's. A LeakyReLU run keeps
     y alone (InPlace-ABN); a ReLU or no-activation run keeps z, unless the recompute rule (recompute_is_cheaper: K
-    MACs per output below the 910B's compute / bandwidth balance) recomputes it in the backward."""
+    MACs per output below the 910B's compute / bandwidth balance; `recompute` another bound) recomputes it in the
+    backward."""
     b, s, g, d, k = args.batch, args.image_size, args.ngf, args.ndf, args.blocks
 
     def size(channels, side):
@@ -126,7 +129,17 @@ def layer_budget(args) -> list[tuple[str, int, int, str]]:
 
     def kept_z(macs_per_output, channels, side):
         """What a ReLU / no-activation run keeps of z: nothing where the recompute rule recomputes it."""
-        return 0 if recompute_is_cheaper(macs_per_output) else size(channels, side)
+        return 0 if recompute(macs_per_output) else size(channels, side)
+
+    def z_row(name, layers, count=1):
+        """A group's z: torch's, what the converted runs keep, and which of its layers the rule recomputes."""
+        torch_bytes = count * sum(size(c, w) for _, c, w in layers)
+        converted = count * sum(kept_z(*layer) for layer in layers)
+        recomputed = [f"{k:g}" for k, _, _ in layers if recompute(k)]
+        kept = [f"{k:g}" for k, _, _ in layers if not recompute(k)]
+        return (name, torch_bytes, converted, "; ".join(
+            ([f"recomputed: K = {', '.join(recomputed)}"] if recomputed else [])
+            + ([f"kept: K = {', '.join(kept)}"] if kept else [])))
 
     q = s // 4
     block_padded, block_out = size(4 * g, q + 2), size(4 * g, q)
@@ -136,17 +149,15 @@ def layer_budget(args) -> list[tuple[str, int, int, str]]:
     return [
         ("G: the source's ReflectionPad2d(3) copy (the source needs no gradient)", size(3, s + 6), size(3, s),
          "pads: the op keeps the source"),
-        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: z", sum(size(c, w) for _, c, w in down),
-         sum(kept_z(*layer) for layer in down), "recompute"),
+        z_row("G: c7s1, two stride-2 Conv -> IN -> ReLU: z", down),
         ("G: c7s1, two stride-2 Conv -> IN -> ReLU: y", sum(size(c, w) for _, c, w in down),
          sum(size(c, w) for _, c, w in down), "-"),
         ("G: residual blocks, the two ReflectionPad2d(1) copies", 2 * k * block_padded, 0, "pads"),
-        ("G: residual blocks, Conv -> IN -> ReLU: z", k * block_out, k * kept_z(4 * g * 9, 4 * g, q), "recompute"),
+        z_row("G: residual blocks, Conv -> IN -> ReLU: z", [(4 * g * 9, 4 * g, q)], k),
         ("G: residual blocks, Conv -> IN -> ReLU: y", k * block_out, k * block_out, "-"),
-        ("G: residual blocks, Conv -> IN -> none: z", k * block_out, k * kept_z(4 * g * 9, 4 * g, q), "recompute"),
+        z_row("G: residual blocks, Conv -> IN -> none: z", [(4 * g * 9, 4 * g, q)], k),
         ("G: residual blocks, the sums x + y", k * block_out, k * block_out, "-"),
-        ("G: two ConvTranspose2d -> IN -> ReLU: z", sum(size(c, w) for _, c, w in up),
-         sum(kept_z(*layer) for layer in up), "recompute"),
+        z_row("G: two ConvTranspose2d -> IN -> ReLU: z", up),
         ("G: two ConvTranspose2d -> IN -> ReLU: y", sum(size(c, w) for _, c, w in up),
          sum(size(c, w) for _, c, w in up), "-"),
         ("G: the last ReflectionPad2d(3) copy (its conv has no norm: not a fused run)", size(g, s + 6),
@@ -171,6 +182,17 @@ def budget_section(args, rows) -> str:
     lines = [f"computed / measured, torch row: {torch_total / rows[0].g_step_saved:.3f}; converted rows: "
              + ", ".join(f"{converted_total / row.g_step_saved:.3f} ({row.model})" for row in rows[1:])
              + " (the rest: the norms' statistics vectors, the loss's tensors)"]
+    # the recompute bound K < Z_BYTES * FLOPS / BANDWIDTH as its inputs move (fusion.py: the 910B figures)
+    fp16 = fusion.Z_ELEMENT_BYTES * fusion.CUBE_FLOPS
+    bounds = {"no recompute (pads folded only)": 0,
+              "HBM bandwidth 30% lower": fp16 / (0.7 * fusion.HBM_BYTES_PER_SECOND),
+              "HBM bandwidth 30% higher": fp16 / (1.3 * fusion.HBM_BYTES_PER_SECOND),
+              "float32 (84.5 TFLOPS, 4-byte z)": 4 * CUBE_FLOPS_FP32 / fusion.HBM_BYTES_PER_SECOND}
+    for label, bound in bounds.items():
+        total = sum(r[2] for r in layer_budget(args, lambda k, bound=bound: k < bound))
+        lines.append(f"computed with the recompute bound at K < {bound:.0f} ({label}): {total / torch_total:.2f}x "
+                     f"torch's, target <= {gan_step.MEMORY_TARGET}x "
+                     f"{'met' if total / torch_total <= gan_step.MEMORY_TARGET else 'NOT met'}")
     for row in rows[1:]:
         ratio = row.g_step_saved / rows[0].g_step_saved
         lines.append(f"{row.model}, measured: the G step's graph keeps {ratio:.2f}x torch's, target <= "

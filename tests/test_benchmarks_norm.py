@@ -48,7 +48,7 @@ def test_step_benchmark_compares_both_models_and_converting_keeps_no_more(script
 
 def assert_layer_budget_is_what_is_kept(torch_kept: int, converted_kept: int) -> None:
     """The per-layer budget docs/benchmarks.md reasons from, computed from the shapes by its rules, is what each side
-    keeps but for the norms' statistics vectors and the loss's scalars (under 1% and 2% at the --quick size)."""
+    keeps but for the norms' statistics vectors and the loss's scalars (under 1% and 3% at the --quick size)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import bench_cyclegan_step
@@ -60,7 +60,7 @@ def assert_layer_budget_is_what_is_kept(torch_kept: int, converted_kept: int) ->
     computed = sum(torch_bytes for _, torch_bytes, _, _ in budget)
     assert 0.99 * torch_kept <= computed <= torch_kept
     computed = sum(converted_bytes for _, _, converted_bytes, _ in budget)
-    assert 0.98 * converted_kept <= computed <= converted_kept
+    assert 0.97 * converted_kept <= computed <= converted_kept
 
 
 def test_norm_activation_benchmark_covers_every_pattern_and_runs_kernels_at_the_ideal_traffic(tmp_path):
