@@ -133,9 +133,9 @@ def test_a_conv_padding_mode_fuses_alone(mode, backend):
     """Conv2d(padding_mode=...) alone, and with padding="same" on an even kernel (one more row and column at the
     bottom and right, torch's split)."""
     dtype = dtype_of(backend)
-    for conv in (dict(padding=(1, 2), padding_mode=mode), dict(kernel_size=4, padding="same", padding_mode=mode)):
-        original = padded_block(None, "instance tracked", "relu", dtype=dtype, **conv) if "kernel_size" not in conv \
-            else nn.Sequential(nn.Conv2d(3, 6, **conv), nn.InstanceNorm2d(6, affine=True), nn.ReLU()).to(dtype)
+    for original in (padded_block(None, "instance tracked", "relu", dtype=dtype, padding=(1, 2), padding_mode=mode),
+                     nn.Sequential(nn.Conv2d(3, 6, 4, padding="same", padding_mode=mode),
+                                   nn.InstanceNorm2d(6, affine=True), nn.ReLU()).to(dtype)):
         converted = ascend_acts.convert(copy.deepcopy(original))
         assert_trains_like_torch(original, converted, 6, dtype, 1, {}, tolerance(dtype))
 
