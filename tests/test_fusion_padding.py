@@ -176,6 +176,9 @@ UNFOLDED = {
     "a conv that pads too": (lambda: padded_block(nn.ReflectionPad2d(1), padding=1), 6, 1, "the conv pads too"),
     "a 1-D pad": (lambda: nn.Sequential(nn.ReflectionPad1d(1), nn.Conv1d(3, 6, 3), nn.BatchNorm1d(6), nn.ReLU()),
                   6, 1, "only an exact nn.ReflectionPad2d"),
+    "before a synchronised BatchNorm's run": (
+        lambda: nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(3, 6, 3), nn.SyncBatchNorm(6), nn.ReLU()), 6, 1,
+        "a synchronised BatchNorm's run pads with zeros only"),
 }
 
 
@@ -322,3 +325,11 @@ def test_a_padding_mode_set_after_convert_is_seen_at_the_next_call():
             got = converted(x)
         assert counter.fused == 1 and not pad_calls(counter), counter.calls
         torch.testing.assert_close(got, original(x), **tolerance(torch.float64))
+
+
+def test_a_zero_pad_folds_before_a_synchronised_batch_norm():
+    """The synchronised op takes a zeros-mode padding (a zero pad adds to it); a reflect pad runs itself (above)."""
+    torch.manual_seed(0)
+    original = nn.Sequential(nn.ZeroPad2d(1), nn.Conv2d(3, 6, 3), nn.SyncBatchNorm(6), nn.ReLU()).double()
+    converted = ascend_acts.convert(copy.deepcopy(original))
+    assert_trains_like_torch(original, converted, 6, torch.float64, 1, {}, tolerance(torch.float64))

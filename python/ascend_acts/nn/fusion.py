@@ -279,6 +279,9 @@ def _decide_padded(modules: list, i: int, input) -> Decision:
     if not isinstance(conv, _CONVS):
         return Decision(reason="no convolution after the pad")
     obstacle = pad_obstacle(modules[i], conv, input)
+    if obstacle is None and i + 2 < len(modules) and type(modules[i + 2]) in _SYNC_BATCH_NORMS and \
+            _FOLDED_PADS[type(modules[i])] != "zeros":
+        obstacle = "a synchronised BatchNorm's run pads with zeros only"
     if obstacle is not None:
         return Decision(reason=obstacle)
     run = _decide_run(modules, i + 1, input, modules[i])
