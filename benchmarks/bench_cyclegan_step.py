@@ -24,8 +24,11 @@ import torch
 from torch import nn
 
 import gan_step
+from ascend_acts.nn import fusion
+from ascend_acts.nn.fusion import recompute_is_cheaper
 
 SLOPE = 0.2
+CUBE_FLOPS_FP32 = 84.5e12  # the 910B2's fp32 matmul peak (/work/shared/design/ARCHITECTURE.md, measured figures)
 
 
 def instance_norm(channels: int) -> nn.Module:
@@ -108,69 +111,94 @@ def build_case(args):
     return config, case, notes
 
 
-def layer_budget(args) -> list[tuple[str, int, int, str]]:
-    """Per layer group of the G step's graph (G on the source, D on the fake): (layers, bytes torch keeps, the least a
-    fused Conv -> Norm -> activation can keep, what the saving would need), from the shapes and these rules: the next
-    layer keeps a run's output y anyway (a conv, a transposed conv and a ReflectionPad2d keep their input; an
-    addition keeps nothing); torch keeps the conv output z and y of every run (z alone where the output only feeds an
-    addition); a fused LeakyReLU run keeps y alone (InPlace-ABN), a fused ReLU or no-activation run what torch keeps
-    (the backward needs every normalised value, which ReLU's zeros lose). The last column says which change outside
-    that rule would drop the group's bytes: "pads" (ReflectionPad2d folded into the next conv, which then keeps the
-    unpadded input), "recompute" (the consumer of a ReLU run keeping z and recomputing y in its backward)."""
+def layer_budget(args, recompute=recompute_is_cheaper) -> list[tuple[str, int, int, str]]:
+    """Per layer group of the G step's graph (G on the source, D on the fake): (layers, bytes torch keeps, bytes the
+    converted model keeps, why they differ), from the shapes and these rules: the next layer keeps a run's output y
+    anyway (a conv, a transposed conv and a ReflectionPad2d keep their input; an addition keeps nothing); torch keeps
+    the conv output z and y of every run (z alone where the output only feeds an addition), and each conv after a
+    ReflectionPad2d its padded copy. Converted (nn/fusion.py): a ReflectionPad2d before a Conv2d -> IN run folds into
+    the fused op, which keeps the unpadded input (y of the layer before, kept anyway; the source itself for the first
+    one) instead of the padded copy; the last pad, before the norm-less 7x7 conv, stays torch's. A LeakyReLU run keeps
+    y alone (InPlace-ABN); a ReLU or no-activation run keeps z, unless the recompute rule (recompute_is_cheaper: K
+    MACs per output below the 910B's compute / bandwidth balance; `recompute` another bound) recomputes it in the
+    backward."""
     b, s, g, d, k = args.batch, args.image_size, args.ngf, args.ndf, args.blocks
 
     def size(channels, side):
         return 4 * b * channels * side * side
 
+    def kept_z(macs_per_output, channels, side):
+        """What a ReLU / no-activation run keeps of z: nothing where the recompute rule recomputes it."""
+        return 0 if recompute(macs_per_output) else size(channels, side)
+
+    def z_row(name, layers, count=1):
+        """A group's z: torch's, what the converted runs keep, and which of its layers the rule recomputes."""
+        torch_bytes = count * sum(size(c, w) for _, c, w in layers)
+        converted = count * sum(kept_z(*layer) for layer in layers)
+        recomputed = [f"{k:g}" for k, _, _ in layers if recompute(k)]
+        kept = [f"{k:g}" for k, _, _ in layers if not recompute(k)]
+        return (name, torch_bytes, converted, "; ".join(
+            ([f"recomputed: K = {', '.join(recomputed)}"] if recomputed else [])
+            + ([f"kept: K = {', '.join(kept)}"] if kept else [])))
+
     q = s // 4
     block_padded, block_out = size(4 * g, q + 2), size(4 * g, q)
-    down = size(g, s) + size(2 * g, s // 2) + size(4 * g, q)  # the outputs of c7s1-ngf, d2ngf, d4ngf
-    up = size(2 * g, s // 2) + size(g, s)
+    down = [(3 * 49, g, s), (g * 9, 2 * g, s // 2), (2 * g * 9, 4 * g, q)]  # (K, channels, side) of z
+    up = [(4 * g * 9 / 4, 2 * g, s // 2), (2 * g * 9 / 4, g, s)]  # stride 2: each output gets a quarter of the taps
     patch = [size(2 * d, s // 4), size(4 * d, s // 8), size(8 * d, s // 8 - 1)]
     return [
-        ("G: the source's ReflectionPad2d(3) copy (the source needs no gradient)", size(3, s + 6),
-         size(3, s + 6), "pads"),
-        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: z", down, down, "recompute"),
-        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: y", down, down, ""),
-        ("G: residual blocks, the two ReflectionPad2d(1) copies", 2 * k * block_padded, 2 * k * block_padded, "pads"),
-        ("G: residual blocks, Conv -> IN -> ReLU: z", k * block_out, k * block_out, "recompute"),
-        ("G: residual blocks, Conv -> IN -> ReLU: y", k * block_out, k * block_out, ""),
-        ("G: residual blocks, Conv -> IN -> none: z (or y)", k * block_out, k * block_out, ""),
-        ("G: residual blocks, the sums x + y", k * block_out, k * block_out, ""),
-        ("G: two ConvTranspose2d -> IN -> ReLU: z", up, up, "recompute"),
-        ("G: two ConvTranspose2d -> IN -> ReLU: y", up, up, ""),
-        ("G: the last ReflectionPad2d(3) copy", size(g, s + 6), size(g, s + 6), "pads"),
-        ("G: Tanh's output (D's input)", size(3, s), size(3, s), ""),
-        ("D: Conv -> LeakyReLU: y", size(d, s // 2), size(d, s // 2), ""),
-        ("D: three Conv -> IN -> LeakyReLU: z", sum(patch), 0, ""),
-        ("D: three Conv -> IN -> LeakyReLU: y", sum(patch), sum(patch), ""),
+        ("G: the source's ReflectionPad2d(3) copy (the source needs no gradient)", size(3, s + 6), size(3, s),
+         "pads: the op keeps the source"),
+        z_row("G: c7s1, two stride-2 Conv -> IN -> ReLU: z", down),
+        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: y", sum(size(c, w) for _, c, w in down),
+         sum(size(c, w) for _, c, w in down), "-"),
+        ("G: residual blocks, the two ReflectionPad2d(1) copies", 2 * k * block_padded, 0, "pads"),
+        z_row("G: residual blocks, Conv -> IN -> ReLU: z", [(4 * g * 9, 4 * g, q)], k),
+        ("G: residual blocks, Conv -> IN -> ReLU: y", k * block_out, k * block_out, "-"),
+        z_row("G: residual blocks, Conv -> IN -> none: z", [(4 * g * 9, 4 * g, q)], k),
+        ("G: residual blocks, the sums x + y", k * block_out, k * block_out, "-"),
+        z_row("G: two ConvTranspose2d -> IN -> ReLU: z", up),
+        ("G: two ConvTranspose2d -> IN -> ReLU: y", sum(size(c, w) for _, c, w in up),
+         sum(size(c, w) for _, c, w in up), "-"),
+        ("G: the last ReflectionPad2d(3) copy (its conv has no norm: not a fused run)", size(g, s + 6),
+         size(g, s + 6), "-"),
+        ("G: Tanh's output (D's input)", size(3, s), size(3, s), "-"),
+        ("D: Conv -> LeakyReLU: y", size(d, s // 2), size(d, s // 2), "-"),
+        ("D: three Conv -> IN -> LeakyReLU: z", sum(patch), 0, "InPlace-ABN"),
+        ("D: three Conv -> IN -> LeakyReLU: y", sum(patch), sum(patch), "-"),
     ]
 
 
 def budget_section(args, rows) -> str:
-    """The per-layer budget as a table, its totals against the measured torch figure, and what each change outside
-    a Conv -> Norm -> activation rule would reach."""
+    """The per-layer budget as a table, its totals against the measured figures of the torch and converted rows."""
     budget = layer_budget(args)
-    torch_total, fused_total = sum(r[1] for r in budget), sum(r[2] for r in budget)
-    removable = {change: sum(r[2] for r in budget if r[3] == change) for change in ("pads", "recompute")}
+    torch_total, converted_total = sum(r[1] for r in budget), sum(r[2] for r in budget)
     table = gan_step.markdown_table(
-        ["layers (G step's graph)", "torch keeps MiB", "fused keeps at least MiB", "share of torch's",
-         "dropped only by"],
-        [[name, f"{t / 2**20:.1f}", f"{f / 2**20:.1f}", f"{t / torch_total:.1%}", change or "-"]
-         for name, t, f, change in budget]
-        + [["total", f"{torch_total / 2**20:.1f}", f"{fused_total / 2**20:.1f} ({fused_total / torch_total:.2f}x)",
-            "", ""]])
-    measured = rows[0].g_step_saved
-    lines = [f"computed torch total / measured (torch row above): {torch_total / measured:.3f} (the rest: the "
-             "norms' statistics vectors, the loss's tensors)"]
-    for label, drop in (("ReflectionPad2d folded into the next conv", removable["pads"]),
-                        ("ReLU runs' consumers keeping z and recomputing y", removable["recompute"]),
-                        ("both", removable["pads"] + removable["recompute"])):
-        ratio = (fused_total - drop) / torch_total
-        lines.append(f"fused + {label}: {ratio:.2f}x torch's, target <= {gan_step.MEMORY_TARGET}x "
-                     f"{'met' if ratio <= gan_step.MEMORY_TARGET else 'NOT met'}")
-    return "\n\n".join(["Per layer, the least a fused Conv -> Norm -> activation can keep (computed from the shapes; "
-                         "rules in layer_budget's docstring):", table, "\n".join(f"- {line}" for line in lines)])
+        ["layers (G step's graph)", "torch keeps MiB", "converted keeps MiB", "share of torch's", "dropped by"],
+        [[name, f"{t / 2**20:.1f}", f"{c / 2**20:.1f}", f"{t / torch_total:.1%}", change]
+         for name, t, c, change in budget]
+        + [["total", f"{torch_total / 2**20:.1f}",
+            f"{converted_total / 2**20:.1f} ({converted_total / torch_total:.2f}x)", "", ""]])
+    lines = [f"computed / measured, torch row: {torch_total / rows[0].g_step_saved:.3f}; converted rows: "
+             + ", ".join(f"{converted_total / row.g_step_saved:.3f} ({row.model})" for row in rows[1:])
+             + " (the rest: the norms' statistics vectors, the loss's tensors)"]
+    # the recompute bound K < Z_BYTES * FLOPS / BANDWIDTH as its inputs move (fusion.py: the 910B figures)
+    fp16 = fusion.Z_ELEMENT_BYTES * fusion.CUBE_FLOPS
+    bounds = {"no recompute (pads folded only)": 0,
+              "HBM bandwidth 30% lower": fp16 / (0.7 * fusion.HBM_BYTES_PER_SECOND),
+              "HBM bandwidth 30% higher": fp16 / (1.3 * fusion.HBM_BYTES_PER_SECOND),
+              "float32 (84.5 TFLOPS, 4-byte z)": 4 * CUBE_FLOPS_FP32 / fusion.HBM_BYTES_PER_SECOND}
+    for label, bound in bounds.items():
+        total = sum(r[2] for r in layer_budget(args, lambda k, bound=bound: k < bound))
+        lines.append(f"computed with the recompute bound at K < {bound:.0f} ({label}): {total / torch_total:.2f}x "
+                     f"torch's, target <= {gan_step.MEMORY_TARGET}x "
+                     f"{'met' if total / torch_total <= gan_step.MEMORY_TARGET else 'NOT met'}")
+    for row in rows[1:]:
+        ratio = row.g_step_saved / rows[0].g_step_saved
+        lines.append(f"{row.model}, measured: the G step's graph keeps {ratio:.2f}x torch's, target <= "
+                     f"{gan_step.MEMORY_TARGET}x {'met' if ratio <= gan_step.MEMORY_TARGET else 'NOT met'}")
+    return "\n\n".join(["Per layer, what each side keeps (computed from the shapes; rules in layer_budget's "
+                         "docstring):", table, "\n".join(f"- {line}" for line in lines)])
 
 
 def main(argv=None) -> None:

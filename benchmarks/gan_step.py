@@ -281,7 +281,8 @@ def verdicts(rows: list[StepRow]) -> list[str]:
         memory, need = kept / torch_kept, kept - MEMORY_TARGET * torch_kept
         lines.append(
             f"{row.model}: memory kept for backward (the larger of the G and D steps' graphs, what a step must hold) "
-            f"{memory:.2f}x torch's: "
+            f"{memory:.2f}x torch's (G step {row.g_step_saved / base.g_step_saved:.2f}x, D step "
+            f"{row.d_step_saved / base.d_step_saved:.2f}x): "
             f"target <= {MEMORY_TARGET}x {'met' if memory <= MEMORY_TARGET else 'NOT met'} "
             + (f"(it would take {need / 2**20:.2f} MiB less kept to meet it; the count is exact, not a timing)"
                if need > 0 else f"(by {-need / 2**20:.2f} MiB; the count is exact, not a timing)"))

@@ -41,13 +41,14 @@ def test_step_benchmark_compares_both_models_and_converting_keeps_no_more(script
     assert int(converted["d_step_saved"]) < int(torch_row["d_step_saved"])
     assert "target <= 0.7x" in markdown and "target <= 1.0x" in markdown
     if script == "bench_cyclegan_step.py":
-        assert_layer_budget_bounds_what_is_kept(int(torch_row["g_step_saved"]), int(converted["g_step_saved"]))
+        # the generator's folded pads and recomputed conv outputs
+        assert int(converted["g_step_saved"]) < int(torch_row["g_step_saved"])
+        assert_layer_budget_is_what_is_kept(int(torch_row["g_step_saved"]), int(converted["g_step_saved"]))
 
 
-def assert_layer_budget_bounds_what_is_kept(torch_kept: int, converted_kept: int) -> None:
-    """The per-layer budget docs/benchmarks.md reasons from, computed from the shapes by its rules, is what torch
-    keeps but for the norms' statistics vectors and the loss's scalars (under 1% at the --quick size), and its
-    fused column is a floor the converted model, fused or not, does not go below."""
+def assert_layer_budget_is_what_is_kept(torch_kept: int, converted_kept: int) -> None:
+    """The per-layer budget docs/benchmarks.md reasons from, computed from the shapes by its rules, is what each side
+    keeps but for the norms' statistics vectors and the loss's scalars (under 1% and 3% at the --quick size)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import bench_cyclegan_step
@@ -58,7 +59,8 @@ def assert_layer_budget_bounds_what_is_kept(torch_kept: int, converted_kept: int
     budget = bench_cyclegan_step.layer_budget(args)
     computed = sum(torch_bytes for _, torch_bytes, _, _ in budget)
     assert 0.99 * torch_kept <= computed <= torch_kept
-    assert sum(least for _, _, least, _ in budget) <= converted_kept
+    computed = sum(converted_bytes for _, _, converted_bytes, _ in budget)
+    assert 0.97 * converted_kept <= computed <= converted_kept
 
 
 def test_norm_activation_benchmark_covers_every_pattern_and_runs_kernels_at_the_ideal_traffic(tmp_path):

@@ -102,13 +102,12 @@ UNFUSABLE = {
     "hook-based spectral_norm on conv": (nn.utils.spectral_norm, 0),
     "parametrized spectral_norm on conv": (nn.utils.parametrizations.spectral_norm, 0),
     "weight_norm on conv": (nn.utils.parametrizations.weight_norm, 0),
-    "reflect padding": (lambda m: setattr(m, "padding_mode", "reflect"), 0),
 }
 
 
 @pytest.mark.parametrize("training", fast_only([True, False], [True]))
 @pytest.mark.parametrize("change", fast_only(UNFUSABLE, ["forward hook on bn", "backward hook on bn",
-                                                         "parametrized spectral_norm on conv", "reflect padding"]))
+                                                         "parametrized spectral_norm on conv"]))
 def test_children_run_one_by_one_when_fusing_could_differ(change, training):
     """Applied after convert: the decision is made at each call."""
     apply, index = UNFUSABLE[change]

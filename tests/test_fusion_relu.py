@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ascend_acts
+from ascend_acts.nn import fusion
 from gan_models import assert_compiled_as_torch, assert_gradient_penalty_as_torch, assert_training_step_as_torch
 from markers import slow
 from op_counter import OpCounter
@@ -77,11 +78,16 @@ def test_runs_fuse_and_train_like_torch(tail, bn, backend):
     torch.testing.assert_close(converted.eval()(x), again.eval()(x), **tol)
 
 
-def test_the_op_keeps_the_conv_output_for_relu_and_with_no_activation():
+@pytest.mark.parametrize("recompute", [False, True])
+def test_the_op_keeps_the_conv_output_for_relu_and_with_no_activation(recompute, monkeypatch):
     """ReLU is not invertible: the op keeps the conv output (what the backward needs to rebuild x-hat where the
     output is 0). With no activation the output would do (slope 1), but the next module may change it in place
     before the backward (pix2pix's U-Net: an in-place LeakyReLU opens the inner block), so the conv output is kept,
-    as torch's BN keeps its input; a LeakyReLU run keeps only its output (InPlace-ABN)."""
+    as torch's BN keeps its input; a LeakyReLU run keeps only its output (InPlace-ABN). Where the recompute rule
+    holds (this conv's K = 27 does) the ReLU and no-activation runs keep nothing of either: the backward recomputes
+    the conv output from the input."""
+    if not recompute:
+        monkeypatch.setattr(fusion, "recompute_is_cheaper", lambda macs: False)
     for tail, kept_conv_output in (("relu", True), ("none at the end", True), ("leaky", False)):
         model = ascend_acts.convert(model_with(tail) if tail in TAILS
                                     else nn.Sequential(*model_with("none at the end"), nn.LeakyReLU(0.2)))
@@ -94,7 +100,10 @@ def test_the_op_keeps_the_conv_output_for_relu_and_with_no_activation():
         with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
             out = model(torch.randn(2, 3, 6, 6))
         big = [t for t in saved if t.shape == out.shape]
-        assert len(big) == 1 and (big[0] is not out) == kept_conv_output, tail
+        if recompute and kept_conv_output:
+            assert big == [], tail
+        else:
+            assert len(big) == 1 and (big[0] is not out) == kept_conv_output, tail
 
 
 @pytest.mark.parametrize("after", ["ReLU6(inplace)", "U-Net inner block"])

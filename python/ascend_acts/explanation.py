@@ -31,12 +31,15 @@ __all__ = ["explain", "Explanation", "Run"]
 _CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d, nn.Linear)
 _NORMS = (nn.modules.batchnorm._BatchNorm, nn.modules.instancenorm._InstanceNorm, nn.GroupNorm)
 _ACTIVATIONS = (nn.LeakyReLU, nn.ReLU)
+# a pad right before the conv belongs to the run (the fused op may apply it): every torch pad module
+_PADS = (nn.modules.padding._ConstantPadNd, nn.modules.padding._ReflectionPadNd,
+         nn.modules.padding._ReplicationPadNd, nn.modules.padding._CircularPadNd)
 
 
 @dataclass(frozen=True)
 class Run:
-    """One Conv -> Norm (-> activation) run: `path` the Sequential and child indices (`main[3:6]`), `pattern` the
-    modules' classes, `fused` whether its conv and norm ran as the fused op, `reason` why not (or what of the run
+    """One (Pad ->) Conv -> Norm (-> activation) run: `path` the Sequential and child indices (`main[3:6]`), `pattern`
+    the modules' classes, `fused` whether its conv and norm ran as the fused op, `reason` why not (or what of the run
     was left out), and the bytes of the activations it produced that are kept for backward (by any module) in torch
     and once converted (None: the run did not execute)."""
     path: str
@@ -95,8 +98,9 @@ def _size(count: int | None) -> str:
 @dataclass(frozen=True)
 class _Found:
     container: str   # the Sequential's path in the model
-    start: int       # the conv's index
+    start: int       # the first module's index: the pad's, or the conv's
     stop: int        # one past the last module of the run
+    pad: int | None
     conv: int
     norm: int
     activation: int | None
@@ -108,8 +112,8 @@ class _Found:
 
 
 def _find_runs(path: str, children: list[nn.Module]) -> list[_Found]:
-    """Conv -> Norm -> LeakyReLU/ReLU/none runs among one Sequential's children; one other module may stand between
-    the conv and the norm or between the norm and the activation (a Dropout...), which keeps them apart."""
+    """(Pad ->) Conv -> Norm -> LeakyReLU/ReLU/none runs among one Sequential's children; one other module may stand
+    between the conv and the norm or between the norm and the activation (a Dropout...), which keeps them apart."""
     found, n = [], len(children)
     for i, conv in enumerate(children):
         if not isinstance(conv, _CONVS):
@@ -128,8 +132,10 @@ def _find_runs(path: str, children: list[nn.Module]) -> list[_Found]:
             if j < n and (isinstance(children[j], (*_CONVS, *_NORMS)) or any(True for _ in children[j].children())):
                 break  # a container (a U-Net's inner block) ends the run: what follows it is not this run's
         stop = (norm if activation is None else activation) + 1
-        names = [type(m).__name__ for m in children[i:stop]]
-        found.append(_Found(path, i, stop, i, norm, activation,
+        pad = i - 1 if i and isinstance(children[i - 1], _PADS) else None
+        start = i if pad is None else pad
+        names = [type(m).__name__ for m in children[start:stop]]
+        found.append(_Found(path, start, stop, pad, i, norm, activation,
                             " -> ".join(names + ([] if activation is not None else ["none"]))))
     return found
 
@@ -283,16 +289,24 @@ def explain(model: nn.Module, *inputs) -> Explanation:
     for path, runs in found.items():
         container = containers[path]
         for run in runs:
-            fused, reason = _verdict(run, container, listener.decisions.get((id(container), run.start)))
+            fused, reason = _verdict(run, container, listener.decisions)
             rows.append(Run(run.path, run.pattern, fused, reason, unconverted.bytes_of(run),
                             converted.bytes_of(run)))
     return Explanation(rows, sum(unconverted.total.values()), sum(converted.total.values()))
 
 
-def _verdict(run: _Found, container: nn.Module, decision: fusion.Decision | None) -> tuple[bool, str]:
-    """(fused, why not / what was left out) from the decision the converted Sequential made at the run's conv."""
+def _verdict(run: _Found, container: nn.Module, decisions: dict) -> tuple[bool, str]:
+    """(fused, why not / what was left out or done) from the decisions the converted Sequential made at the run's pad
+    and conv."""
     if type(container) is not FusingSequential:  # convert takes exact nn.Sequential containers only
         return False, f"not converted: the container is a {type(container).__name__}, not exactly nn.Sequential"
+    notes = []
+    decision = decisions.get((id(container), run.start))
+    if run.pad is not None and decision is not None and not decision.length:
+        # the pad ran as a module: its reason, and the conv's own decision for the rest of the run
+        pad = type(list(container.children())[run.pad]).__name__
+        notes.append(f"the {pad} runs itself: {decision.reason}")
+        decision = decisions.get((id(container), run.conv))
     if decision is None:
         return False, "did not run in this forward"
     if not decision.length:
@@ -300,8 +314,7 @@ def _verdict(run: _Found, container: nn.Module, decision: fusion.Decision | None
             between = type(list(container.children())[run.conv + 1]).__name__
             return False, f"a {between} between the conv and the norm"
         return False, decision.reason or "not fused"
-    notes = []
-    if run.activation is not None and run.conv + decision.length <= run.activation:
+    if run.activation is not None and not decision.with_activation:
         if run.activation != run.norm + 1:
             between = type(list(container.children())[run.norm + 1]).__name__
             notes.append(f"a {between} between the norm and the activation: it runs itself")
@@ -311,4 +324,6 @@ def _verdict(run: _Found, container: nn.Module, decision: fusion.Decision | None
     if not norm.training and getattr(norm, "running_mean", None) is not None:  # GroupNorm has none: per sample
         notes.append("eval: BatchNorm folded into the conv" if isinstance(norm, nn.modules.batchnorm._BatchNorm)
                      else "eval: running statistics folded into the conv")
+    if decision.recompute:
+        notes.append("recomputes the conv output in backward")
     return True, "; ".join(notes)

@@ -1,18 +1,28 @@
-"""When a Conv2d or ConvTranspose2d -> BatchNorm2d, InstanceNorm2d or GroupNorm, Conv1d -> BatchNorm1d, or Linear ->
-BatchNorm1d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the fused op, and running it. The op is the
-Conv2d one: a Linear on (N, F) is a 1x1 convolution on (N, F, 1, 1) and a Conv1d on (N, C, L) a (1, K) convolution on
-(N, C, 1, L); BatchNorm1d over (N, C) or (N, C, L) is BatchNorm2d over those views (the same statistics and
-bookkeeping). InstanceNorm2d and GroupNorm are the op's norm_groups (C or num_groups: per-sample statistics).
+"""When a (2-D pad ->) Conv2d or ConvTranspose2d -> BatchNorm2d, InstanceNorm2d or GroupNorm, Conv1d -> BatchNorm1d,
+or Linear -> BatchNorm1d (-> LeakyReLU, ReLU or nothing) run of modules may execute as the fused op, and running it.
+The op is the Conv2d one: a Linear on (N, F) is a 1x1 convolution on (N, F, 1, 1) and a Conv1d on (N, C, L) a (1, K)
+convolution on (N, C, 1, L); BatchNorm1d over (N, C) or (N, C, L) is BatchNorm2d over those views (the same
+statistics and bookkeeping). InstanceNorm2d and GroupNorm are the op's norm_groups (C or num_groups: per-sample
+statistics).
 
 Decided at every call from the modules as they are then, so that whatever a user does to a module after `convert` (a
 hook, spectral_norm, a parametrization, a new padding_mode, eval() on the BN alone) is seen: only exact conv / norm /
 activation classes (a synchronised BN after a Conv2d or ConvTranspose2d too: ascend_acts.nn.SyncBatchNorm or
-nn.SyncBatchNorm, sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks), no
-instance-level forward and zero padding fuse; anything else runs module by module, which is torch's behaviour by
-definition. The fused call reproduces the norm module's forward: nn.BatchNorm2d's bookkeeping (momentum=None,
-num_batches_tracked, track_running_stats, affine=False, eval with or without running statistics), nn.InstanceNorm2d's
-(running statistics used in eval and updated in training only with track_running_stats, momentum None as 0, no
-num_batches_tracked) and nn.GroupNorm's (per-sample statistics in train and eval).
+nn.SyncBatchNorm, sync_batch_norm.py) with no hooks of any kind (their own or the global module hooks) and no
+instance-level forward fuse; anything else runs module by module, which is torch's behaviour by definition. The fused
+call reproduces the norm module's forward: nn.BatchNorm2d's bookkeeping (momentum=None, num_batches_tracked,
+track_running_stats, affine=False, eval with or without running statistics), nn.InstanceNorm2d's (running statistics
+used in eval and updated in training only with track_running_stats, momentum None as 0, no num_batches_tracked) and
+nn.GroupNorm's (per-sample statistics in train and eval).
+
+Padding: a Conv2d's padding_mode ("reflect", "replicate", "circular") is the op's, and an exact, untouched
+nn.ReflectionPad2d, nn.ReplicationPad2d, nn.CircularPad2d, nn.ZeroPad2d or nn.ConstantPad2d(value=0) right before a
+fusing Conv2d joins its run (the conv then pads nothing itself; a zero pad adds to a zeros-mode conv's padding): the
+op keeps the unpadded input and pads again in its backward, where torch keeps the pad's input and the conv the
+padded copy. A pad that cannot join runs as a module and the rest of the run still fuses.
+
+Recompute: a training run that keeps its conv output z (ReLU, a slope <= 0, no activation) has the op recompute z in
+the backward instead, where the convolution is cheap enough on the NPU (recompute_is_cheaper).
 """
 
 from __future__ import annotations
@@ -48,6 +58,43 @@ _NORMS_AFTER = {nn.Conv2d: (*_BATCH_NORMS, *_PER_SAMPLE_NORMS), nn.ConvTranspose
                 nn.Conv1d: (nn.BatchNorm1d,)}
 _NORM_NAMED = {nn.Conv2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm",
                nn.ConvTranspose2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm", nn.Conv1d: "nn.BatchNorm1d"}
+# exact pad classes a Conv2d run folds in, with the op's padding_mode for each (ZeroPad2d is a ConstantPad2d)
+_FOLDED_PADS = {nn.ReflectionPad2d: "reflect", nn.ReplicationPad2d: "replicate", nn.CircularPad2d: "circular",
+                nn.ZeroPad2d: "zeros", nn.ConstantPad2d: "zeros"}
+_PADS = (nn.modules.padding._ConstantPadNd, nn.modules.padding._ReflectionPadNd,
+         nn.modules.padding._ReplicationPadNd, nn.modules.padding._CircularPadNd)
+
+# The recompute rule's numbers: the 910B2's cube peak (fp16 matmul) and HBM bandwidth, from
+# /work/shared/design/ARCHITECTURE.md's measured 910B figures and Ascend facts (the bandwidth is "commonly quoted,
+# treat as +-30%"). z is counted in fp16 (2 bytes): the NPU trains in mixed precision, and float32 convolutions run
+# on the cube in HF32 by default (torch_npu's allow_hf32).
+CUBE_FLOPS = 314.5e12
+HBM_BYTES_PER_SECOND = 1.6e12
+Z_ELEMENT_BYTES = 2
+
+
+def recompute_is_cheaper(macs_per_output: float) -> bool:
+    """Whether recomputing a conv output element in the backward (2 FLOPs per multiply-accumulate on the cube) takes
+    less time than keeping it (written in the forward, read back in the backward at HBM bandwidth): K = MACs per
+    output element, 2K / CUBE_FLOPS < 2 * Z_ELEMENT_BYTES / HBM_BYTES_PER_SECOND, i.e. K < 393. The input the
+    recomputation reads is kept anyway (the weight gradient needs it). What flips a layer: the bandwidth's +-30%
+    moves the bound to 302-562 (CycleGAN's 3x3 stride-2 64 -> 128 conv, K = 576, stays kept; its 128 -> 64
+    transposed conv, K = 288, is recomputed at any bandwidth in that range); counting z in float32 at the cube's
+    84.5 TFLOPS fp32 gives 211 (only the 7x7 3 -> 64 conv, K = 147, then)."""
+    return 2 * macs_per_output / CUBE_FLOPS < 2 * Z_ELEMENT_BYTES / HBM_BYTES_PER_SECOND
+
+
+def macs_per_output(conv: nn.Module, height: int, width: int) -> float:
+    """Multiply-accumulates per conv output element for an input of height x width: C_in / groups * kH * kW for a
+    Conv2d (a Conv1d C_in / groups * K, a Linear in_features), the total over the output elements for a
+    ConvTranspose2d (each input element reaches kH * kW outputs over the stride)."""
+    if type(conv) is nn.Linear:
+        return conv.in_features
+    kernel = math.prod(conv.weight.shape[2:])
+    if type(conv) is nn.ConvTranspose2d:
+        outputs = _output_length(conv, 0, height) * _output_length(conv, 1, width)
+        return conv.in_channels / conv.groups * kernel * height * width / max(outputs, 1)
+    return conv.in_channels / conv.groups * kernel
 
 
 def _untouched(module: nn.Module) -> bool:
@@ -91,8 +138,10 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
             return f"{type(bn).__name__}: no kernel yet"
         after = " after a Conv1d" if type(conv) is nn.Conv1d else ""
         return f"the norm{after} is a {type(bn).__name__}, not exactly {_NORM_NAMED[type(conv)]}"
-    if conv.padding_mode != "zeros":
+    if conv.padding_mode != "zeros" and type(conv) is not nn.Conv2d:  # the op pads a Conv2d's input only
         return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
+    if conv.padding_mode != "zeros" and type(bn) in _SYNC_BATCH_NORMS:  # the synchronised op pads nothing
+        return f"padding_mode={conv.padding_mode!r} before a synchronised BatchNorm (only 'zeros' fuses there)"
     if type(bn) in _PER_SAMPLE_NORMS:
         return _per_sample_norm_obstacle(conv, bn) or _touched(conv, "conv") or _touched(bn, "norm")
     if bn.num_features != conv.out_channels:
@@ -195,22 +244,114 @@ def fused_device(input) -> bool:
 
 
 class Decision(NamedTuple):
-    """What Sequential's forward does with the modules from one position: `length` modules (2: conv and BN with no
-    activation, 3: with it) as the fused op with (negative_slope, relu), or none (length 0) and why not."""
+    """What Sequential's forward does with the modules from one position: `length` modules as the fused op with
+    (negative_slope, relu): a pad the op applies if `padded`, the conv, the norm and the activation if any; or none
+    (length 0) and why not. `recompute`: the op recomputes the conv output in its backward rather than keeping it."""
     length: int = 0
     negative_slope: float = IDENTITY_SLOPE
     relu: bool = False
     reason: str | None = None
+    padded: bool = False
+    recompute: bool = False
+
+    @property
+    def with_activation(self) -> bool:
+        return self.length - self.padded == 3
 
 
 _NOT_A_CONV = Decision(reason="not a convolution")
+_CONVS = (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d, nn.Linear)
 
 
 def decide(modules: list, i: int, input) -> Decision:
     """Whether modules[i:] start a run Sequential's forward fuses, for this input (the modules as they are now)."""
-    conv = modules[i]
-    if not isinstance(conv, (nn.Conv2d, nn.ConvTranspose2d, nn.Conv1d, nn.Linear)):
+    module = modules[i]
+    if isinstance(module, _PADS):
+        return _decide_padded(modules, i, input)
+    if not isinstance(module, _CONVS):
         return _NOT_A_CONV  # the common case first: cheap
+    return _decide_run(modules, i, input, None)
+
+
+def _decide_padded(modules: list, i: int, input) -> Decision:
+    """A pad at modules[i] joins the run of the conv after it when that run fuses with the pad folded in."""
+    conv = modules[i + 1] if i + 1 < len(modules) else None
+    if not isinstance(conv, _CONVS):
+        return Decision(reason="no convolution after the pad")
+    obstacle = pad_obstacle(modules[i], conv, input)
+    if obstacle is None and i + 2 < len(modules) and type(modules[i + 2]) in _SYNC_BATCH_NORMS and \
+            _FOLDED_PADS[type(modules[i])] != "zeros":
+        obstacle = "a synchronised BatchNorm's run pads with zeros only"
+    if obstacle is not None:
+        return Decision(reason=obstacle)
+    run = _decide_run(modules, i + 1, input, modules[i])
+    return run._replace(length=run.length + 1, padded=True) if run.length else run
+
+
+def pad_obstacle(pad: nn.Module, conv: nn.Module, input) -> str | None:
+    """Why conv(pad(x)) is not the conv with the pad folded into the op's padding (the pad then runs as a module,
+    the conv's run may still fuse), or None."""
+    mode = _FOLDED_PADS.get(type(pad))
+    if mode is None:
+        return "only an exact nn.ReflectionPad2d, ReplicationPad2d, CircularPad2d, ZeroPad2d or " \
+               "ConstantPad2d(value=0) folds"
+    if type(conv) is not nn.Conv2d:  # the op pads the input of a convolution, not of a transposed one
+        return f"a pad folds into an exact nn.Conv2d only, not a {type(conv).__name__}"
+    touched = _touched(pad, "pad")
+    if touched is not None:
+        return touched
+    if mode == "zeros" and not (isinstance(pad.value, (int, float)) and pad.value == 0
+                                and math.copysign(1.0, pad.value) > 0):
+        return f"value={pad.value}: only a zero pad folds"
+    if min(pad.padding) < 0:
+        return "a negative pad (it crops)"
+    own = conv._reversed_padding_repeated_twice  # (left, right, top, bottom), as the conv pads itself
+    if any(own) and (mode != "zeros" or conv.padding_mode != "zeros"):
+        return f"the conv pads too (padding={conv.padding!r}, padding_mode={conv.padding_mode!r}): only a zero pad " \
+               "adds to a zeros-mode conv's padding"
+    left, right, top, bottom = (p + q for p, q in zip(pad.padding, own))
+    if (top, left) != (bottom, right):
+        return f"asymmetric padding {tuple(pad.padding)} (the op pads both sides of an axis alike)"
+    if isinstance(input, torch.Tensor) and input.dim() == 4 and _pad_refused(mode, pad.padding, input):
+        return "a pad F.pad refuses for this input: the module's own error"
+    return None
+
+
+def _pad_refused(mode: str, amounts, input: torch.Tensor) -> bool:
+    """F.pad's limits for (left, right, top, bottom) on an (N, C, H, W) input: reflect below the size, circular up
+    to it, replicate a non-empty plane (the modules raise torch's own error)."""
+    if mode == "zeros":
+        return False
+    height, width = input.shape[2], input.shape[3]
+    sizes = (width, width, height, height)
+    if mode == "reflect":
+        return any(a >= size for a, size in zip(amounts, sizes))
+    if mode == "circular":
+        return any(a > size for a, size in zip(amounts, sizes))
+    return any(amounts) and min(sizes) == 0
+
+
+def _padded_size(pad: nn.Module | None, input: torch.Tensor) -> tuple[int, int]:
+    """(height, width) the conv convolves: the input's, grown by a folded pad."""
+    height, width = input.shape[2], input.shape[3]
+    if pad is None:
+        return height, width
+    left, right, top, bottom = pad.padding
+    return height + top + bottom, width + left + right
+
+
+def _batch_statistics(norm: nn.Module) -> bool:
+    """The norm normalises with the batch's statistics (the training op runs), as its module decides."""
+    if type(norm) is nn.GroupNorm:
+        return True
+    if type(norm) is nn.InstanceNorm2d:
+        return norm.training or not norm.track_running_stats
+    return norm.training or norm.running_mean is None
+
+
+def _decide_run(modules: list, i: int, input, pad: nn.Module | None) -> Decision:
+    """decide() for the conv at modules[i] (the input is the pad's, if a pad is folded in)."""
+    conv = modules[i]
     if i + 1 >= len(modules):
         return Decision(reason="no normalisation after the conv")
     bn = modules[i + 1]
@@ -221,6 +362,7 @@ def decide(modules: list, i: int, input) -> Decision:
         return Decision(reason=obstacle)
     if not fused_device(input):
         return Decision(reason=f"an input on {getattr(input, 'device', type(input).__name__)}: no kernels there")
+    size = (1, 1)
     if type(conv) is nn.Linear:
         if input.dim() != 2:  # BatchNorm1d over (N, C, L) normalises other planes; a 1-D input makes it raise
             return Decision(reason=f"a {input.dim()}-D input to the Linear (only (N, F) fuses)")
@@ -233,14 +375,25 @@ def decide(modules: list, i: int, input) -> Decision:
             return Decision(reason=refusal)
     elif input.dim() != 4:  # torch's Conv2d takes a 3-D (unbatched) input and its BatchNorm2d raises
         return Decision(reason="an unbatched (3-D) input")
-    elif type(bn) in _PER_SAMPLE_NORMS and _single_value_per_statistic(conv, bn, input):
-        return Decision(reason=f"one value per {type(bn).__name__} statistic: the modules raise or compute it")
+    else:
+        size = _padded_size(pad, input)
+        if type(bn) in _PER_SAMPLE_NORMS and _single_value_per_statistic(conv, bn, *size):
+            return Decision(reason=f"one value per {type(bn).__name__} statistic: the modules raise or compute it")
+        if pad is None and conv.padding_mode != "zeros" and _pad_refused(
+                conv.padding_mode, conv._reversed_padding_repeated_twice, input):
+            return Decision(reason=f"a padding_mode={conv.padding_mode!r} pad F.pad refuses for this input: the "
+                                   "conv's own error")
     act = modules[i + 2] if i + 2 < len(modules) else None
     activation = activation_of(act, bn)
     slope, relu = activation or (IDENTITY_SLOPE, False)
     if not readable_numbers(bn, slope, input):
         return Decision(reason="eps, momentum or the slope is a tensor a graph cannot read")
-    return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn))
+    # only where the op keeps the conv output: no activation (what follows may change the output in place), ReLU, a
+    # slope <= 0 (an invertible LeakyReLU run keeps its output instead)
+    keeps_conv_output = activation is None or relu or _number(slope) <= 0
+    recompute = (keeps_conv_output and type(bn) not in _SYNC_BATCH_NORMS and _batch_statistics(bn)
+                 and recompute_is_cheaper(macs_per_output(conv, *size)))
+    return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn), recompute=recompute)
 
 
 def _conv1d_input_obstacle(conv: nn.Conv1d, input: torch.Tensor) -> str | None:
@@ -266,11 +419,12 @@ def _output_length(conv: nn.Module, axis: int, length: int) -> int:
     return (length + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def _single_value_per_statistic(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm, input: torch.Tensor) -> bool:
+def _single_value_per_statistic(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm, height: int,
+                                width: int) -> bool:
     """Whether each statistic is of one value: F.instance_norm's input statistics of 1x1 planes (its ValueError), or
     F.group_norm's groups of one value (its ValueError in a batch of one, otherwise zero variance, where the op, seeing
     instance norm in a GroupNorm(C, C), would raise instance_norm's). The modules raise or compute it, as torch's."""
-    positions = _output_length(conv, 0, input.shape[2]) * _output_length(conv, 1, input.shape[3])
+    positions = _output_length(conv, 0, height) * _output_length(conv, 1, width)
     if positions < 1:  # the convolution's own error, which the op raises as for a BatchNorm
         return False
     if type(norm) is nn.GroupNorm:
@@ -287,6 +441,7 @@ class _Conv2dView(NamedTuple):
     padding: tuple | str = (0, 0)
     dilation: tuple = (1, 1)
     groups: int = 1
+    padding_mode: str = "zeros"
 
 
 def _conv2d_view(conv: nn.Linear | nn.Conv1d) -> _Conv2dView:
@@ -298,7 +453,8 @@ def _conv2d_view(conv: nn.Linear | nn.Conv1d) -> _Conv2dView:
 
 
 def _viewed_bn_leaky_relu_modules(conv: nn.Linear | nn.Conv1d, bn: nn.BatchNorm1d, negative_slope,
-                                  input: torch.Tensor, relu: bool, keep_output: bool) -> torch.Tensor:
+                                  input: torch.Tensor, relu: bool, keep_output: bool,
+                                  recompute: bool = False) -> torch.Tensor:
     """The fused op on a Linear's input (N, F) as (N, F, 1, 1) or a Conv1d's (N, C, L) as (N, C, 1, L), its output
     viewed back as (N, O) or (N, O, L_out)."""
     if type(conv) is nn.Linear:
@@ -312,7 +468,8 @@ def _viewed_bn_leaky_relu_modules(conv: nn.Linear | nn.Conv1d, bn: nn.BatchNorm1
         # torch's message names BatchNorm1d's input, not our view; raised before anything changes
         raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                          f"{torch.Size(bn_input_size)}")
-    output = conv_bn_leaky_relu_modules(_conv2d_view(conv), bn, negative_slope, view, relu, keep_output)
+    output = conv_bn_leaky_relu_modules(_conv2d_view(conv), bn, negative_slope, view, relu, keep_output,
+                                        recompute=recompute)
     return output.flatten(1) if type(conv) is nn.Linear else output.squeeze(2)
 
 
@@ -325,26 +482,55 @@ def _number(value):
     return value.item() if isinstance(value, torch.Tensor) else value
 
 
+def run_decided(modules: list, i: int, decision: Decision, input: torch.Tensor) -> torch.Tensor:
+    """The fused op for the run `decide` found at modules[i] (the pad first when decision.padded)."""
+    j = i + decision.padded
+    # with no activation the next module may change the output in place (pix2pix's U-Net: an in-place LeakyReLU
+    # opens the inner block): the op keeps the conv output, as torch's BN does
+    return conv_bn_leaky_relu_modules(modules[j], modules[j + 1], decision.negative_slope, input, decision.relu,
+                                      keep_output=decision.with_activation, pad=modules[i] if decision.padded else None,
+                                      recompute=decision.recompute)
+
+
+def _padding(conv: nn.Module, pad: nn.Module | None) -> tuple[tuple | str, str]:
+    """(padding, padding_mode) the op takes for conv(pad(input)) (pad None: the conv alone, its own padding_mode)."""
+    if pad is None:
+        return conv.padding, conv.padding_mode
+    left, right, top, bottom = pad.padding  # the same on both sides of an axis (pad_obstacle)
+    mode = _FOLDED_PADS[type(pad)]
+    if mode != "zeros":
+        return (top, left), mode  # the conv pads nothing itself (pad_obstacle)
+    own = conv._reversed_padding_repeated_twice
+    return (top + own[2], left + own[0]), "zeros"
+
+
 def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: float, input: torch.Tensor,
-                               relu: bool = False, keep_output: bool = True) -> torch.Tensor:
-    """leaky_relu(bn(conv(input)), negative_slope) (relu: torch's relu) through the fused op (keep_output: it may keep
-    its output for backward rather than the conv output; see conv_bn_activation), with
+                               relu: bool = False, keep_output: bool = True, pad: nn.Module | None = None,
+                               recompute: bool = False) -> torch.Tensor:
+    """leaky_relu(bn(conv(pad(input))), negative_slope) (relu: torch's relu; pad None: none) through the fused op
+    (keep_output: it may keep its output for backward rather than the conv output, see conv_bn_activation;
+    recompute: it recomputes the conv output in the backward rather than keeping it), with
     nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
     before F.batch_norm: a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics
     update) and counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before
     the op writes anything) takes the count back: it changes nothing. An InstanceNorm2d or GroupNorm follows its own
     module's rules instead (_per_sample_norm_modules)."""
     if type(conv) in (nn.Linear, nn.Conv1d):
-        return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output)
+        return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output, recompute)
+    padding, padding_mode = _padding(conv, pad)
+    options = {"relu": relu, "keep_output": keep_output}
+    if padding_mode != "zeros":
+        options["padding_mode"] = padding_mode
+    if recompute:
+        options["recompute"] = True
     if type(bn) in _PER_SAMPLE_NORMS:
-        return _per_sample_norm_modules(conv, bn, negative_slope, input, relu, keep_output)
+        return _per_sample_norm_modules(conv, bn, negative_slope, input, padding, options)
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
     if counts:
         bn.num_batches_tracked.add_(1)
     momentum, eps, negative_slope = _number(bn.momentum), _number(bn.eps), _number(negative_slope)
     factor = 0.0 if momentum is None else momentum
     statistics = not bn.training or bn.track_running_stats
-    options = {"relu": relu, "keep_output": keep_output}
     if type(conv) is nn.ConvTranspose2d:
         options |= {"transposed": True, "output_padding": conv.output_padding}
     if type(bn) in _SYNC_BATCH_NORMS:
@@ -362,7 +548,7 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     try:
         return fused(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
                      bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,
-                     eps, negative_slope, conv.stride, conv.padding, conv.dilation, conv.groups, **options)
+                     eps, negative_slope, conv.stride, padding, conv.dilation, conv.groups, **options)
     except Exception as error:
         if counts and not isinstance(error, RECOMPUTATION_STOPPED):
             bn.num_batches_tracked.sub_(1)
@@ -370,13 +556,13 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
 
 
 def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.InstanceNorm2d | nn.GroupNorm,
-                             negative_slope, input: torch.Tensor, relu: bool, keep_output: bool) -> torch.Tensor:
+                             negative_slope, input: torch.Tensor, padding, options: dict) -> torch.Tensor:
     """The fused op computing norm(conv(input)) and the activation, with the op's norm_groups: nn.GroupNorm's
     F.group_norm (per-sample statistics of num_groups channel groups, in train and eval), or nn.InstanceNorm2d's
     F.instance_norm (one group per channel): input statistics in training or without running statistics, the running
     ones in eval; the running statistics updated in training with momentum (None means 0 there: no update, no
-    cumulative average) and num_batches_tracked never counted, as torch's InstanceNorm2d.forward does."""
-    options = {"relu": relu, "keep_output": keep_output}
+    cumulative average) and num_batches_tracked never counted, as torch's InstanceNorm2d.forward does. `padding` and
+    `options` as conv_bn_leaky_relu_modules resolved them."""
     if type(conv) is nn.ConvTranspose2d:
         options |= {"transposed": True, "output_padding": conv.output_padding}
     if type(norm) is nn.GroupNorm:
@@ -386,5 +572,5 @@ def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.Inst
         momentum = 0.0 if norm.momentum is None else _number(norm.momentum)
         statistics = (norm.running_mean, norm.running_var)  # as torch passes them (None without track_running_stats)
     return conv_bn_activation(input, conv.weight, conv.bias, *statistics, norm.weight, norm.bias, training, momentum,
-                              _number(norm.eps), _number(negative_slope), conv.stride, conv.padding, conv.dilation,
+                              _number(norm.eps), _number(negative_slope), conv.stride, padding, conv.dilation,
                               conv.groups, norm_groups=groups, **options)

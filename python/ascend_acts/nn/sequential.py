@@ -1,7 +1,8 @@
-"""Sequential: torch.nn.Sequential whose forward runs Conv2d/ConvTranspose2d -> BatchNorm2d and Conv1d/Linear ->
-BatchNorm1d (-> LeakyReLU or ReLU) runs of its children through the fused op where that is exactly what the
-children would compute. A Conv2d -> BatchNorm2d followed by anything else (or by nothing) fuses with no activation
-(slope 1: the identity), keeping the conv output for backward (what follows may change the output in place).
+"""Sequential: torch.nn.Sequential whose forward runs (pad ->) Conv2d, ConvTranspose2d -> BatchNorm2d, InstanceNorm2d,
+GroupNorm and Conv1d/Linear -> BatchNorm1d (-> LeakyReLU or ReLU) runs of its children through the fused op where
+that is exactly what the children would compute. A Conv2d -> BatchNorm2d followed by anything else (or by nothing)
+fuses with no activation (slope 1: the identity), keeping the conv output for backward (what follows may change the
+output in place).
 
 `convert` gives a model's nn.Sequential containers this class in place (`__class__`, as torch's own
 parametrize does for parametrized modules): the object, its children, their indices, state_dict keys,
@@ -33,10 +34,7 @@ class Sequential(nn.Sequential):
             count = decision.length or 1
             with nullcontext() if listener is None else listener.running(self, i, count):
                 if decision.length:
-                    # with no activation the next module may change the output in place (pix2pix's U-Net: an
-                    # in-place LeakyReLU opens the inner block): the op keeps the conv output, as torch's BN does
-                    input = fusion.conv_bn_leaky_relu_modules(modules[i], modules[i + 1], decision.negative_slope,
-                                                              input, decision.relu, keep_output=decision.length == 3)
+                    input = fusion.run_decided(modules, i, decision, input)
                 else:
                     input = modules[i](input)
             i += count
