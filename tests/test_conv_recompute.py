@@ -10,6 +10,13 @@ import torch.nn.functional as F
 from ascend_acts import backends
 from ascend_acts.ops.conv_bn_leaky_relu.function import conv_bn_activation
 from conftest import backend_dtypes
+from fused_block_checks import (
+    assert_close,
+    assert_forward_mode_as_torch,
+    assert_gradient_penalty_as_torch,
+    copies,
+    differentiable,
+)
 from markers import fast_only, slow
 
 ops = torch.ops.ascend_acts
@@ -57,18 +64,7 @@ def composite(t, norm_groups, activation, mode="zeros"):
     return F.relu(out) if relu else F.leaky_relu(out, slope)
 
 
-def copies(tensors, grad=True):
-    return {name: None if t is None else t.clone().requires_grad_() if grad and not name.startswith("running")
-            else t.clone() for name, t in tensors.items()}
 
-
-def differentiable(tensors):
-    return [t for name, t in tensors.items() if t is not None and not name.startswith("running")]
-
-
-def assert_close(ours, theirs, dtype):
-    tolerance = {torch.float64: 1e-10, torch.float32: 2e-4}[dtype]
-    torch.testing.assert_close(ours.double(), theirs.double(), rtol=tolerance, atol=tolerance)
 
 
 def run(tensors, norm_groups, activation, recompute, mode="zeros", grad=None):
@@ -165,26 +161,8 @@ def test_gradient_penalty_and_forward_mode_as_torch(norm, backend):
     dtype = torch.float32 if backend == "sim" else torch.float64
     tensors, groups = make_case(norm, dtype)
     runs = (lambda t: fused(t, groups, "relu", True, "replicate"), lambda t: composite(t, groups, "relu", "replicate"))
-    results = []
-    for block in runs:
-        t = copies(tensors)
-        (grad_input,) = torch.autograd.grad(block(t).sum(), t["input"], create_graph=True)
-        penalty = (grad_input.flatten(1).norm(dim=1) - 1).pow(2).mean()
-        results.append([penalty, *torch.autograd.grad(penalty, differentiable(t), allow_unused=True,
-                                                       materialize_grads=True)])
-    for ours, theirs in zip(*results):
-        assert_close(ours, theirs, dtype)
-    names = [name for name, t in tensors.items() if t is not None and not name.startswith("running")]
-    primals = tuple(differentiable(tensors))
-    tangents = tuple(torch.randn_like(p) for p in primals)
-    results = []
-    for block in runs:
-        def function(*values, block=block):
-            return block(dict(copies(tensors, grad=False), **dict(zip(names, values))))
-
-        results.append(torch.func.jvp(function, primals, tangents))
-    for ours, theirs in zip(*results):
-        assert_close(ours, theirs, dtype)
+    assert_gradient_penalty_as_torch(runs, tensors, dtype)
+    assert_forward_mode_as_torch(runs, tensors, dtype)
 
 
 @slow

@@ -9,6 +9,13 @@ import torch.nn.functional as F
 from ascend_acts import backends
 from ascend_acts.ops.conv_bn_leaky_relu.function import conv_bn_activation
 from conftest import backend_dtypes
+from fused_block_checks import (
+    assert_close,
+    assert_forward_mode_as_torch,
+    assert_gradient_penalty_as_torch,
+    copies,
+    differentiable,
+)
 from markers import fast_only, slow
 
 ops = torch.ops.ascend_acts
@@ -72,19 +79,7 @@ def fused(tensors, options, training, slope, relu):
                               output_padding=options["output_padding"], norm_groups=options["norm_groups"])
 
 
-def copies(tensors, grad=True):
-    """Independent copies; the differentiable ones (not the running statistics) requiring grad."""
-    return {name: None if t is None else t.clone().requires_grad_() if grad and not name.startswith("running")
-            else t.clone() for name, t in tensors.items()}
 
-
-def differentiable(tensors):
-    return [t for name, t in tensors.items() if t is not None and not name.startswith("running")]
-
-
-def assert_close(ours, theirs, dtype):
-    tolerance = {torch.float64: 1e-10, torch.float32: 2e-4}[dtype]
-    torch.testing.assert_close(ours.double(), theirs.double(), rtol=tolerance, atol=tolerance)
 
 
 FAST_CASES = [("patchgan", NORMS[2], "leaky_relu", True), ("patchgan", NORMS[2], "leaky_relu", False)]
@@ -139,16 +134,8 @@ def test_gradcheck_and_gradgradcheck_float64(norm):
 def test_gradient_penalty_through_an_instance_norm_critic_as_torch(norm, backend):
     """WGAN-GP: the gradient of the critic's input gradient norm, through the fused block's double backward."""
     tensors, options, kind = make_case("patchgan", norm, torch.float32 if backend == "sim" else torch.float64)
-    results = []
-    for run in (lambda t: fused(t, options, True, 0.2, False), lambda t: composite(t, options, kind, True, 0.2, False)):
-        t = copies(tensors)
-        (grad_input,) = torch.autograd.grad(run(t).sum(), t["input"], create_graph=True)
-        penalty = (grad_input.flatten(1).norm(dim=1) - 1).pow(2).mean()
-        # InstanceNorm's statistics cancel the conv bias: torch's graph does not reach it (a zero gradient)
-        results.append([penalty, *torch.autograd.grad(penalty, differentiable(t), allow_unused=True,
-                                                       materialize_grads=True)])
-    for ours, theirs in zip(*results):
-        assert_close(ours, theirs, tensors["input"].dtype)
+    runs = (lambda t: fused(t, options, True, 0.2, False), lambda t: composite(t, options, kind, True, 0.2, False))
+    assert_gradient_penalty_as_torch(runs, tensors, tensors["input"].dtype)
 
 
 @EACH_BACKEND
@@ -156,17 +143,8 @@ def test_gradient_penalty_through_an_instance_norm_critic_as_torch(norm, backend
 def test_forward_mode_as_torch(norm, backend):
     dtype = torch.float32 if backend == "sim" else torch.float64
     tensors, options, kind = make_case("patchgan", norm, dtype)
-    primals = differentiable(tensors)
-    tangents = [torch.randn_like(t) for t in primals]
-    names = [name for name, t in tensors.items() if t is not None and not name.startswith("running")]
-    results = []
-    for run in (lambda t: fused(t, options, True, 0.2, False), lambda t: composite(t, options, kind, True, 0.2, False)):
-        def function(*values, run=run):
-            return run(dict(copies(tensors, grad=False), **dict(zip(names, values))))
-
-        results.append(torch.func.jvp(function, tuple(primals), tuple(tangents)))
-    for ours, theirs in zip(*results):
-        assert_close(ours, theirs, dtype)
+    runs = (lambda t: fused(t, options, True, 0.2, False), lambda t: composite(t, options, kind, True, 0.2, False))
+    assert_forward_mode_as_torch(runs, tensors, dtype)
 
 
 @EACH_BACKEND

@@ -1,0 +1,52 @@
+"""Checks shared by the tests of the fused Conv -> norm -> activation op (norm groups, padding modes, recompute):
+a case is a dict of named tensors (input, weight, bias, bn_weight, bn_bias, running_mean, running_var; None where
+absent) run by a callable on such a dict, ours against torch's composite."""
+
+from __future__ import annotations
+
+import torch
+
+
+def copies(tensors, grad=True):
+    """Independent copies; the differentiable ones (not the running statistics) requiring grad."""
+    return {name: None if t is None else t.clone().requires_grad_() if grad and not name.startswith("running")
+            else t.clone() for name, t in tensors.items()}
+
+
+def differentiable(tensors):
+    return [t for name, t in tensors.items() if t is not None and not name.startswith("running")]
+
+
+def assert_close(ours, theirs, dtype):
+    tolerance = {torch.float64: 1e-10, torch.float32: 2e-4}[dtype]
+    torch.testing.assert_close(ours.double(), theirs.double(), rtol=tolerance, atol=tolerance)
+
+
+def assert_gradient_penalty_as_torch(runs, tensors, dtype):
+    """WGAN-GP through the block's double backward: the penalty and its gradient w.r.t. every differentiable tensor,
+    for each of `runs` (ours, torch's). A per-sample norm's statistics cancel the conv bias: torch's graph does not
+    reach it (a zero gradient)."""
+    results = []
+    for run in runs:
+        t = copies(tensors)
+        (grad_input,) = torch.autograd.grad(run(t).sum(), t["input"], create_graph=True)
+        penalty = (grad_input.flatten(1).norm(dim=1) - 1).pow(2).mean()
+        results.append([penalty, *torch.autograd.grad(penalty, differentiable(t), allow_unused=True,
+                                                       materialize_grads=True)])
+    for ours, theirs in zip(*results):
+        assert_close(ours, theirs, dtype)
+
+
+def assert_forward_mode_as_torch(runs, tensors, dtype):
+    """torch.func.jvp of each of `runs` (ours, torch's) w.r.t. every differentiable tensor, random tangents."""
+    names = [name for name, t in tensors.items() if t is not None and not name.startswith("running")]
+    primals = tuple(differentiable(tensors))
+    tangents = tuple(torch.randn_like(t) for t in primals)
+    results = []
+    for run in runs:
+        def function(*values, run=run):
+            return run(dict(copies(tensors, grad=False), **dict(zip(names, values))))
+
+        results.append(torch.func.jvp(function, primals, tangents))
+    for ours, theirs in zip(*results):
+        assert_close(ours, theirs, dtype)
