@@ -224,3 +224,25 @@ def test_an_unfused_run_keeps_what_torchs_does_row_by_row():
     assert [r.fused for r in table] == [False, False]
     for run in table:
         assert run.saved_bytes_torch == run.saved_bytes_converted > 0, run
+
+
+def test_one_activation_module_in_every_run_is_explained_as_separate_ones():
+    """pix2pixHD's generators put one nn.ReLU(True) object in every run: the Sequential calls it once per position,
+    so each run fuses and keeps what the same model with a ReLU per run does (rows and totals alike)."""
+    def generator(activations):
+        return nn.Sequential(nn.ReflectionPad2d(3), nn.Conv2d(3, 8, 7), nn.InstanceNorm2d(8), activations[0],
+                             nn.Conv2d(8, 16, 3, 2, 1), nn.InstanceNorm2d(16), activations[1],
+                             nn.Conv2d(16, 16, 3, 2, 1), nn.InstanceNorm2d(16), nn.ReLU(), activations[2])
+
+    torch.manual_seed(0)
+    shared = nn.ReLU(True)
+    model = generator([shared] * 3)
+    separate = generator([nn.ReLU(True) for _ in range(3)])
+    separate.load_state_dict(model.state_dict())
+    x = torch.randn(2, 3, 24, 24)
+    ours, reference = ascend_acts.explain(model, x), ascend_acts.explain(separate, x)
+    assert [row.fused for row in ours] == [row.fused for row in reference] == [True, True, True]
+    assert [(row.pattern, row.reason, row.saved_bytes_torch, row.saved_bytes_converted) for row in ours] == \
+        [(row.pattern, row.reason, row.saved_bytes_torch, row.saved_bytes_converted) for row in reference]
+    assert (ours.saved_bytes_torch, ours.saved_bytes_converted) == \
+        (reference.saved_bytes_torch, reference.saved_bytes_converted)

@@ -217,22 +217,31 @@ def _unconverted_bytes(model: nn.Module, inputs, runs: dict[int, list[_Found]]):
     say which run is in progress; plain torch modules compute the same with them)."""
     current: list = []
     handles = []
+    # a module placed at several positions (pix2pixHD's one ReLU in every run) is called once per position, in order:
+    # its k-th call in a forward is its (k mod occurrences)-th position, whose run (or None) is the key
+    keys: dict[nn.Module, list] = {}
+    sequentials = dict(model.named_modules())
+    for path, module in sequentials.items():
+        if isinstance(module, nn.Sequential):
+            in_run = {i: run for run in runs.get(path, ()) for i in range(run.start, run.stop)}
+            for i, child in enumerate(module):
+                keys.setdefault(child, []).append(in_run.get(i))
+    calls = dict.fromkeys(keys, 0)
 
-    def enter(key):
-        return lambda module, args: current.append(key)  # returns None: the input is left as it is
+    def enter(module, args):
+        occurrences = keys[module]
+        current.append(occurrences[calls[module] % len(occurrences)])
+        calls[module] += 1  # returns None: the input is left as it is
 
     def leave(module, args, output):
         current.pop()  # returns None: the output is left as it is
 
-    sequentials = dict(model.named_modules())
-    for container, found in runs.items():
-        children = list(sequentials[container].children()) if container in sequentials else []
-        for run in found:
-            for module in children[run.start:run.stop]:
-                # around the module's own hooks (spectral_norm's pre-hook computes the weight the conv saves), as the
-                # converted model's run covers the whole module call
-                handles.append(module.register_forward_pre_hook(enter(run), prepend=True))
-                handles.append(module.register_forward_hook(leave, always_call=True))
+    for module, occurrences in keys.items():
+        if any(key is not None for key in occurrences):
+            # around the module's own hooks (spectral_norm's pre-hook computes the weight the conv saves), as the
+            # converted model's run covers the whole module call
+            handles.append(module.register_forward_pre_hook(enter, prepend=True))
+            handles.append(module.register_forward_hook(leave, always_call=True))
     counter = _SavedBytes(model, lambda: current[-1] if current else None)
     try:
         with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(counter.pack, lambda t: t), counter:
@@ -253,7 +262,7 @@ def explain(model: nn.Module, *inputs) -> Explanation:
     found: dict[str, list[_Found]] = {}
     for path, module in model.named_modules():
         if isinstance(module, nn.Sequential):
-            runs = _find_runs(path, list(module.children()))
+            runs = _find_runs(path, list(module))
             if runs:
                 found[path] = runs
     rng = torch.get_rng_state()
@@ -304,23 +313,23 @@ def _verdict(run: _Found, container: nn.Module, decisions: dict) -> tuple[bool, 
     decision = decisions.get((id(container), run.start))
     if run.pad is not None and decision is not None and not decision.length:
         # the pad ran as a module: its reason, and the conv's own decision for the rest of the run
-        pad = type(list(container.children())[run.pad]).__name__
+        pad = type(list(container)[run.pad]).__name__
         notes.append(f"the {pad} runs itself: {decision.reason}")
         decision = decisions.get((id(container), run.conv))
     if decision is None:
         return False, "did not run in this forward"
     if not decision.length:
         if run.norm != run.conv + 1:
-            between = type(list(container.children())[run.conv + 1]).__name__
+            between = type(list(container)[run.conv + 1]).__name__
             return False, f"a {between} between the conv and the norm"
         return False, decision.reason or "not fused"
     if run.activation is not None and not decision.with_activation:
         if run.activation != run.norm + 1:
-            between = type(list(container.children())[run.norm + 1]).__name__
+            between = type(list(container)[run.norm + 1]).__name__
             notes.append(f"a {between} between the norm and the activation: it runs itself")
         else:
             notes.append(decision.reason or "the activation runs itself")
-    norm = list(container.children())[run.norm]
+    norm = list(container)[run.norm]
     if not norm.training and getattr(norm, "running_mean", None) is not None:  # GroupNorm has none: per sample
         notes.append("eval: BatchNorm folded into the conv" if isinstance(norm, nn.modules.batchnorm._BatchNorm)
                      else "eval: running statistics folded into the conv")
