@@ -274,3 +274,23 @@ def test_a_discriminator_step_on_detached_fakes_is_torchs(backend):
     for got, want in zip(grads["converted"], grads["torch"]):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert sorted(map(tuple, masks)) == sorted([(False, True, False), (True, True, True)] * 2)
+
+
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_compiled_masked_backward_is_eager(training):
+    """torch.compile traces the backward op with the mask autograd sets (the conv weight frozen: input and norm
+    parameters only) and gives eager's gradients."""
+    def fused(x, weight, gamma, beta):
+        running = (torch.zeros(5, dtype=x.dtype), torch.ones(5, dtype=x.dtype))
+        return ascend_acts.conv_bn_leaky_relu(x, weight, None, *running, gamma, beta, training, negative_slope=0.2,
+                                              padding=1).square().sum()
+
+    torch._dynamo.reset()
+    grads = {}
+    for kind, function in (("eager", fused), ("compiled", torch.compile(fused, backend="aot_eager", fullgraph=True))):
+        _, tensors = block_call(training, True, False, False)
+        function(tensors["x"], tensors["weight"], tensors["gamma"], tensors["beta"]).backward()
+        assert tensors["weight"].grad is None, kind
+        grads[kind] = {name: tensors[name].grad for name in ("x", "gamma", "beta")}
+    for name, want in grads["eager"].items():
+        torch.testing.assert_close(grads["compiled"][name], want, rtol=1e-12, atol=1e-12)
