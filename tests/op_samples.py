@@ -248,7 +248,32 @@ def conv_bn_leaky_relu_train_backward(dtype, device):
         saved = out if save_output else conv_out
         samples.append(Sample((grad, saved, save_output, x, weight, bn_weight, bn_bias, mean, invstd, *geometry, slope,
                                *backward_options), name=forward.name))
+    # output_mask, the conv gradients autograd asks for (every option then given): a frozen discriminator's input
+    # gradient only, plain and through a replicate pad; a leaf input's weight and bias (transposed), a conv without bias
+    # (GroupNorm), none but the normalisation's. Options: relu, transposed, output_padding, norm_groups, bias,
+    # padding_mode
+    defaults = (False, False, [0, 0], 0, None, "zeros")
+    for sample, mask in _masked(samples, (("3x3", INPUT_ONLY), ("transposed-strided", WEIGHT_AND_BIAS),
+                                          ("padding-replicate", INPUT_ONLY), ("norm-groups-group", WEIGHT_ONLY),
+                                          ("padding-circular", NONE))):
+        options = sample.args[14:]
+        samples.append(Sample((*sample.args[:14], *options, *defaults[len(options):], mask),
+                              name=f"{sample.name}-mask{_mask_name(mask)}"))
     return samples
+
+
+# the backward ops' output_mask (grad_input, grad_weight, grad_bias) as autograd sets it
+INPUT_ONLY, WEIGHT_AND_BIAS, WEIGHT_ONLY, NONE = [True, False, False], [False, True, True], [False, True, False], \
+    [False, False, False]
+
+
+def _mask_name(mask) -> str:
+    return "".join("1" if m else "0" for m in mask)
+
+
+def _masked(samples, pairs):
+    """(sample, mask): the first sample named with each prefix, with its mask."""
+    return [(next(s for s in samples if s.name.startswith(prefix)), mask) for prefix, mask in pairs]
 
 
 def conv_bn_leaky_relu_eval(dtype, device):
@@ -284,6 +309,14 @@ def conv_bn_leaky_relu_eval_backward(dtype, device):
         out = ops.conv_bn_leaky_relu_eval(*forward.args)
         grad = torch.empty_like(out).copy_(m.randn(*out.shape))
         samples.append(Sample((grad, *forward.args), name=forward.name))
+    # output_mask (see the train backward's): options relu, transposed, output_padding, padding_mode
+    defaults = (False, False, [0, 0], "zeros")
+    for sample, mask in _masked(samples, (("3x3", INPUT_ONLY), ("padding-circular", INPUT_ONLY),
+                                          ("transposed-strided", WEIGHT_AND_BIAS), ("strided-asymmetric", WEIGHT_ONLY),
+                                          ("dilated", NONE))):
+        options = sample.args[9:]
+        samples.append(Sample((*sample.args[:9], *options, *defaults[len(options):], mask),
+                              name=f"{sample.name}-mask{_mask_name(mask)}"))
     return samples
 
 
@@ -344,22 +377,30 @@ def _train_composite(x, weight, bias, bn_weight, bn_bias, running_mean, running_
     return out, conv, mean, (var + eps).rsqrt()
 
 
+def _gradients(out, leaves, grad, wanted):
+    """torch.autograd.grad of the `wanted` leaves; None for the others."""
+    chosen = [leaf for leaf, w in zip(leaves, wanted) if w]
+    grads = iter(torch.autograd.grad(out, chosen, grad) if chosen else ())
+    return tuple(next(grads) if w else None for w in wanted)
+
+
 def _train_backward_composite(grad, saved, saved_is_result, x, weight, bn_weight, bn_bias, mean, invstd, stride,
                               padding, dilation, groups, slope, relu, transposed=False, output_padding=(0, 0),
-                              norm_groups=0, bias=None, padding_mode="zeros"):
+                              norm_groups=0, bias=None, padding_mode="zeros", output_mask=(True, True, True)):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bn_weight, bn_bias)]
     bias = (torch.zeros(bn_weight.shape[0], dtype=weight.dtype) if bias is None else bias.detach()).requires_grad_()
     conv = _conv(leaves[0], leaves[1], bias, stride, padding, dilation, groups, transposed, output_padding,
                  padding_mode)
     out = _activation(_norm(conv, leaves[2], leaves[3], 0.1, 1e-5, norm_groups), slope, relu)
-    grads = torch.autograd.grad(out, [*leaves[:2], bias, *leaves[2:]], grad)
-    return grads
+    return _gradients(out, [*leaves[:2], bias, *leaves[2:]], grad, (*output_mask, True, True))
 
 
-def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope, relu, *transposition):
+def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope, relu, transposed=False,
+                             output_padding=(0, 0), padding_mode="zeros", output_mask=(True, True, True)):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
-    out = _activation(_conv(*leaves, stride, padding, dilation, groups, *transposition), slope, relu)
-    return torch.autograd.grad(out, leaves, grad)
+    out = _activation(_conv(*leaves, stride, padding, dilation, groups, transposed, output_padding, padding_mode),
+                      slope, relu)
+    return _gradients(out, leaves, grad, output_mask)
 
 
 def _fused_bias_composite(x, bias, slope, scale, clamp=-1.0, relu=False):

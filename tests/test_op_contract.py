@@ -108,8 +108,9 @@ def as_function(name, args):
         if name == "conv_bn_leaky_relu_train_backward":
             grad, _, saved_is_result, x, weight, bn_weight, bn_bias = full[:7]
             geometry, (slope, *options) = full[9:13], full[13:]  # options: relu, transposed, output_padding...
-            # the forward's options: the backward's up to norm_groups, then (no recompute) its padding_mode
-            options = (*options[:4], False, *options[5:]) if len(options) > 5 else options[:4]
+            # the forward's options: the backward's up to norm_groups, then (no recompute) its padding_mode (after
+            # the backward's conv bias; its output_mask follows)
+            options = (*options[:4], False, *options[5:6]) if len(options) > 5 else options[:4]
             out, conv_out, mean, invstd = ops.conv_bn_leaky_relu_train(x, weight, None, bn_weight, bn_bias, None, None,
                                                                        *geometry, 0.1, 1e-5, slope, saved_is_result,
                                                                        *options)

@@ -218,8 +218,12 @@ _TRANSPOSED = "bool transposed=False, int[2] output_padding=0"  # 0: [0, 0], as 
 # needed only to differentiate it again with 1 < C/G (the bias then shifts the group statistics; otherwise it cancels)
 _NORM_GROUPS = "int norm_groups=0"
 # torch's Conv2d padding modes ("zeros", "reflect", "replicate", "circular"): any but "zeros" pads the (kept, unpadded)
-# input with F.pad before an unpadded convolution; the last argument of each conv op
+# input with F.pad before an unpadded convolution; the last argument of each conv forward op
 _PADDING_MODE = 'str padding_mode="zeros"'
+# the conv backward ops' (grad_input, grad_weight, grad_bias) to compute, as aten::convolution_backward's: autograd
+# asks only for what needs a gradient (a frozen or leaf input, a frozen weight, no conv bias); a masked one is returned
+# empty (numel 0). The normalisation's gradients are always computed. The last argument of the backward ops
+_OUTPUT_MASK = "bool[3] output_mask=[True, True, True]"
 
 
 @dataclass(frozen=True)
@@ -278,7 +282,7 @@ TORCH_OPS: tuple[TorchOp, ...] = (
     TorchOp("conv_bn_leaky_relu_train_backward",
             f"(Tensor grad_out, Tensor saved, bool saved_is_result, Tensor input, Tensor weight, Tensor bn_weight, "
             f"Tensor bn_bias, Tensor mean, Tensor invstd, {_GEOMETRY}, float negative_slope, bool relu=False, "
-            f"{_TRANSPOSED}, {_NORM_GROUPS}, Tensor? bias=None, {_PADDING_MODE}) "
+            f"{_TRANSPOSED}, {_NORM_GROUPS}, Tensor? bias=None, {_PADDING_MODE}, {_OUTPUT_MASK}) "
             "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
             ("batch_norm_leaky_relu_grad",)),
     TorchOp("conv_bn_leaky_relu_eval",
@@ -287,7 +291,7 @@ TORCH_OPS: tuple[TorchOp, ...] = (
             ("leaky_relu", "conv_bn_leaky_relu_eval")),  # aclnn conv + ours; the fused kernel on request
     TorchOp("conv_bn_leaky_relu_eval_backward",
             f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, "
-            f"bool relu=False, {_TRANSPOSED}, {_PADDING_MODE}) -> (Tensor, Tensor, Tensor)",
+            f"bool relu=False, {_TRANSPOSED}, {_PADDING_MODE}, {_OUTPUT_MASK}) -> (Tensor, Tensor, Tensor)",
             ()),
     # StyleGAN2's bias + LeakyReLU * scale (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu); the
     # bias is over dim 1 of an input of rank >= 2

@@ -13,6 +13,7 @@ from torch._prims_common import suggest_memory_format
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
 from .torch_ops import (
+    ALL_GRADIENTS,
     activation_gradient,
     conv2d,
     conv2d_backward,
@@ -66,8 +67,8 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
                                                      bn_bias, mean, invstd, stride, padding, dilation, groups,
                                                      negative_slope, relu=False, transposed=False,
                                                      output_padding=(0, 0), norm_groups=0, bias=None,
-                                                     padding_mode="zeros"):
-    c, layout = compute_dtype(input.dtype), memory_format(input, weight, padding_mode)
+                                                     padding_mode="zeros", output_mask=ALL_GRADIENTS):
+    c = compute_dtype(input.dtype)
     x, w = input.to(c), weight.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     shifts = bias is not None and conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
@@ -82,24 +83,32 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     dz = activation_gradient(xhat * gamma + beta, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dy = normalised_gradient(dz * gamma, xhat, invstd, norm_groups)
-    grad_input, grad_weight, grad_bias = conv2d_backward(dy, x, w, *geometry)
-    return (in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode)),
-            in_format(grad_weight.to(weight.dtype), layout), grad_bias.to(weight.dtype),
+    return (*_conv_gradients(dy, x, w, geometry, input, weight, weight, output_mask),
             grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype))
 
 
 def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
                                                  negative_slope, relu=False, transposed=False, output_padding=(0, 0),
-                                                 padding_mode="zeros"):
-    c, layout = compute_dtype(input.dtype), memory_format(input, weight, padding_mode)
+                                                 padding_mode="zeros", output_mask=ALL_GRADIENTS):
+    c = compute_dtype(input.dtype)
     x, w = input.to(c), weight.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     pre = conv2d(x, w, bias.to(c), *geometry)
     grad = grad_out.to(c)
     dz = activation_gradient(pre, grad, negative_slope, relu)
-    grad_input, grad_weight, grad_bias = conv2d_backward(dz, x, w, *geometry)
-    return (in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode)),
-            in_format(grad_weight.to(weight.dtype), layout), grad_bias.to(bias.dtype))
+    return _conv_gradients(dz, x, w, geometry, input, weight, bias, output_mask)
+
+
+def _conv_gradients(grad, x, w, geometry, input, weight, bias_like, output_mask):
+    """The conv gradients of the backward ops (grad_input, grad_weight, grad_bias) in the dtypes and layouts of
+    input, weight and `bias_like`; those `output_mask` does not ask for empty, as the backends give them."""
+    grad_input, grad_weight, grad_bias = conv2d_backward(grad, x, w, *geometry, output_mask)
+    padding_mode, (wants_input, wants_weight, _) = geometry[-1], output_mask
+    return (in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode))
+            if wants_input else grad_input.to(input.dtype),
+            in_format(grad_weight.to(weight.dtype), memory_format(input, weight, padding_mode))
+            if wants_weight else grad_weight.to(weight.dtype),
+            grad_bias.to(bias_like.dtype))
 
 
 # --- forward-mode derivatives (jvp) of the forward ops ----------------------------------------

@@ -49,11 +49,12 @@ def platform_conv2d(input, weight, bias, stride, padding, dilation, groups, tran
 
 
 def platform_conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups, transposed=False,
-                             output_padding=(0, 0), padding_mode="zeros"):
+                             output_padding=(0, 0), padding_mode="zeros", output_mask=platform.ALL_GRADIENTS):
     """Gradients of conv2d's (or the transposed convolution's) input, weight and bias from `grad_output`, in
     input's/weight's dtypes (on the CPU from grad_output in float32, as an NPU computes them); a pad of
-    `padding_mode` is made again and its gradient folded back onto `input`."""
-    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
+    `padding_mode` is made again and its gradient folded back onto `input`; only those `output_mask` asks for
+    (the others empty)."""
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode, output_mask)
     if not on_emulator(input):
         return platform.conv2d_backward(grad_output.to(input.dtype), input, weight, *geometry)
     f = torch.float32
@@ -202,7 +203,7 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
                                       transposed=False, output_padding=(0, 0), norm_groups=0, bias=None,
-                                      padding_mode="zeros"):
+                                      padding_mode="zeros", output_mask=platform.ALL_GRADIENTS):
     """The gradient kernel, from the output (InPlace-ABN) or from the conv output (ReLU, slope <= 0, an affine that
     cannot be inverted), then the platform's convolution backward. `bias` (the conv's) is needed only to
     differentiate this op again (the composite); the kernel never reads it."""
@@ -213,7 +214,8 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         saved_is_result=saved_is_result, relu=relu, norm_groups=norm_groups)
     grad_y = grad_y.float()
     grad_input, grad_weight, grad_bias = platform_conv2d_backward(grad_y, input, weight, stride, padding, dilation,
-                                                                  groups, transposed, output_padding, padding_mode)
+                                                                  groups, transposed, output_padding, padding_mode,
+                                                                  output_mask)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
@@ -337,8 +339,9 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
                                      negative_slope, relu=False, transposed=False, output_padding=(0, 0),
-                                     padding_mode="zeros"):
+                                     padding_mode="zeros", output_mask=platform.ALL_GRADIENTS):
     """No kernel of ours: the reference backend's on the CPU, the torch backend's torch ops on an NPU."""
     backend = reference if on_emulator(input) else platform
     return backend.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
-                                                    negative_slope, relu, transposed, output_padding, padding_mode)
+                                                    negative_slope, relu, transposed, output_padding, padding_mode,
+                                                    output_mask)

@@ -30,9 +30,9 @@ from ...numerics.dtypes import compute_dtype, to_array
 from ...numerics.layout import channel_view
 from ..leaky_relu import reference as leaky_relu_reference
 from . import reference_batch_norm
+from .torch_ops import ALL_GRADIENTS, update_running_statistics
 from .torch_ops import conv2d as torch_conv2d
 from .torch_ops import conv2d_backward as platform_conv2d_backward
-from .torch_ops import update_running_statistics
 
 
 def platform_conv2d(*args) -> torch.Tensor:
@@ -232,7 +232,7 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
                                       transposed=False, output_padding=(0, 0), norm_groups=0, bias=None,
-                                      padding_mode="zeros"):
+                                      padding_mode="zeros", output_mask=ALL_GRADIENTS):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
         grad = grad_out.detach().to(c).contiguous()
@@ -243,7 +243,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
             _array(invstd, c), negative_slope, grad_y.numpy(), relu, norm_groups)
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(
             grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups, transposed,
-            output_padding, padding_mode)
+            output_padding, padding_mode, output_mask)
         return (grad_input.to(input.dtype), grad_weight.to(weight.dtype), grad_bias.to(weight.dtype),
                 _tensor(grad_gamma, bn_weight), _tensor(grad_beta, bn_bias))
 
@@ -262,7 +262,8 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
-                                     relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+                                     relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros",
+                                     output_mask=ALL_GRADIENTS):
     """Recomputes the pre-activation for the LeakyReLU (or ReLU) mask (works for any slope): nothing else is kept."""
     c = compute_dtype(input.dtype)
     with torch.no_grad():
@@ -274,5 +275,5 @@ def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padd
             reference_batch_norm.relu_gradient(_array(grad_out, c), grad_pre, out=grad_pre)
         else:
             leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
-        grads = platform_conv2d_backward(pre, x, w, *geometry)
+        grads = platform_conv2d_backward(pre, x, w, *geometry, output_mask)
         return tuple(g.to(like.dtype) for g, like in zip(grads, (input, weight, bias)))

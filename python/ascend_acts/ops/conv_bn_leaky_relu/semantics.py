@@ -11,6 +11,9 @@ recomputes the pre-activation, so nothing but the input and the folded weight is
 F.pad and convolves unpadded; autograd keeps the unpadded input and the backward pads it again (a transient copy).
 `recompute` (training): autograd keeps no conv output (conv_out is empty, as with save_output); the backward
 recomputes it from input, weight and bias, for a convolution cheaper to run again than its output is to keep.
+The backward ops' `output_mask` (aten::convolution_backward's: grad_input, grad_weight, grad_bias) is set by autograd
+from what needs a gradient: a frozen discriminator in a generator step needs only its input's, a detached input none,
+a conv without bias no bias gradient; each skipped one saves a convolution (or a reduction), and comes back empty.
 Device kernels: the backends' (`ops._kernels`); results follow torch's convolution into channels_last.
 """
 
@@ -31,7 +34,7 @@ from .._library import (
 from .._semantics import declare
 from . import derivatives
 from .reference import output_shape
-from .torch_ops import check_pad, check_padding_mode, output_channels
+from .torch_ops import ALL_GRADIENTS, check_pad, check_padding_mode, output_channels
 from .torch_ops import conv2d as platform_conv2d
 
 ops = torch.ops.ascend_acts
@@ -54,11 +57,10 @@ def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negati
     # by the slope exceeds the rounding of an O(1) value
     if not negative_slope >= 2 * torch.finfo(dtype).smallest_normal or values_unknown(gamma, beta):
         return False  # a graph or fake tensors make no data-dependent choice: the conv output is kept
-    magnitude = gamma.detach().abs()
-    if not bool((magnitude > 0).all()):
-        return False
     limit = 8.0 if dtype in (torch.float32, torch.float64) else 2.0
-    return float((beta.detach().abs() / magnitude).max()) <= limit
+    # one reduction and one read of its value (a call on every training step): |beta / gamma| is |beta| / |gamma|
+    # rounded alike; a zero gamma gives an infinite ratio (NaN with beta 0), a NaN one NaN: neither passes the limit
+    return (beta.detach() / gamma.detach()).abs_().max().item() <= limit
 
 
 # --- what the ops accept (checked by the CPU and the fake kernels, before anything runs) -----------
@@ -122,6 +124,14 @@ def check_norm_groups(op: str, norm_groups, channels: int, running_statistics: b
                          f"{channels}, the output channels), got norm_groups={norm_groups}: GroupNorm keeps none")
 
 
+def check_output_mask(op: str, output_mask) -> None:
+    """Three booleans (grad_input, grad_weight, grad_bias), as aten::convolution_backward's bool[3] (torch.library
+    passes a list of any length through): a RuntimeError naming it otherwise."""
+    if len(output_mask) != 3:
+        raise RuntimeError(f"ascend_acts::{op}: 'output_mask' must have 3 values (grad_input, grad_weight, grad_bias), "
+                           f"got {list(output_mask)}")
+
+
 def check_padding(op: str, input, padding, transposed: bool, padding_mode) -> None:
     """The mode (a ValueError naming 'padding_mode'), then the pad F.pad must make of the input (torch's error)."""
     check_padding_mode(f"ascend_acts::{op}", padding_mode, transposed)
@@ -149,7 +159,8 @@ def _check_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_
 
 def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                          output_padding=(0, 0), norm_groups=0, bias=None, padding_mode="zeros"):
+                          output_padding=(0, 0), norm_groups=0, bias=None, padding_mode="zeros",
+                          output_mask=ALL_GRADIENTS):
     if relu and saved_is_result:  # the forward refuses to keep it (save_output); a ReLU output loses z <= 0
         raise ValueError(f"ascend_acts::{TRAIN_BACKWARD}: 'saved_is_result' needs an invertible activation; relu is "
                          "not (keep the conv output)")
@@ -168,6 +179,7 @@ def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_we
             raise RuntimeError(f"ascend_acts::{TRAIN_BACKWARD}: '{name}' must have shape {expected} (N, norm_groups), "
                                f"got {tuple(t.shape)}")
     check_padding(TRAIN_BACKWARD, input, padding, transposed, padding_mode)
+    check_output_mask(TRAIN_BACKWARD, output_mask)
 
 
 def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
@@ -178,11 +190,12 @@ def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative
 
 
 def _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                         transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+                         transposed=False, output_padding=(0, 0), padding_mode="zeros", output_mask=ALL_GRADIENTS):
     check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias})
     check_shapes(EVAL_BACKWARD, output_channels(weight, groups, transposed), {"bias": bias}, {"grad_out": grad_out},
                  conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding))
     check_padding(EVAL_BACKWARD, input, padding, transposed, padding_mode)
+    check_output_mask(EVAL_BACKWARD, output_mask)
 
 
 def _padding_mode(args, position: int) -> str:
@@ -244,15 +257,24 @@ def _train_fake(input, weight, bias, bn_weight, bn_bias, running_mean, running_v
     return out, kept, input.new_empty(statistics, dtype=c), input.new_empty(statistics, dtype=c)
 
 
+def _conv_gradients_fake(input, weight, groups, transposed, padding_mode, output_mask):
+    """(grad_input, grad_weight, grad_bias) as the backends give them: empty (numel 0) where `output_mask` says no."""
+    layout = derivatives.memory_format(input, weight, padding_mode)
+    grad_input, grad_weight, grad_bias = output_mask
+    return (_empty(input.shape, input, derivatives.input_gradient_format(input, weight, padding_mode))
+            if grad_input else input.new_empty(0),
+            _empty(weight.shape, weight, layout) if grad_weight else weight.new_empty(0),
+            weight.new_empty(output_channels(weight, groups, transposed) if grad_bias else 0))
+
+
 def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                          padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                         output_padding=(0, 0), norm_groups=0, bias=None, padding_mode="zeros"):
+                         output_padding=(0, 0), norm_groups=0, bias=None, padding_mode="zeros",
+                         output_mask=ALL_GRADIENTS):
     _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, stride,
                           padding, dilation, groups, negative_slope, relu, transposed, output_padding, norm_groups,
-                          bias, padding_mode)
-    layout = derivatives.memory_format(input, weight, padding_mode)
-    return (_empty(input.shape, input, derivatives.input_gradient_format(input, weight, padding_mode)),
-            _empty(weight.shape, weight, layout), weight.new_empty(output_channels(weight, groups, transposed)),
+                          bias, padding_mode, output_mask)
+    return (*_conv_gradients_fake(input, weight, groups, transposed, padding_mode, output_mask),
             torch.empty_like(bn_weight), torch.empty_like(bn_bias))
 
 
@@ -265,12 +287,11 @@ def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_
 
 
 def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                        transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+                        transposed=False, output_padding=(0, 0), padding_mode="zeros", output_mask=ALL_GRADIENTS):
     _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu,
-                         transposed, output_padding, padding_mode)
-    layout = derivatives.memory_format(input, weight, padding_mode)
-    return (_empty(input.shape, input, derivatives.input_gradient_format(input, weight, padding_mode)),
-            _empty(weight.shape, weight, layout), torch.empty_like(bias))
+                         transposed, output_padding, padding_mode, output_mask)
+    grad_input, grad_weight, _ = _conv_gradients_fake(input, weight, groups, transposed, padding_mode, output_mask)
+    return grad_input, grad_weight, torch.empty_like(bias) if output_mask[2] else bias.new_empty(0)
 
 
 # --- autograd: reverse mode through the backward ops, forward mode by jvp rules in torch ops -----------
@@ -300,6 +321,18 @@ def recomputed_conv_output(input, weight, bias, *geometry) -> torch.Tensor:
             return platform_conv2d(input, weight, bias, *geometry)
         return platform_conv2d(input.to(c), weight.to(c), None if bias is None else bias.to(c), *geometry).to(
             input.dtype)
+
+
+def conv_output_mask(ctx, has_bias: bool) -> tuple[bool, bool, bool]:
+    """The backward op's output_mask: the gradients of input, weight and conv bias (the first three arguments) that
+    autograd needs."""
+    needs = ctx.needs_input_grad
+    return bool(needs[0]), bool(needs[1]), bool(has_bias and needs[2])
+
+
+def masked(gradients, mask) -> tuple:
+    """The backward op's conv gradients for autograd: None for each it did not compute (returned empty)."""
+    return tuple(g if wanted else None for g, wanted in zip(gradients, mask))
 
 
 class _Train(OpFunction):
@@ -332,17 +365,18 @@ class _Train(OpFunction):
                                            ctx.padding_mode)
             saved_is_result = False
             bias = bias if derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]) else None
+        mask = conv_output_mask(ctx, ctx.has_bias)
         # BatchNorm's call as before norm_groups, the other options only where they are not the defaults
-        if padded:
+        if mask != ALL_GRADIENTS:
+            options = (ctx.norm_groups, bias, ctx.padding_mode, mask)
+        elif padded:
             options = (ctx.norm_groups, bias, ctx.padding_mode)
         else:
             options = (ctx.norm_groups, bias) if ctx.norm_groups else ()
         grads = ops.conv_bn_leaky_relu_train_backward(
             grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
             ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
-        grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias = grads
-        return (grad_input, grad_weight, grad_bias if ctx.has_bias else None, grad_bn_weight, grad_bn_bias,
-                *(None,) * (ctx.trailing_arguments - 5))
+        return (*masked(grads[:3], mask), *grads[3:], *(None,) * (ctx.trailing_arguments - 5))
 
     @staticmethod
     def jvp(ctx, *tangents):
@@ -368,10 +402,14 @@ class _Eval(OpFunction):
     @staticmethod
     def backward(ctx, grad_out):
         input, weight, bias = ctx.saved_tensors
-        padded = (ctx.padding_mode,) if ctx.padding_mode != "zeros" else ()
+        mask = conv_output_mask(ctx, True)
+        if mask != ALL_GRADIENTS:
+            options = (ctx.padding_mode, mask)
+        else:
+            options = (ctx.padding_mode,) if ctx.padding_mode != "zeros" else ()
         grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope,
-                                                     ctx.relu, ctx.transposed, ctx.output_padding, *padded)
-        return (*grads, *(None,) * (ctx.trailing_arguments - 3))
+                                                     ctx.relu, ctx.transposed, ctx.output_padding, *options)
+        return (*masked(grads, mask), *(None,) * (ctx.trailing_arguments - 3))
 
     @staticmethod
     def jvp(ctx, *tangents):

@@ -105,11 +105,19 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=Fa
     return F.conv2d(input, weight, bias, stride, symmetric, dilation, groups)
 
 
+ALL_GRADIENTS = (True, True, True)  # the backward ops' default output_mask: grad_input, grad_weight, grad_bias
+
+
 def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0),
-                    padding_mode="zeros"):
+                    padding_mode="zeros", output_mask=ALL_GRADIENTS):
     """(grad_input, grad_weight, grad_bias) of conv2d (or its transposed) from one aten::convolution_backward, with
     grad in the input's dtype. A pad F.pad makes is made again here (a transient copy: the forward kept `input`),
-    and the padded input's gradient folded back onto `input` as torch's pad backward does."""
+    and the padded input's gradient folded back onto `input` as torch's pad backward does. `output_mask`, as aten's,
+    says which to compute (each costs a convolution, the bias's a reduction); one not computed is empty (numel 0, in
+    the dtype of input, weight and grad respectively)."""
+    mask = tuple(bool(m) for m in output_mask)
+    if not any(mask):
+        return input.new_empty(0), weight.new_empty(0), grad.new_empty(0)
     symmetric = _symmetric(padding)
     if transposed:
         check_padding_mode("conv2d_backward", padding_mode, transposed)
@@ -118,10 +126,17 @@ def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, tran
     grad_input, grad_weight, grad_bias = torch.ops.aten.convolution_backward(
         grad, padded, weight, [output_channels(weight, groups, transposed)], stride,
         (0, 0) if padded_by_f_pad else symmetric, dilation, transposed, output_padding if transposed else (0, 0),
-        groups, (True, True, True))
-    if padded_by_f_pad:
-        grad_input = unpad_gradient(grad_input, input, padding, padding_mode)
-    return grad_input.contiguous(), grad_weight, grad_bias
+        groups, mask)
+    # aten may compute more than it was asked for (oneDNN's weight gradient comes with the bias's): only those asked
+    wants_input, wants_weight, wants_bias = mask
+    if not wants_input:
+        grad_input = input.new_empty(0)
+    elif padded_by_f_pad:
+        grad_input = unpad_gradient(grad_input, input, padding, padding_mode).contiguous()
+    else:
+        grad_input = grad_input.contiguous()
+    return (grad_input, grad_weight if wants_weight else weight.new_empty(0),
+            grad_bias if wants_bias else grad.new_empty(0))
 
 
 def update_running_statistics(running_mean, running_var, mean, variance, shape, momentum: float) -> None:
@@ -139,6 +154,13 @@ def update_running_statistics(running_mean, running_var, mean, variance, shape, 
     if per_instance:
         mean, unbiased = mean.mean(0), unbiased.mean(0)
     with torch.no_grad():
+        if running_mean.dtype == running_var.dtype == mean.dtype:
+            # buffers in the computing dtype (the usual case): the same three roundings in place, both at once (the
+            # op layer's per-call cost: these run once per fused block and step)
+            buffers = [running_mean, running_var]
+            torch._foreach_mul_(buffers, 1 - momentum)
+            torch._foreach_add_(buffers, torch._foreach_mul([mean, unbiased], momentum))
+            return
         for running, batch in ((running_mean, mean), (running_var, unbiased)):
             running.copy_(running.to(batch.dtype) * (1 - momentum) + batch * momentum)
 
@@ -217,7 +239,7 @@ def batch_norm_activation(y, bn_weight, bn_bias, running_mean, running_var, mome
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
                                       invstd, stride, padding, dilation, groups, negative_slope, relu=False,
                                       transposed=False, output_padding=(0, 0), norm_groups=0, bias=None,
-                                      padding_mode="zeros"):
+                                      padding_mode="zeros", output_mask=ALL_GRADIENTS):
     c = compute_dtype(input.dtype)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     saved, grad = saved.to(c), grad_out.to(c)
@@ -232,7 +254,8 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dy = normalised_gradient(dz * gamma, xhat, invstd.to(c), norm_groups)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy.to(input.dtype), input, weight, stride, padding,
-                                                         dilation, groups, transposed, output_padding, padding_mode)
+                                                         dilation, groups, transposed, output_padding, padding_mode,
+                                                         output_mask)
     return grad_input, grad_weight, grad_bias, grad_gamma.to(bn_weight.dtype), grad_beta.to(bn_bias.dtype)
 
 
@@ -243,10 +266,11 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
-                                     relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+                                     relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros",
+                                     output_mask=ALL_GRADIENTS):
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     pre = conv2d(input, weight, bias, *geometry)
     dz = activation_gradient(pre, grad_out, negative_slope, relu)
-    return conv2d_backward(dz, input, weight, *geometry)
+    return conv2d_backward(dz, input, weight, *geometry, output_mask)
 
 
