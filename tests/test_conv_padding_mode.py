@@ -236,6 +236,9 @@ BAD_CALLS = {  # name -> (changes to the case, error type, message pattern)
                                           "Padding size should be less than the corresponding input dimension"),
     "circular pad wrapping twice": ({"padding_mode": "circular", "padding": 4}, RuntimeError,
                                     "Padding value causes wrapping around more than once"),
+    # torch's conv2d refuses it in every mode (a crop is F.pad's); the op's backward could not fold it back
+    "a negative amount": ({"padding_mode": "circular", "padding": -1}, RuntimeError, "'padding' must be non-negative"),
+    "a negative zero pad": ({"padding_mode": "zeros", "padding": -1}, RuntimeError, "'padding' must be non-negative"),
 }
 
 

@@ -133,7 +133,11 @@ def check_output_mask(op: str, output_mask) -> None:
 
 
 def check_padding(op: str, input, padding, transposed: bool, padding_mode) -> None:
-    """The mode (a ValueError naming 'padding_mode'), then the pad F.pad must make of the input (torch's error)."""
+    """No negative amount (a RuntimeError, as torch's conv2d raises it: a crop is F.pad's, before the conv), the mode
+    (a ValueError naming 'padding_mode'), then the pad F.pad must make of the input (torch's error)."""
+    if any(amount < 0 for amount in padding):
+        raise RuntimeError(f"ascend_acts::{op}: 'padding' must be non-negative (negative padding is not supported), "
+                           f"got {list(padding)}")
     check_padding_mode(f"ascend_acts::{op}", padding_mode, transposed)
     check_pad(input, padding, padding_mode)
 
@@ -353,15 +357,19 @@ class _Train(OpFunction):
         shifts = derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0])
         kept_bias = bias if shifts or ctx.recompute else None
         kept = None if ctx.recompute else out if ctx.save_output else conv_out
-        ctx.save_for_backward(kept, input, weight, bn_weight, bn_bias, mean, invstd, kept_bias)
+        # the recomputation reads the conv weight and bias as the forward used them: torch keeps the conv output, so
+        # a weight changed since without a version bump (a `.data` update, WGAN's clipping) must not change it. The
+        # copies are small next to the conv output they replace (the nn layer recomputes only where they are)
+        snapshot = (weight.detach().clone(), None if bias is None else bias.detach().clone()) if ctx.recompute else ()
+        ctx.save_for_backward(kept, input, weight, bn_weight, bn_bias, mean, invstd, kept_bias, *snapshot)
         ctx.save_for_forward(out, input, weight, bn_weight, bn_bias, invstd, kept_bias)
 
     @staticmethod
     def backward(ctx, grad_out, _grad_conv_out, _grad_mean, _grad_invstd):
-        saved, input, weight, bn_weight, bn_bias, mean, invstd, bias = ctx.saved_tensors
+        saved, input, weight, bn_weight, bn_bias, mean, invstd, bias, *snapshot = ctx.saved_tensors
         saved_is_result, padded = ctx.save_output, ctx.padding_mode != "zeros"
         if ctx.recompute:  # not recorded: the backward op's own derivative recomputes it from input and weight
-            saved = recomputed_conv_output(input, weight, bias, *ctx.geometry, ctx.transposed, ctx.output_padding,
+            saved = recomputed_conv_output(input, *snapshot, *ctx.geometry, ctx.transposed, ctx.output_padding,
                                            ctx.padding_mode)
             saved_is_result = False
             bias = bias if derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]) else None
