@@ -148,8 +148,8 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
         return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
     if conv.padding_mode != "zeros" and type(bn) in _SYNC_BATCH_NORMS:  # the synchronised op pads nothing
         return f"padding_mode={conv.padding_mode!r} before a synchronised BatchNorm (only 'zeros' fuses there)"
-    if not isinstance(conv.padding, str) and min(conv.padding) < 0:
-        return f"a negative padding {tuple(conv.padding)} (a crop): the conv's own"
+    if conv.padding_mode != "zeros" and _negative_padding(conv):  # F.pad crops: the op's padding cannot
+        return _negative_padding(conv)
     if type(bn) in _PER_SAMPLE_NORMS:
         return _per_sample_norm_obstacle(conv, bn) or _touched(conv, "conv") or _touched(bn, "norm")
     if bn.num_features != conv.out_channels:
@@ -157,6 +157,14 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
+
+
+def _negative_padding(conv: nn.Module) -> str | None:
+    """Why a negative padding leaves the conv to its module (F.pad crops; torch's zeros-mode conv refuses it, where
+    ConvBNLeakyReLU2d keeps the op's own error), or None."""
+    if isinstance(conv.padding, str) or min(conv.padding) >= 0:
+        return None
+    return f"a negative padding {tuple(conv.padding)} (a crop): the conv's own"
 
 
 def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
@@ -358,7 +366,7 @@ def _decide_run(modules: list, i: int, input, pad: nn.Module | None) -> Decision
     bn = modules[i + 1]
     if not no_global_hooks():
         return Decision(reason="a global module hook")
-    obstacle = conv_bn_obstacle(conv, bn)
+    obstacle = conv_bn_obstacle(conv, bn) or (None if type(conv) is nn.Linear else _negative_padding(conv))
     if obstacle is not None:
         return Decision(reason=obstacle)
     if not fused_device(input):
