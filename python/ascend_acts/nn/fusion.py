@@ -15,11 +15,14 @@ track_running_stats, affine=False, eval with or without running statistics), nn.
 used in eval and updated in training only with track_running_stats, momentum None as 0, no num_batches_tracked) and
 nn.GroupNorm's (per-sample statistics in train and eval).
 
-Padding: a Conv2d's padding_mode ("reflect", "replicate", "circular") is the op's, and an exact, untouched
-nn.ReflectionPad2d, nn.ReplicationPad2d, nn.CircularPad2d, nn.ZeroPad2d or nn.ConstantPad2d(value=0) right before a
-fusing Conv2d joins its run (the conv then pads nothing itself; a zero pad adds to a zeros-mode conv's padding): the
-op keeps the unpadded input and pads again in its backward, where torch keeps the pad's input and the conv the
-padded copy. A pad that cannot join runs as a module and the rest of the run still fuses.
+Padding: a Conv2d's padding_mode "reflect" or "replicate" is the op's, and an exact, untouched nn.ReflectionPad2d or
+nn.ReplicationPad2d right before a fusing Conv2d joins its run (the conv then pads nothing itself): the op keeps the
+unpadded input and pads again in its backward, where torch keeps the pad's input (its backward takes it) and the conv
+the padded copy. torch's circular, zero and constant pads keep nothing of their input (only the conv keeps the
+padded copy), so that input may change in place after the forward: folded, the op would keep it and its backward
+would raise. A circular padding_mode is applied before the op (F.pad, as torch's Conv2d does), and those pad modules
+run themselves (the rest of the run still fuses), as does any pad that cannot join. A negative padding (a crop) is
+left to the modules.
 
 Recompute: a training run that keeps its conv output z (ReLU, a slope <= 0, no activation) has the op recompute z in
 the backward instead, where the convolution is cheap enough on the NPU (recompute_is_cheaper).
@@ -32,6 +35,7 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from torch.nn.modules import module as _module_globals
 from torch.nn.utils import parametrize
 
@@ -58,9 +62,11 @@ _NORMS_AFTER = {nn.Conv2d: (*_BATCH_NORMS, *_PER_SAMPLE_NORMS), nn.ConvTranspose
                 nn.Conv1d: (nn.BatchNorm1d,)}
 _NORM_NAMED = {nn.Conv2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm",
                nn.ConvTranspose2d: "nn.BatchNorm2d, nn.InstanceNorm2d or nn.GroupNorm", nn.Conv1d: "nn.BatchNorm1d"}
-# exact pad classes a Conv2d run folds in, with the op's padding_mode for each (ZeroPad2d is a ConstantPad2d)
-_FOLDED_PADS = {nn.ReflectionPad2d: "reflect", nn.ReplicationPad2d: "replicate", nn.CircularPad2d: "circular",
-                nn.ZeroPad2d: "zeros", nn.ConstantPad2d: "zeros"}
+# exact pad classes a Conv2d run folds in, with the op's padding_mode for each: those whose backward takes their
+# input, which torch keeps anyway
+_FOLDED_PADS = {nn.ReflectionPad2d: "reflect", nn.ReplicationPad2d: "replicate"}
+# pads whose backward needs no input: torch keeps only the conv's padded copy, which the op must keep as well
+_INPUT_FREE_PADS = (nn.CircularPad2d, nn.ZeroPad2d, nn.ConstantPad2d)
 _PADS = (nn.modules.padding._ConstantPadNd, nn.modules.padding._ReflectionPadNd,
          nn.modules.padding._ReplicationPadNd, nn.modules.padding._CircularPadNd)
 
@@ -142,6 +148,8 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
         return f"padding_mode={conv.padding_mode!r} (only 'zeros' fuses)"
     if conv.padding_mode != "zeros" and type(bn) in _SYNC_BATCH_NORMS:  # the synchronised op pads nothing
         return f"padding_mode={conv.padding_mode!r} before a synchronised BatchNorm (only 'zeros' fuses there)"
+    if conv.padding_mode != "zeros" and _negative_padding(conv):  # F.pad crops: the op's padding cannot
+        return _negative_padding(conv)
     if type(bn) in _PER_SAMPLE_NORMS:
         return _per_sample_norm_obstacle(conv, bn) or _touched(conv, "conv") or _touched(bn, "norm")
     if bn.num_features != conv.out_channels:
@@ -149,6 +157,14 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
     return _touched(conv, "conv") or _touched(bn, "norm")
+
+
+def _negative_padding(conv: nn.Module) -> str | None:
+    """Why a negative padding leaves the conv to its module (F.pad crops; torch's zeros-mode conv refuses it, where
+    ConvBNLeakyReLU2d keeps the op's own error), or None."""
+    if isinstance(conv.padding, str) or min(conv.padding) >= 0:
+        return None
+    return f"a negative padding {tuple(conv.padding)} (a crop): the conv's own"
 
 
 def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
@@ -279,8 +295,7 @@ def _decide_padded(modules: list, i: int, input) -> Decision:
     if not isinstance(conv, _CONVS):
         return Decision(reason="no convolution after the pad")
     obstacle = pad_obstacle(modules[i], conv, input)
-    if obstacle is None and i + 2 < len(modules) and type(modules[i + 2]) in _SYNC_BATCH_NORMS and \
-            _FOLDED_PADS[type(modules[i])] != "zeros":
+    if obstacle is None and i + 2 < len(modules) and type(modules[i + 2]) in _SYNC_BATCH_NORMS:
         obstacle = "a synchronised BatchNorm's run pads with zeros only"
     if obstacle is not None:
         return Decision(reason=obstacle)
@@ -292,24 +307,20 @@ def pad_obstacle(pad: nn.Module, conv: nn.Module, input) -> str | None:
     """Why conv(pad(x)) is not the conv with the pad folded into the op's padding (the pad then runs as a module,
     the conv's run may still fuse), or None."""
     mode = _FOLDED_PADS.get(type(pad))
+    if type(pad) in _INPUT_FREE_PADS:
+        return f"torch's {type(pad).__name__} keeps no input: folded, the run would keep the unpadded input"
     if mode is None:
-        return "only an exact nn.ReflectionPad2d, ReplicationPad2d, CircularPad2d, ZeroPad2d or " \
-               "ConstantPad2d(value=0) folds"
+        return "only an exact nn.ReflectionPad2d or nn.ReplicationPad2d folds"
     if type(conv) is not nn.Conv2d:  # the op pads the input of a convolution, not of a transposed one
         return f"a pad folds into an exact nn.Conv2d only, not a {type(conv).__name__}"
     touched = _touched(pad, "pad")
     if touched is not None:
         return touched
-    if mode == "zeros" and not (isinstance(pad.value, (int, float)) and pad.value == 0
-                                and math.copysign(1.0, pad.value) > 0):
-        return f"value={pad.value}: only a zero pad folds"
     if min(pad.padding) < 0:
         return "a negative pad (it crops)"
-    own = conv._reversed_padding_repeated_twice  # (left, right, top, bottom), as the conv pads itself
-    if any(own) and (mode != "zeros" or conv.padding_mode != "zeros"):
-        return f"the conv pads too (padding={conv.padding!r}, padding_mode={conv.padding_mode!r}): only a zero pad " \
-               "adds to a zeros-mode conv's padding"
-    left, right, top, bottom = (p + q for p, q in zip(pad.padding, own))
+    if any(conv._reversed_padding_repeated_twice):
+        return f"the conv pads too (padding={conv.padding!r}, padding_mode={conv.padding_mode!r})"
+    left, right, top, bottom = pad.padding
     if (top, left) != (bottom, right):
         return f"asymmetric padding {tuple(pad.padding)} (the op pads both sides of an axis alike)"
     if isinstance(input, torch.Tensor) and input.dim() == 4 and _pad_refused(mode, pad.padding, input):
@@ -320,8 +331,6 @@ def pad_obstacle(pad: nn.Module, conv: nn.Module, input) -> str | None:
 def _pad_refused(mode: str, amounts, input: torch.Tensor) -> bool:
     """F.pad's limits for (left, right, top, bottom) on an (N, C, H, W) input: reflect below the size, circular up
     to it, replicate a non-empty plane (the modules raise torch's own error)."""
-    if mode == "zeros":
-        return False
     height, width = input.shape[2], input.shape[3]
     sizes = (width, width, height, height)
     if mode == "reflect":
@@ -357,7 +366,7 @@ def _decide_run(modules: list, i: int, input, pad: nn.Module | None) -> Decision
     bn = modules[i + 1]
     if not no_global_hooks():
         return Decision(reason="a global module hook")
-    obstacle = conv_bn_obstacle(conv, bn)
+    obstacle = conv_bn_obstacle(conv, bn) or (None if type(conv) is nn.Linear else _negative_padding(conv))
     if obstacle is not None:
         return Decision(reason=obstacle)
     if not fused_device(input):
@@ -496,12 +505,8 @@ def _padding(conv: nn.Module, pad: nn.Module | None) -> tuple[tuple | str, str]:
     """(padding, padding_mode) the op takes for conv(pad(input)) (pad None: the conv alone, its own padding_mode)."""
     if pad is None:
         return conv.padding, conv.padding_mode
-    left, right, top, bottom = pad.padding  # the same on both sides of an axis (pad_obstacle)
-    mode = _FOLDED_PADS[type(pad)]
-    if mode != "zeros":
-        return (top, left), mode  # the conv pads nothing itself (pad_obstacle)
-    own = conv._reversed_padding_repeated_twice
-    return (top + own[2], left + own[0]), "zeros"
+    left, right, top, bottom = pad.padding  # the same on both sides of an axis, the conv pads nothing (pad_obstacle)
+    return (top, left), _FOLDED_PADS[type(pad)]
 
 
 def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: float, input: torch.Tensor,
@@ -510,13 +515,17 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     """leaky_relu(bn(conv(pad(input))), negative_slope) (relu: torch's relu; pad None: none) through the fused op
     (keep_output: it may keep its output for backward rather than the conv output, see conv_bn_activation;
     recompute: it recomputes the conv output in the backward rather than keeping it), with
-    nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted before the op runs, as torch counts it
-    before F.batch_norm: a torch.utils.checkpoint recomputation stops inside the op (after its running-statistics
-    update) and counts the batch again, as torch's does. A call that fails otherwise (a bad argument, caught before
-    the op writes anything) takes the count back: it changes nothing. An InstanceNorm2d or GroupNorm follows its own
-    module's rules instead (_per_sample_norm_modules)."""
+    nn.BatchNorm2d.forward's bookkeeping. num_batches_tracked is counted once the op succeeded (momentum=None's
+    factor is 1 / the new count, as torch's): a call that fails (a bad argument, caught before the op writes
+    anything) changes nothing, not even the buffer's version, as torch's conv raising before its BatchNorm2d runs.
+    A torch.utils.checkpoint recomputation stops inside the op (after its running-statistics update) and counts the
+    batch again, as torch's does. An InstanceNorm2d or GroupNorm follows its own module's rules instead
+    (_per_sample_norm_modules)."""
     if type(conv) in (nn.Linear, nn.Conv1d):
         return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output, recompute)
+    if pad is None and conv.padding_mode == "circular":
+        # torch's circular pad keeps nothing of its input: the op keeps the padded copy, as torch's conv does
+        input, conv = F.pad(input, conv._reversed_padding_repeated_twice, mode="circular"), _unpadded(conv)
     padding, padding_mode = _padding(conv, pad)
     options = {"relu": relu, "keep_output": keep_output}
     if padding_mode != "zeros":
@@ -526,8 +535,6 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     if type(bn) in _PER_SAMPLE_NORMS:
         return _per_sample_norm_modules(conv, bn, negative_slope, input, padding, options)
     counts = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
-    if counts:
-        bn.num_batches_tracked.add_(1)
     momentum, eps, negative_slope = _number(bn.momentum), _number(bn.eps), _number(negative_slope)
     factor = 0.0 if momentum is None else momentum
     statistics = not bn.training or bn.track_running_stats
@@ -540,19 +547,37 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     if counts and momentum is None:
         if torch.compiler.is_compiling() and statistics and bn.running_mean is not None:
             # float() of a buffer is data-dependent (a graph break, as in torch's BatchNorm2d): a tensor factor
-            factor = 1.0 / bn.num_batches_tracked.to(torch.float64)
+            factor = 1.0 / (bn.num_batches_tracked + 1).to(torch.float64)
             if fused is conv_bn_activation:
                 fused = conv_bn_leaky_relu_tensor_momentum
         else:
-            factor = 1.0 / float(bn.num_batches_tracked)
+            factor = 1.0 / (float(bn.num_batches_tracked) + 1)
     try:
-        return fused(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
-                     bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,
-                     eps, negative_slope, conv.stride, padding, conv.dilation, conv.groups, **options)
-    except Exception as error:
-        if counts and not isinstance(error, RECOMPUTATION_STOPPED):
-            bn.num_batches_tracked.sub_(1)
+        output = fused(input, conv.weight, conv.bias, bn.running_mean if statistics else None,
+                       bn.running_var if statistics else None, bn.weight, bn.bias, bn.training, factor,
+                       eps, negative_slope, conv.stride, padding, conv.dilation, conv.groups, **options)
+    except RECOMPUTATION_STOPPED:
+        if counts:
+            bn.num_batches_tracked.add_(1)
         raise
+    if counts:
+        bn.num_batches_tracked.add_(1)
+    return output
+
+
+class _UnpaddedConv(NamedTuple):
+    """A Conv2d's parameters and geometry for its already padded input (no padding of its own)."""
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    stride: tuple
+    dilation: tuple
+    groups: int
+    padding: tuple = (0, 0)
+    padding_mode: str = "zeros"
+
+
+def _unpadded(conv: nn.Conv2d) -> _UnpaddedConv:
+    return _UnpaddedConv(conv.weight, conv.bias, conv.stride, conv.dilation, conv.groups)
 
 
 def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.InstanceNorm2d | nn.GroupNorm,

@@ -50,19 +50,21 @@ class SyncBatchNorm(_BatchNorm):
         if input.size(1) == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
         counts = self.training and self.track_running_stats and self.num_batches_tracked is not None
+        # counted once the batch is normalised (a call that raises leaves the buffer, its version too)
+        try:
+            output = self._normalise(input, counts)
+        except RECOMPUTATION_STOPPED:
+            if counts:
+                self.num_batches_tracked.add_(1)
+            raise
         if counts:
             self.num_batches_tracked.add_(1)
-        try:
-            return self._normalise(input, counts)
-        except Exception as error:
-            if counts and not isinstance(error, RECOMPUTATION_STOPPED):
-                self.num_batches_tracked.sub_(1)
-            raise
+        return output
 
     def _normalise(self, input: torch.Tensor, counts: bool) -> torch.Tensor:
         factor = 0.0 if self.momentum is None else self.momentum
-        if counts and self.momentum is None:  # cumulative moving average
-            factor = 1.0 / float(self.num_batches_tracked)
+        if counts and self.momentum is None:  # cumulative moving average: 1 / the count with this batch
+            factor = 1.0 / (float(self.num_batches_tracked) + 1)
         batch_stats = self.training or (self.running_mean is None and self.running_var is None)
         statistics = not self.training or self.track_running_stats
         running_mean = self.running_mean if statistics else None
