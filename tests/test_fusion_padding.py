@@ -288,20 +288,28 @@ def test_kept_bytes_drop_by_the_padded_copy_and_the_recomputed_conv_output():
     (costly,) = ascend_acts.explain(model(48), torch.randn(n, 3, side, side))
     assert cheap.reason == "recomputes the conv output in backward" and costly.reason == ""
     assert costly.saved_bytes_torch - costly.saved_bytes_converted == 48 * padded
-    assert cheap.saved_bytes_torch - cheap.saved_bytes_converted == 8 * padded + 8 * z
+    weight_copy = (8 * 8 * 9 + 8) * 4  # recomputing keeps the conv weight and bias as the forward used them
+    assert cheap.saved_bytes_torch - cheap.saved_bytes_converted == 8 * padded + 8 * z - weight_copy
 
 
 def test_the_cyclegan_generator_keeps_less_by_its_pads_and_recomputed_outputs():
     """ngf 8 at 32x32: the first 7x7 conv (K = 147) and the last transposed conv (K = 8 * 9 / 4 = 18) recompute
-    their z, and so do the rest at this width; every residual pad's copy is gone; the last pad (before the norm-less
-    conv) is torch's."""
+    their z (the convs whose weight is larger than their output at this size do not); every residual pad's copy is
+    gone; the last pad (before the norm-less conv) is torch's. A run with neither keeps torch's bytes, but for the
+    affine=False norm's ones and zeros the op takes (2 C floats)."""
     torch.manual_seed(0)
     model = resnet_generator("instance", ngf=8)
     x = torch.randn(1, 3, 32, 32)
     table = ascend_acts.explain(model, x)
     assert len(table) == GENERATOR_RUNS and all(r.fused for r in table), str(table)
     assert sum(r.pattern.startswith("ReflectionPad2d -> ") for r in table) == 5, str(table)
-    assert all(r.saved_bytes_converted < r.saved_bytes_torch for r in table), str(table)
+    rows = {r.path: r for r in table}
+    assert rows["<model>[0:4]"].reason == rows["<model>[15:18]"].reason == "recomputes the conv output in backward"
+    for r in table:
+        if r.pattern.startswith("ReflectionPad2d -> ") or r.reason:
+            assert r.saved_bytes_converted < r.saved_bytes_torch, str(table)
+        else:
+            assert r.saved_bytes_converted <= r.saved_bytes_torch + 2 * 64 * 4, str(table)
     assert table.saved_bytes_converted < 0.7 * table.saved_bytes_torch, str(table)
 
 

@@ -401,7 +401,8 @@ def _decide_run(modules: list, i: int, input, pad: nn.Module | None) -> Decision
     # slope <= 0 (an invertible LeakyReLU run keeps its output instead)
     keeps_conv_output = activation is None or relu or _number(slope) <= 0
     recompute = (keeps_conv_output and type(bn) not in _SYNC_BATCH_NORMS and _batch_statistics(bn)
-                 and recompute_is_cheaper(macs_per_output(conv, *size)))
+                 and recompute_is_cheaper(macs_per_output(conv, *size))
+                 and _weight_copy_is_small(conv, _output_elements(conv, input, size)))
     return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn), recompute=recompute)
 
 
@@ -414,6 +415,24 @@ def _conv1d_input_obstacle(conv: nn.Conv1d, input: torch.Tensor) -> str | None:
             input.dtype != conv.weight.dtype and not torch.is_autocast_enabled(input.device.type)):
         return "an input the Conv1d refuses: its own error"
     return None
+
+
+def _weight_copy_is_small(conv: nn.Module, output_elements: int) -> bool:
+    """Recomputing keeps a copy of the conv weight and bias as the forward used them (semantics._Train): only where
+    that copy is smaller than the conv output it replaces (a DCGAN generator's first transposed conv from a 1x1 latent
+    has K = 100 but, at batch 64, a weight larger than its output)."""
+    copied = conv.weight.numel() + (0 if conv.bias is None else conv.bias.numel())
+    return copied < output_elements
+
+
+def _output_elements(conv: nn.Module, input: torch.Tensor, size: tuple[int, int]) -> int:
+    """The conv output's number of elements for this input (`size`: the (padded) height and width of a 4-D one)."""
+    if type(conv) is nn.Linear:
+        return input.shape[0] * conv.out_features
+    channels = conv.out_channels * input.shape[0]
+    if type(conv) is nn.Conv1d:
+        return channels * _output_length(conv, 0, input.shape[2])
+    return channels * _output_length(conv, 0, size[0]) * _output_length(conv, 1, size[1])
 
 
 def _output_length(conv: nn.Module, axis: int, length: int) -> int:
