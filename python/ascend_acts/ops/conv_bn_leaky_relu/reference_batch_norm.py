@@ -31,6 +31,8 @@ from ...numerics.parallel import CHUNK, for_chunks
 
 # planes of at least this many values take a per-channel constant as a column (its loop per row is then negligible)
 _COLUMN_PLANE = 4096
+# rows longer than twice this are summed in segments of this many values
+_SEGMENT = 256
 
 
 class _Spread:
@@ -99,6 +101,31 @@ def relu_gradient(grad: np.ndarray, z: np.ndarray, out: np.ndarray | None = None
     return keep_where(np.invert(z <= 0), grad, np.empty_like(grad) if out is None else out)
 
 
+def _row_sums(planes: np.ndarray, other: np.ndarray | None, out: np.ndarray) -> None:
+    """out = the sums per row of a (samples, channels, plane) block's values (or of their products with other's).
+    einsum accumulates a row in its own dtype, in order; a row longer than _SEGMENT is summed in segments merged in
+    out's float64 (see _sums_dtype), so that its error stays that of a segment (torch's and the kernel's are about
+    one rounding)."""
+    size = planes.shape[2]
+    if out.dtype == planes.dtype:
+        np.einsum("ncs->nc", planes, out=out) if other is None else np.einsum("ncs,ncs->nc", planes, other, out=out)
+        return
+    whole = size - size % _SEGMENT
+    segments = [a[:, :, :whole].reshape(*a.shape[:2], -1, _SEGMENT) for a in (planes, planes if other is None
+                                                                              else other)]
+    if other is None:
+        head, tail = np.einsum("ncks->nck", segments[0]), np.einsum("ncs->nc", planes[:, :, whole:])
+    else:
+        head = np.einsum("ncks,ncks->nck", *segments)
+        tail = np.einsum("ncs,ncs->nc", planes[:, :, whole:], other[:, :, whole:])
+    np.add(head.sum(axis=2, dtype=np.float64), tail, out=out)
+
+
+def _sums_dtype(dtype: np.dtype, size: int) -> np.dtype:
+    """The row sums' dtype for planes of `size` values: a few segments' sums are kept in float64."""
+    return dtype if size <= 2 * _SEGMENT else np.dtype(np.float64)
+
+
 def _group_sums(per_row: np.ndarray, groups: int) -> np.ndarray:
     """(N, C) float64 row values summed per channel over the batch (groups 0: (C,)) or per sample and group (N, G)."""
     if groups:
@@ -128,33 +155,40 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     planes_in, planes_out = y.reshape(n, c, size), out.reshape(n, c, size)
     blocks = _blocks(n, c, size)
     keep = len(blocks) == 1  # pass (2) leaves the centred values in out for pass (3)
-    sums, squares = np.empty((n, c), dtype), np.empty((n, c), dtype)
+    sums, centred_sums, squares = (np.empty((n, c), _sums_dtype(dtype, size)) for _ in range(3))
     count = (c // groups if groups else n) * size
 
     def row_sums(block) -> None:
-        np.einsum("ncs->nc", planes_in[block], out=sums[block])
+        _row_sums(planes_in[block], None, sums[block])
 
     _for_blocks(blocks, row_sums)
-    exact_mean = _group_sums(sums.astype(np.float64), groups) / count  # an empty batch: NaN, a mean over nothing
-    mean = exact_mean.astype(dtype)
-    shift = _Spread(_per_row(mean, c, groups), size)
+    # an estimate: its rows' float32 sums are off by some units of the (large) sum when the values sit far from 0
+    shift = (_group_sums(sums.astype(np.float64), groups) / count).astype(dtype)  # an empty batch: NaN
+    spread_shift = _Spread(_per_row(shift, c, groups), size)
 
-    def centred_squares(block) -> None:
-        centred = np.subtract(planes_in[block], shift[block], out=planes_out[block] if keep else None)
-        np.einsum("ncs,ncs->nc", centred, centred, out=squares[block])
+    def centred_moments(block) -> None:
+        centred = np.subtract(planes_in[block], spread_shift[block], out=planes_out[block] if keep else None)
+        _row_sums(centred, None, centred_sums[block])
+        _row_sums(centred, centred, squares[block])
 
-    _for_blocks(blocks, centred_squares)
-    # the values were centred on the rounded mean: remove its offset from the exact one
-    variance = np.maximum(_group_sums(squares.astype(np.float64), groups) / count
-                          - (exact_mean - mean) ** 2, 0).astype(dtype)
+    _for_blocks(blocks, centred_moments)
+    # the centred values are (nearly) exact and small: their sums give the mean's offset from the shift and the
+    # variance without cancellation; an inf in the batch leaves the shift as it is and NaN moments
+    offset = _group_sums(centred_sums.astype(np.float64), groups) / count
+    offset = np.where(np.isfinite(offset), offset, 0)
+    mean = (shift + offset).astype(dtype)
+    variance = np.maximum(_group_sums(squares.astype(np.float64), groups) / count - offset ** 2, 0).astype(dtype)
     invstd = 1 / np.sqrt(variance + dtype.type(eps))
-    scale = _Spread(_per_row(invstd, c, groups) * gamma if groups else gamma * invstd, size)
-    bias, slope = _Spread(beta, size), dtype.type(slope)
+    row_scale = _per_row(invstd, c, groups) * gamma if groups else gamma * invstd
+    # out = (y - shift - offset) * scale + beta: the offset (the rounding of the mean included) goes into the bias, so
+    # that an output near 0 is as accurate as its inputs allow
+    row_bias = (beta - _per_row(offset, c, groups) * row_scale).astype(dtype)
+    scale, bias, slope = _Spread(row_scale, size), _Spread(row_bias, size), dtype.type(slope)
 
     def normalise(block) -> None:
         target = planes_out[block]
         if not keep:
-            np.subtract(planes_in[block], shift[block], out=target)
+            np.subtract(planes_in[block], spread_shift[block], out=target)
         target *= scale[block]
         target += bias[block]
         if relu:
