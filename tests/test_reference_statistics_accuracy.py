@@ -87,3 +87,43 @@ def test_nearly_constant_channels_at_most_twice_torch_error(case, norm, dtype):
         our_error = (got[name] - want).abs().max().item()
         floor = 4 * unit * max(1.0, want.abs().max().item())  # a few units of the dtype
         assert our_error <= 2 * torch_error + floor, (name, our_error, torch_error, floor)
+
+
+@pytest.mark.parametrize("seed", fast_only(range(4), [0]))
+@pytest.mark.parametrize("relu", [False, True])
+def test_conv_weight_gradient_of_a_nearly_constant_channel_from_the_conv_output(seed, relu):
+    """A Linear(eye) -> BatchNorm1d as the fused block, the conv output kept (no activation, or ReLU): the weight
+    gradient is the input (1000) times the normalisation's input gradient, whose sum over the batch is 0 exactly; a
+    backward on values centred on the rounded mean does not sum to 0 (torch's own float32 is off by up to its size)."""
+    n, c = 16, 4
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, generator=g, dtype=torch.float64)
+    x[:, 0] = 1000 + 1e-3 * torch.randn(n, generator=g, dtype=torch.float64)
+    x = x.float()[:, :, None, None]
+    grad = torch.linspace(-1, 1, n * c).reshape(n, c, 1, 1)
+    gamma, beta = torch.ones(c), torch.zeros(c)
+
+    def gradients(dtype, run):
+        """The conv weight's gradient and the conv output's (the input's: the conv is the identity)."""
+        inputs = (x.to(dtype).detach().clone().requires_grad_(),
+                  torch.eye(c, dtype=dtype).reshape(c, c, 1, 1).requires_grad_())
+        grad_input, grad_weight = torch.autograd.grad(run(*inputs), inputs, grad.to(dtype))
+        return grad_weight.double(), grad_input.double()
+
+    def composite(x, weight):
+        z = F.batch_norm(F.conv2d(x, weight), None, None, gamma.to(x.dtype), beta.to(x.dtype), True)
+        return F.relu(z) if relu else z
+
+    def fused(x, weight):
+        with backends.use_backend("reference"):
+            return conv_bn_activation(x, weight, None, None, None, gamma, beta, True, negative_slope=1.0,
+                                      relu=relu, keep_output=False)
+
+    exact, grad_conv_output = gradients(torch.float64, composite)
+    torch_error = (gradients(torch.float32, composite)[0] - exact).abs().max().item()
+    our_error = (gradients(torch.float32, fused)[0] - exact).abs().max().item()
+    # within a few roundings of the weight gradient's terms (sums over the batch of the conv output's gradient times
+    # the input), which is the bar (2x torch's error + a few units) and more: torch's own error (and a backward on
+    # values centred on the rounded mean) is the mean's rounding times the input, unless that rounding is ~0
+    terms = torch.einsum("ni,nj->ij", grad_conv_output.abs().flatten(1), x.double().abs().flatten(1))
+    assert our_error <= 4 * torch.finfo(torch.float32).eps * terms.max().item(), (our_error, torch_error)

@@ -4,12 +4,16 @@ reference.py's train_forward/train_backward are the float64 oracle, written for 
 these kernels compute the same in one compute dtype (float32, or float64) for speed. The (N, C, H, W) arrays are
 seen as (N, C, H*W) and walked in cache-sized blocks (whole samples, or a run of one sample's channels) on
 numerics.parallel's threads:
-- forward: (1) per row (sample, channel) its sum, merged into the mean in float64; (2) the values centred on the
-  mean (written into out) and per row their sum of squares, merged into the variance with the centring's rounding
-  corrected (no E[y^2] - E[y]^2 cancellation); (3) out = LeakyReLU(centred * gamma * invstd + beta).
+- forward: (1) per row (sample, channel) its sum, merged into an estimate of the mean (the shift) in float64; (2) the
+  values centred on the shift (written into out) and per row their sum and sum of squares: the mean is the shift
+  plus their mean (the estimate's error, which is some units of a large sum for values far from 0), the variance
+  theirs less its square (no cancellation: the centred values are small and nearly exact); (3) out =
+  LeakyReLU(centred * gamma * invstd + beta'), the mean's offset from the shift folded into beta'.
 - backward (InPlace-ABN): (1) per row the sums of dz and dz * u, where dz is grad_out through the LeakyReLU
   and u is x-hat up to a per-row factor, both recovered from what was kept (the output, or the conv
-  output); (2) grad_y = P dz + Q u + R with per-row P, Q, R.
+  output: then also the sum of u, which is y - the rounded mean and is centred exactly through the factors);
+  (2) grad_y = P dz + Q u + R with per-row P, Q, R.
+Rows longer than 2 * _SEGMENT are summed in segments merged in float64 (_row_sums).
 A tensor of one block keeps what pass (1) or (2) made for the next pass; a larger one recomputes it per block, so
 that each pass reads memory once and its temporaries stay near the core.
 `groups` (norm_groups) G >= 1 normalises per sample over groups of C/G channels (InstanceNorm: G == C, GroupNorm):
@@ -226,23 +230,36 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
                             _Spread((row_invstd * gamma).astype(dtype), size), _Spread(beta, size), slope, relu)
     blocks = _blocks(n, c, size)
     kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
-    sums_dz, sums_dz_u = np.empty((n, c), dtype), np.empty((n, c), dtype)
+    sums_dtype = _sums_dtype(dtype, size)
+    sums_dz, sums_dz_u, sums_u = (np.empty((n, c), sums_dtype) for _ in range(3))
 
     def reduce(block) -> None:
         dz, u = recover(block)
-        np.einsum("ncs->nc", dz, out=sums_dz[block])
-        np.einsum("ncs,ncs->nc", dz, u, out=sums_dz_u[block])
+        _row_sums(dz, None, sums_dz[block])
+        _row_sums(dz, u, sums_dz_u[block])
+        if not saved_is_result:
+            _row_sums(u, None, sums_u[block])
         if len(blocks) == 1:
             kept[0] = dz, u
 
     _for_blocks(blocks, reduce)
     sums_dz, sums_dz_u = sums_dz.astype(np.float64), sums_dz_u.astype(np.float64)
+    centre = 0
+    if not saved_is_result:
+        # y - mean does not sum to 0 over the statistics' values (the mean is rounded): the gradient would not sum to
+        # 0 either, and a conv weight's gradient (its input times it) can be off by far more than itself (an input far
+        # from 0, a small spread). Centre u exactly: u - centre, its sums corrected and R - Q centre below.
+        centre = _per_row(_group_sums(sums_u.astype(np.float64), groups) / ((c // groups if groups else n) * size),
+                          c, groups)
+        centre = np.where(np.isfinite(centre), centre, 0)  # an empty batch, or NaN statistics: as they are
+        sums_dz_u -= centre * sums_dz
     if groups:
         grad_gamma, grad_beta, p, q, r = _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size,
                                                         c // groups, dtype)
     else:
         grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size,
                                                         dtype)
+    r = (r - q.astype(np.float64) * centre).astype(dtype)
     p, q, r = (_Spread(factor, size) for factor in (p, q, r))
 
     def combine(block) -> None:
