@@ -4,12 +4,16 @@ reference.py's train_forward/train_backward are the float64 oracle, written for 
 these kernels compute the same in one compute dtype (float32, or float64) for speed. The (N, C, H, W) arrays are
 seen as (N, C, H*W) and walked in cache-sized blocks (whole samples, or a run of one sample's channels) on
 numerics.parallel's threads:
-- forward: (1) per row (sample, channel) its sum, merged into the mean in float64; (2) the values centred on the
-  mean (written into out) and per row their sum of squares, merged into the variance with the centring's rounding
-  corrected (no E[y^2] - E[y]^2 cancellation); (3) out = LeakyReLU(centred * gamma * invstd + beta).
+- forward: (1) per row (sample, channel) its sum, merged into an estimate of the mean (the shift) in float64; (2) the
+  values centred on the shift (written into out) and per row their sum and sum of squares: the mean is the shift
+  plus their mean (the estimate's error, which is some units of a large sum for values far from 0), the variance
+  theirs less its square (no cancellation: the centred values are small and nearly exact); (3) out =
+  LeakyReLU(centred * gamma * invstd + beta'), the mean's offset from the shift folded into beta'.
 - backward (InPlace-ABN): (1) per row the sums of dz and dz * u, where dz is grad_out through the LeakyReLU
   and u is x-hat up to a per-row factor, both recovered from what was kept (the output, or the conv
-  output); (2) grad_y = P dz + Q u + R with per-row P, Q, R.
+  output: then also the sum of u, which is y - the rounded mean and is centred exactly through the factors);
+  (2) grad_y = P dz + Q u + R with per-row P, Q, R.
+Rows longer than 2 * _SEGMENT are summed in segments merged in float64 (_row_sums).
 A tensor of one block keeps what pass (1) or (2) made for the next pass; a larger one recomputes it per block, so
 that each pass reads memory once and its temporaries stay near the core.
 `groups` (norm_groups) G >= 1 normalises per sample over groups of C/G channels (InstanceNorm: G == C, GroupNorm):
@@ -31,6 +35,8 @@ from ...numerics.parallel import CHUNK, for_chunks
 
 # planes of at least this many values take a per-channel constant as a column (its loop per row is then negligible)
 _COLUMN_PLANE = 4096
+# rows longer than twice this are summed in segments of this many values
+_SEGMENT = 256
 
 
 class _Spread:
@@ -99,6 +105,31 @@ def relu_gradient(grad: np.ndarray, z: np.ndarray, out: np.ndarray | None = None
     return keep_where(np.invert(z <= 0), grad, np.empty_like(grad) if out is None else out)
 
 
+def _row_sums(planes: np.ndarray, other: np.ndarray | None, out: np.ndarray) -> None:
+    """out = the sums per row of a (samples, channels, plane) block's values (or of their products with other's).
+    einsum accumulates a row in its own dtype, in order; a row longer than _SEGMENT is summed in segments merged in
+    out's float64 (see _sums_dtype), so that its error stays that of a segment (torch's and the kernel's are about
+    one rounding)."""
+    size = planes.shape[2]
+    if out.dtype == planes.dtype:
+        np.einsum("ncs->nc", planes, out=out) if other is None else np.einsum("ncs,ncs->nc", planes, other, out=out)
+        return
+    whole = size - size % _SEGMENT
+    segments = [a[:, :, :whole].reshape(*a.shape[:2], -1, _SEGMENT) for a in (planes, planes if other is None
+                                                                              else other)]
+    if other is None:
+        head, tail = np.einsum("ncks->nck", segments[0]), np.einsum("ncs->nc", planes[:, :, whole:])
+    else:
+        head = np.einsum("ncks,ncks->nck", *segments)
+        tail = np.einsum("ncs,ncs->nc", planes[:, :, whole:], other[:, :, whole:])
+    np.add(head.sum(axis=2, dtype=np.float64), tail, out=out)
+
+
+def _sums_dtype(dtype: np.dtype, size: int) -> np.dtype:
+    """The row sums' dtype for planes of `size` values: a few segments' sums are kept in float64."""
+    return dtype if size <= 2 * _SEGMENT else np.dtype(np.float64)
+
+
 def _group_sums(per_row: np.ndarray, groups: int) -> np.ndarray:
     """(N, C) float64 row values summed per channel over the batch (groups 0: (C,)) or per sample and group (N, G)."""
     if groups:
@@ -128,33 +159,40 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     planes_in, planes_out = y.reshape(n, c, size), out.reshape(n, c, size)
     blocks = _blocks(n, c, size)
     keep = len(blocks) == 1  # pass (2) leaves the centred values in out for pass (3)
-    sums, squares = np.empty((n, c), dtype), np.empty((n, c), dtype)
+    sums, centred_sums, squares = (np.empty((n, c), _sums_dtype(dtype, size)) for _ in range(3))
     count = (c // groups if groups else n) * size
 
     def row_sums(block) -> None:
-        np.einsum("ncs->nc", planes_in[block], out=sums[block])
+        _row_sums(planes_in[block], None, sums[block])
 
     _for_blocks(blocks, row_sums)
-    exact_mean = _group_sums(sums.astype(np.float64), groups) / count  # an empty batch: NaN, a mean over nothing
-    mean = exact_mean.astype(dtype)
-    shift = _Spread(_per_row(mean, c, groups), size)
+    # an estimate: its rows' float32 sums are off by some units of the (large) sum when the values sit far from 0
+    shift = (_group_sums(sums.astype(np.float64), groups) / count).astype(dtype)  # an empty batch: NaN
+    spread_shift = _Spread(_per_row(shift, c, groups), size)
 
-    def centred_squares(block) -> None:
-        centred = np.subtract(planes_in[block], shift[block], out=planes_out[block] if keep else None)
-        np.einsum("ncs,ncs->nc", centred, centred, out=squares[block])
+    def centred_moments(block) -> None:
+        centred = np.subtract(planes_in[block], spread_shift[block], out=planes_out[block] if keep else None)
+        _row_sums(centred, None, centred_sums[block])
+        _row_sums(centred, centred, squares[block])
 
-    _for_blocks(blocks, centred_squares)
-    # the values were centred on the rounded mean: remove its offset from the exact one
-    variance = np.maximum(_group_sums(squares.astype(np.float64), groups) / count
-                          - (exact_mean - mean) ** 2, 0).astype(dtype)
+    _for_blocks(blocks, centred_moments)
+    # the centred values are (nearly) exact and small: their sums give the mean's offset from the shift and the
+    # variance without cancellation; an inf in the batch leaves the shift as it is and NaN moments
+    offset = _group_sums(centred_sums.astype(np.float64), groups) / count
+    offset = np.where(np.isfinite(offset), offset, 0)
+    mean = (shift + offset).astype(dtype)
+    variance = np.maximum(_group_sums(squares.astype(np.float64), groups) / count - offset ** 2, 0).astype(dtype)
     invstd = 1 / np.sqrt(variance + dtype.type(eps))
-    scale = _Spread(_per_row(invstd, c, groups) * gamma if groups else gamma * invstd, size)
-    bias, slope = _Spread(beta, size), dtype.type(slope)
+    row_scale = _per_row(invstd, c, groups) * gamma if groups else gamma * invstd
+    # out = (y - shift - offset) * scale + beta: the offset (the rounding of the mean included) goes into the bias, so
+    # that an output near 0 is as accurate as its inputs allow
+    row_bias = (beta - _per_row(offset, c, groups) * row_scale).astype(dtype)
+    scale, bias, slope = _Spread(row_scale, size), _Spread(row_bias, size), dtype.type(slope)
 
     def normalise(block) -> None:
         target = planes_out[block]
         if not keep:
-            np.subtract(planes_in[block], shift[block], out=target)
+            np.subtract(planes_in[block], spread_shift[block], out=target)
         target *= scale[block]
         target += bias[block]
         if relu:
@@ -192,23 +230,36 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
                             _Spread((row_invstd * gamma).astype(dtype), size), _Spread(beta, size), slope, relu)
     blocks = _blocks(n, c, size)
     kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
-    sums_dz, sums_dz_u = np.empty((n, c), dtype), np.empty((n, c), dtype)
+    sums_dtype = _sums_dtype(dtype, size)
+    sums_dz, sums_dz_u, sums_u = (np.empty((n, c), sums_dtype) for _ in range(3))
 
     def reduce(block) -> None:
         dz, u = recover(block)
-        np.einsum("ncs->nc", dz, out=sums_dz[block])
-        np.einsum("ncs,ncs->nc", dz, u, out=sums_dz_u[block])
+        _row_sums(dz, None, sums_dz[block])
+        _row_sums(dz, u, sums_dz_u[block])
+        if not saved_is_result:
+            _row_sums(u, None, sums_u[block])
         if len(blocks) == 1:
             kept[0] = dz, u
 
     _for_blocks(blocks, reduce)
     sums_dz, sums_dz_u = sums_dz.astype(np.float64), sums_dz_u.astype(np.float64)
+    centre = 0
+    if not saved_is_result:
+        # y - mean does not sum to 0 over the statistics' values (the mean is rounded): the gradient would not sum to
+        # 0 either, and a conv weight's gradient (its input times it) can be off by far more than itself (an input far
+        # from 0, a small spread). Centre u exactly: u - centre, its sums corrected and R - Q centre below.
+        centre = _per_row(_group_sums(sums_u.astype(np.float64), groups) / ((c // groups if groups else n) * size),
+                          c, groups)
+        centre = np.where(np.isfinite(centre), centre, 0)  # an empty batch, or NaN statistics: as they are
+        sums_dz_u -= centre * sums_dz
     if groups:
         grad_gamma, grad_beta, p, q, r = _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size,
                                                         c // groups, dtype)
     else:
         grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size,
                                                         dtype)
+    r = (r - q.astype(np.float64) * centre).astype(dtype)
     p, q, r = (_Spread(factor, size) for factor in (p, q, r))
 
     def combine(block) -> None:
