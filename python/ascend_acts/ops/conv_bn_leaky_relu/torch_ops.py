@@ -252,7 +252,9 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         z = xhat * gamma + beta
     dz = activation_gradient(z, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
-    dy = normalised_gradient(dz * gamma, xhat, invstd.to(c), norm_groups)
+    # x-hat centred exactly: with a float32 mean one unit off (values far from 0), x-hat sums to far from 0 and so
+    # would dy, which the weight gradient multiplies by the conv input (the activation branch keeps the uncentred z)
+    dy = normalised_gradient(dz * gamma, xhat - statistics_mean(xhat, norm_groups), invstd.to(c), norm_groups)
     grad_input, grad_weight, grad_bias = conv2d_backward(dy.to(input.dtype), input, weight, stride, padding,
                                                          dilation, groups, transposed, output_padding, padding_mode,
                                                          output_mask)
