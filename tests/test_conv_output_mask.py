@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import ascend_acts
 from ascend_acts.backends import use_backend
+from markers import fast_only, slow
 from op_samples import SAMPLES
 
 ops = torch.ops.ascend_acts
@@ -66,7 +67,7 @@ def assert_masked_as_unmasked(name, args, mask, results, unmasked):
             assert torch.equal(got, want), (i, (got.double() - want.double()).abs().max())
 
 
-@pytest.mark.parametrize("backend", ["reference", "torch", "sim"])
+@pytest.mark.parametrize("backend", fast_only(["reference", "torch", "sim"], ["sim"]))
 @pytest.mark.parametrize("name", [TRAIN_BACKWARD, EVAL_BACKWARD])
 def test_computed_gradients_are_the_unmasked_calls_and_the_others_empty(name, backend):
     op = getattr(ops, name)
@@ -158,7 +159,7 @@ CASES = [(needs_input, needs_weight, bias) for needs_input, needs_weight, bias i
 
 
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
-@pytest.mark.parametrize("needs_input, needs_weight, bias", CASES)
+@pytest.mark.parametrize("needs_input, needs_weight, bias", fast_only(CASES, [(False, True, False)], unpack=True))
 def test_autograd_asks_only_for_the_gradients_that_are_needed(training, needs_input, needs_weight, bias):
     out, leaves = block_call(training, needs_input, needs_weight, bias)
     grad = torch.randn_like(out)
@@ -217,7 +218,7 @@ def bce(logits, target):
     return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, target))
 
 
-@pytest.mark.parametrize("backend", ["reference", "torch", "sim"])
+@pytest.mark.parametrize("backend", fast_only(["reference", "torch", "sim"], ["reference"]))
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_a_generator_step_through_a_frozen_discriminator_is_torchs(backend, mode):
     """The G step with D frozen (requires_grad_(False)): D gets no .grad, G the gradients torch's models give; D's
@@ -249,7 +250,7 @@ def test_a_generator_step_through_a_frozen_discriminator_is_torchs(backend, mode
     assert masks == [[True, False, False]] * 2 + [[True, True, False], [False, True, False]]
 
 
-@pytest.mark.parametrize("backend", ["reference", "sim"])
+@pytest.mark.parametrize("backend", fast_only(["reference", "sim"], ["sim"]))
 def test_a_discriminator_step_on_detached_fakes_is_torchs(backend):
     """The D step on fake.detach() and real images: the first block needs no input gradient; D's gradients are
     torch's, G gets none."""
@@ -276,6 +277,7 @@ def test_a_discriminator_step_on_detached_fakes_is_torchs(backend):
     assert sorted(map(tuple, masks)) == sorted([(False, True, False), (True, True, True)] * 2)
 
 
+@slow
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_compiled_masked_backward_is_eager(training):
     """torch.compile traces the backward op with the mask autograd sets (the conv weight frozen: input and norm
