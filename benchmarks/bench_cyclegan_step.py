@@ -121,45 +121,53 @@ def layer_budget(args, recompute=recompute_is_cheaper) -> list[tuple[str, int, i
     one) instead of the padded copy; the last pad, before the norm-less 7x7 conv, stays torch's. A LeakyReLU run keeps
     y alone (InPlace-ABN); a ReLU or no-activation run keeps z, unless the recompute rule (recompute_is_cheaper: K
     MACs per output below the 910B's compute / bandwidth balance; `recompute` another bound) recomputes it in the
-    backward."""
+    backward, which keeps a copy of the conv weight and bias instead (only where that copy is smaller than z)."""
     b, s, g, d, k = args.batch, args.image_size, args.ngf, args.ndf, args.blocks
 
     def size(channels, side):
         return 4 * b * channels * side * side
 
-    def kept_z(macs_per_output, channels, side):
-        """What a ReLU / no-activation run keeps of z: nothing where the recompute rule recomputes it."""
-        return 0 if recompute(macs_per_output) else size(channels, side)
+    def recomputed(macs_per_output, channels, side, weights):
+        return recompute(macs_per_output) and weights < size(channels, side) // 4
+
+    def kept_z(macs_per_output, channels, side, weights):
+        """What a ReLU / no-activation run keeps of z: the weight and bias copy where the rule recomputes it."""
+        return 4 * weights if recomputed(macs_per_output, channels, side, weights) else size(channels, side)
 
     def z_row(name, layers, count=1):
         """A group's z: torch's, what the converted runs keep, and which of its layers the rule recomputes."""
-        torch_bytes = count * sum(size(c, w) for _, c, w in layers)
+        torch_bytes = count * sum(size(c, w) for _, c, w, _ in layers)
         converted = count * sum(kept_z(*layer) for layer in layers)
-        recomputed = [f"{k:g}" for k, _, _ in layers if recompute(k)]
-        kept = [f"{k:g}" for k, _, _ in layers if not recompute(k)]
+        again = [f"{layer[0]:g}" for layer in layers if recomputed(*layer)]
+        kept = [f"{layer[0]:g}" for layer in layers if not recomputed(*layer)]
         return (name, torch_bytes, converted, "; ".join(
-            ([f"recomputed: K = {', '.join(recomputed)}"] if recomputed else [])
+            ([f"recomputed: K = {', '.join(again)}"] if again else [])
             + ([f"kept: K = {', '.join(kept)}"] if kept else [])))
 
     q = s // 4
     block_padded, block_out = size(4 * g, q + 2), size(4 * g, q)
-    down = [(3 * 49, g, s), (g * 9, 2 * g, s // 2), (2 * g * 9, 4 * g, q)]  # (K, channels, side) of z
-    up = [(4 * g * 9 / 4, 2 * g, s // 2), (2 * g * 9 / 4, g, s)]  # stride 2: each output gets a quarter of the taps
+    # (K, channels, side) of z and the conv's weight and bias elements (junyanz's convs before an InstanceNorm have a
+    # bias)
+    down = [(3 * 49, g, s, 3 * 49 * g + g), (g * 9, 2 * g, s // 2, g * 9 * 2 * g + 2 * g),
+            (2 * g * 9, 4 * g, q, 2 * g * 9 * 4 * g + 4 * g)]
+    # stride 2: each output gets a quarter of the taps
+    up = [(4 * g * 9 / 4, 2 * g, s // 2, 4 * g * 9 * 2 * g + 2 * g), (2 * g * 9 / 4, g, s, 2 * g * 9 * g + g)]
+    block = (4 * g * 9, 4 * g, q, 4 * g * 9 * 4 * g + 4 * g)
     patch = [size(2 * d, s // 4), size(4 * d, s // 8), size(8 * d, s // 8 - 1)]
     return [
         ("G: the source's ReflectionPad2d(3) copy (the source needs no gradient)", size(3, s + 6), size(3, s),
          "pads: the op keeps the source"),
         z_row("G: c7s1, two stride-2 Conv -> IN -> ReLU: z", down),
-        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: y", sum(size(c, w) for _, c, w in down),
-         sum(size(c, w) for _, c, w in down), "-"),
+        ("G: c7s1, two stride-2 Conv -> IN -> ReLU: y", sum(size(c, w) for _, c, w, _ in down),
+         sum(size(c, w) for _, c, w, _ in down), "-"),
         ("G: residual blocks, the two ReflectionPad2d(1) copies", 2 * k * block_padded, 0, "pads"),
-        z_row("G: residual blocks, Conv -> IN -> ReLU: z", [(4 * g * 9, 4 * g, q)], k),
+        z_row("G: residual blocks, Conv -> IN -> ReLU: z", [block], k),
         ("G: residual blocks, Conv -> IN -> ReLU: y", k * block_out, k * block_out, "-"),
-        z_row("G: residual blocks, Conv -> IN -> none: z", [(4 * g * 9, 4 * g, q)], k),
+        z_row("G: residual blocks, Conv -> IN -> none: z", [block], k),
         ("G: residual blocks, the sums x + y", k * block_out, k * block_out, "-"),
         z_row("G: two ConvTranspose2d -> IN -> ReLU: z", up),
-        ("G: two ConvTranspose2d -> IN -> ReLU: y", sum(size(c, w) for _, c, w in up),
-         sum(size(c, w) for _, c, w in up), "-"),
+        ("G: two ConvTranspose2d -> IN -> ReLU: y", sum(size(c, w) for _, c, w, _ in up),
+         sum(size(c, w) for _, c, w, _ in up), "-"),
         ("G: the last ReflectionPad2d(3) copy (its conv has no norm: not a fused run)", size(g, s + 6),
          size(g, s + 6), "-"),
         ("G: Tanh's output (D's input)", size(3, s), size(3, s), "-"),

@@ -132,10 +132,15 @@ def test_explain_shows_every_run_fused(name, training):
         norm_class = "InstanceNorm2d" if norm.startswith("instance") else "GroupNorm"
         assert {r.pattern.split(" -> ")[-2] for r in table} == {norm_class}  # a pad may open the run
         folded = not training and norm == "instance tracked"
-        # the generator's ReLU runs, where the op normalises with the batch's statistics, recompute their cheap convs
-        notes = ["eval: running statistics folded into the conv"] * folded + \
-            ["recomputes the conv output in backward"] * (name == "generator" and not folded)
-        assert all(r.reason == "; ".join(notes) for r in table), str(table)
+        if name == "generator" and not folded:
+            # the ReLU runs, where the op normalises with the batch's statistics, recompute their cheap convs where
+            # the weight copy that keeps is smaller than the conv output (at this size: the first and the last)
+            recompute = "recomputes the conv output in backward"
+            assert all(r.reason in ("", recompute) for r in table), str(table)
+            assert {"<model>[0:4]", "<model>[15:18]"} <= {r.path for r in table if r.reason == recompute}, str(table)
+        else:
+            notes = ["eval: running statistics folded into the conv"] * folded
+            assert all(r.reason == "; ".join(notes) for r in table), str(table)
         if training and name == "critic":  # InPlace-ABN: the LeakyReLU runs keep their output, not the conv output
             assert all(r.saved_bytes_converted < r.saved_bytes_torch for r in table), str(table)
 
