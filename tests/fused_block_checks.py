@@ -50,3 +50,28 @@ def assert_forward_mode_as_torch(runs, tensors, dtype):
         results.append(torch.func.jvp(function, primals, tangents))
     for ours, theirs in zip(*results):
         assert_close(ours, theirs, dtype)
+
+
+def assert_compiled_and_exported_as_eager(train, evaluate, tensors):
+    """torch.compile(fullgraph=True) of `train` (a training call on a case) against eager: output, gradients and
+    running statistics; torch.export of `evaluate` (a call without running statistics) with a dynamic batch."""
+    eager, compiled = copies(tensors), copies(tensors)
+    want = train(eager)
+    got = torch.compile(train, fullgraph=True, backend="aot_eager")(compiled)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for ours, theirs in zip(torch.autograd.grad(got.square().sum(), differentiable(compiled)),
+                            torch.autograd.grad(want.square().sum(), differentiable(eager))):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    for name in ("running_mean", "running_var"):
+        torch.testing.assert_close(compiled[name], eager[name])
+
+    class Block(torch.nn.Module):
+        def forward(self, x):
+            t = dict(copies(tensors, grad=False), input=x)
+            t["running_mean"] = t["running_var"] = None
+            return evaluate(t)
+
+    x = tensors["input"]
+    program = torch.export.export(Block(), (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+    wider = torch.cat([x, x * 0.5])
+    torch.testing.assert_close(program.module()(wider), Block()(wider), rtol=1e-5, atol=1e-5)

@@ -14,6 +14,7 @@ from ascend_acts.ops.conv_bn_leaky_relu.torch_ops import unpad_gradient
 from conftest import backend_dtypes
 from fused_block_checks import (
     assert_close,
+    assert_compiled_and_exported_as_eager,
     assert_forward_mode_as_torch,
     assert_gradient_penalty_as_torch,
     copies,
@@ -301,27 +302,5 @@ def test_vmap_and_autocast():
 @pytest.mark.parametrize("mode", ["reflect", "circular"])
 def test_compile_fullgraph_and_export_as_eager(mode):
     tensors, options = make_case("strided", "C", torch.float32)
-    eager, compiled = copies(tensors), copies(tensors)
-
-    def step(t):
-        return fused(t, options, True, 0.0, True, mode)
-
-    want = step(eager)
-    got = torch.compile(step, fullgraph=True, backend="aot_eager")(compiled)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    for ours, theirs in zip(torch.autograd.grad(got.square().sum(), differentiable(compiled)),
-                            torch.autograd.grad(want.square().sum(), differentiable(eager))):
-        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
-    for name in ("running_mean", "running_var"):
-        torch.testing.assert_close(compiled[name], eager[name])
-
-    class Block(torch.nn.Module):
-        def forward(self, x):
-            t = dict(copies(tensors, grad=False), input=x)
-            t["running_mean"] = t["running_var"] = None
-            return fused(t, options, True, 0.2, False, mode)
-
-    x = tensors["input"]
-    program = torch.export.export(Block(), (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
-    wider = torch.cat([x, x * 0.5])
-    torch.testing.assert_close(program.module()(wider), Block()(wider), rtol=1e-5, atol=1e-5)
+    assert_compiled_and_exported_as_eager(lambda t: fused(t, options, True, 0.0, True, mode),
+                                          lambda t: fused(t, options, True, 0.2, False, mode), tensors)

@@ -12,6 +12,7 @@ from ascend_acts.ops.conv_bn_leaky_relu.function import conv_bn_activation
 from conftest import backend_dtypes
 from fused_block_checks import (
     assert_close,
+    assert_compiled_and_exported_as_eager,
     assert_forward_mode_as_torch,
     assert_gradient_penalty_as_torch,
     copies,
@@ -227,27 +228,5 @@ def test_channels_last_vmap_and_autocast():
 @slow
 def test_compile_fullgraph_and_export_as_eager():
     tensors, groups = make_case("C", torch.float32)
-    eager, compiled = copies(tensors), copies(tensors)
-
-    def step(t):
-        return fused(t, groups, "relu", True, "reflect")
-
-    want = step(eager)
-    got = torch.compile(step, fullgraph=True, backend="aot_eager")(compiled)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    for ours, theirs in zip(torch.autograd.grad(got.square().sum(), differentiable(compiled)),
-                            torch.autograd.grad(want.square().sum(), differentiable(eager))):
-        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
-    for name in ("running_mean", "running_var"):
-        torch.testing.assert_close(compiled[name], eager[name])
-
-    class Block(torch.nn.Module):
-        def forward(self, x):
-            t = dict(copies(tensors, grad=False), input=x)
-            t["running_mean"] = t["running_var"] = None
-            return fused(t, groups, "relu", True)
-
-    x = tensors["input"]
-    program = torch.export.export(Block(), (x,), dynamic_shapes=({0: torch.export.Dim("batch")},))
-    wider = torch.cat([x, x * 0.5])
-    torch.testing.assert_close(program.module()(wider), Block()(wider), rtol=1e-5, atol=1e-5)
+    assert_compiled_and_exported_as_eager(lambda t: fused(t, groups, "relu", True, "reflect"),
+                                          lambda t: fused(t, groups, "relu", True), tensors)
