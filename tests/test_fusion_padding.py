@@ -349,8 +349,9 @@ def test_gradient_penalty_through_the_padded_generator_as_torch(backend):
 
 
 @slow
-@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("training, backend", [(True, "reference"), (False, "sim")], indirect=["backend"])
 def test_compile_fullgraph_with_folded_pads(training, backend):
+    """The graph is the op's, whichever backend runs it: the training op on one, the eval op on another."""
     original = resnet_generator("instance tracked")
     converted = ascend_acts.convert(copy.deepcopy(original))
     original.train(training), converted.train(training)
