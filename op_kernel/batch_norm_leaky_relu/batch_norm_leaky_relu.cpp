@@ -166,13 +166,8 @@ private:
             });
         sums.FoldRows(samples, chunk.stride);
         PipeBarrier<PIPE_ALL>();
-        const uint32_t plane = static_cast<uint32_t>(tiling_.planeSize);
-        for (uint32_t c = 0; c < chunk.channels; ++c) {
-            float total = 0.0f, totalSquares = 0.0f;
-            sums.Totals(c * plane, plane, total, totalSquares);
-            stats_[ForwardSlot::SumShifted].SetValue(chunk.first + c, total);
-            stats_[ForwardSlot::SumSquaresShifted].SetValue(chunk.first + c, totalSquares);
-        }
+        sums.StoreTotals(chunk.channels, static_cast<uint32_t>(tiling_.planeSize), stats_[ForwardSlot::SumShifted],
+                         stats_[ForwardSlot::SumSquaresShifted], chunk.first);
     }
 
     // Each channel's shift: the mean of its plane in sample 0 (row 0 of `values`); not finite: 0 (FirstTileMean).

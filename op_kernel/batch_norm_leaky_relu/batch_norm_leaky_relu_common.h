@@ -358,6 +358,18 @@ public:
         }
     }
 
+    // Totals of `channels` channels of `plane` lanes each into first[at + c] and second[at + c] (after FoldRows and a
+    // barrier; SetValue is const on a LocalTensor, kernel_tensor.h).
+    __aicore__ inline void StoreTotals(uint32_t channels, uint32_t plane, const AscendC::LocalTensor<float>& first,
+                                       const AscendC::LocalTensor<float>& second, uint32_t at) const {
+        for (uint32_t c = 0; c < channels; ++c) {
+            float firstTotal = 0.0f, secondTotal = 0.0f;
+            Totals(c * plane, plane, firstTotal, secondTotal);
+            first.SetValue(at + c, firstTotal);
+            second.SetValue(at + c, secondTotal);
+        }
+    }
+
     // The sums' arrays, idle once the totals are read (pass 2's per-lane rows).
     __aicore__ inline AscendC::LocalTensor<float> Array(uint32_t index) const {
         return index == 0   ? first_

@@ -168,13 +168,8 @@ private:
                                           });
         sums.FoldRows(tiling_.rowSamples, chunk.stride);
         PipeBarrier<PIPE_ALL>();
-        const uint32_t plane = static_cast<uint32_t>(tiling_.planeSize);
-        for (uint32_t c = 0; c < chunk.channels; ++c) {
-            float gradBeta = 0.0f, sumGradTimesCentered = 0.0f;
-            sums.Totals(c * plane, plane, gradBeta, sumGradTimesCentered);
-            stats_[BackwardSlot::GradBeta].SetValue(chunk.first + c, gradBeta);
-            stats_[BackwardSlot::SumGradTimesCentered].SetValue(chunk.first + c, sumGradTimesCentered);
-        }
+        sums.StoreTotals(chunk.channels, static_cast<uint32_t>(tiling_.planeSize), stats_[BackwardSlot::GradBeta],
+                         stats_[BackwardSlot::SumGradTimesCentered], chunk.first);
     }
 
     // Row mode pass 2: grad_x = A * dz + B * centered + C with per-lane rows of A, B, C (the sums' idle arrays).
