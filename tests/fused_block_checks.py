@@ -22,6 +22,38 @@ def assert_close(ours, theirs, dtype):
     torch.testing.assert_close(ours.double(), theirs.double(), rtol=tolerance, atol=tolerance)
 
 
+def assert_run_as_torch(ours, theirs, tensors, dtype):
+    """Output, every gradient (input, conv weight and bias, norm weight and bias) and the running statistics of
+    `ours` against `theirs` (callables on a case's copies); returns the copies `ours` ran on."""
+    mine, reference = copies(tensors), copies(tensors)
+    out, want = ours(mine), theirs(reference)
+    assert out.shape == want.shape and out.dtype == want.dtype
+    assert_close(out, want, dtype)
+    grad = torch.randn_like(want)
+    for got, expected in zip(torch.autograd.grad(out, differentiable(mine), grad),
+                             torch.autograd.grad(want, differentiable(reference), grad)):
+        assert_close(got, expected, dtype)
+    for name in ("running_mean", "running_var"):
+        if tensors[name] is not None:
+            assert_close(mine[name], reference[name], dtype)
+    return mine
+
+
+def assert_compiled_as_eager(train, tensors):
+    """torch.compile(fullgraph=True) of `train` (a training call on a case) against eager: output, gradients and
+    running statistics."""
+    eager, compiled = copies(tensors), copies(tensors)
+    want = train(eager)
+    got = torch.compile(train, fullgraph=True, backend="aot_eager")(compiled)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for ours, theirs in zip(torch.autograd.grad(got.square().sum(), differentiable(compiled)),
+                            torch.autograd.grad(want.square().sum(), differentiable(eager))):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
+    for name in ("running_mean", "running_var"):
+        if tensors[name] is not None:
+            torch.testing.assert_close(compiled[name], eager[name])
+
+
 def assert_gradient_penalty_as_torch(runs, tensors, dtype):
     """WGAN-GP through the block's double backward: the penalty and its gradient w.r.t. every differentiable tensor,
     for each of `runs` (ours, torch's). A per-sample norm's statistics cancel the conv bias: torch's graph does not
@@ -53,17 +85,9 @@ def assert_forward_mode_as_torch(runs, tensors, dtype):
 
 
 def assert_compiled_and_exported_as_eager(train, evaluate, tensors):
-    """torch.compile(fullgraph=True) of `train` (a training call on a case) against eager: output, gradients and
-    running statistics; torch.export of `evaluate` (a call without running statistics) with a dynamic batch."""
-    eager, compiled = copies(tensors), copies(tensors)
-    want = train(eager)
-    got = torch.compile(train, fullgraph=True, backend="aot_eager")(compiled)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    for ours, theirs in zip(torch.autograd.grad(got.square().sum(), differentiable(compiled)),
-                            torch.autograd.grad(want.square().sum(), differentiable(eager))):
-        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
-    for name in ("running_mean", "running_var"):
-        torch.testing.assert_close(compiled[name], eager[name])
+    """assert_compiled_as_eager of `train`; torch.export of `evaluate` (a call without running statistics) with a
+    dynamic batch."""
+    assert_compiled_as_eager(train, tensors)
 
     class Block(torch.nn.Module):
         def forward(self, x):

@@ -17,6 +17,7 @@ from fused_block_checks import (
     assert_compiled_and_exported_as_eager,
     assert_forward_mode_as_torch,
     assert_gradient_penalty_as_torch,
+    assert_run_as_torch,
     copies,
     differentiable,
 )
@@ -82,20 +83,9 @@ def composite(t, options, training, slope, relu, mode):
 
 def assert_as_torch(tensors, options, training, activation, mode, **extra):
     """Output, every gradient (input, conv weight and bias, norm weight and bias) and the running statistics."""
-    dtype = tensors["input"].dtype
     slope, relu = ACTIVATIONS[activation]
-    ours, theirs = copies(tensors), copies(tensors)
-    out = fused(ours, options, training, slope, relu, mode, **extra)
-    want = composite(theirs, options, training, slope, relu, mode)
-    assert out.shape == want.shape and out.dtype == want.dtype
-    assert_close(out, want, dtype)
-    grad = torch.randn_like(want)
-    for got, expected in zip(torch.autograd.grad(out, differentiable(ours), grad),
-                             torch.autograd.grad(want, differentiable(theirs), grad)):
-        assert_close(got, expected, dtype)
-    for name in ("running_mean", "running_var"):
-        if tensors[name] is not None:
-            assert_close(ours[name], theirs[name], dtype)
+    assert_run_as_torch(lambda t: fused(t, options, training, slope, relu, mode, **extra),
+                        lambda t: composite(t, options, training, slope, relu, mode), tensors, tensors["input"].dtype)
 
 
 EACH_BACKEND = pytest.mark.parametrize("backend", fast_only(backends.known_backends(), ["reference"]), indirect=True)

@@ -10,9 +10,10 @@ from ascend_acts import backends
 from ascend_acts.ops.conv_bn_leaky_relu.function import conv_bn_activation
 from conftest import backend_dtypes
 from fused_block_checks import (
-    assert_close,
+    assert_compiled_as_eager,
     assert_forward_mode_as_torch,
     assert_gradient_penalty_as_torch,
+    assert_run_as_torch,
     copies,
     differentiable,
 )
@@ -98,18 +99,10 @@ CASES = fast_only([*((layer, norm, list(ACTIVATIONS)[(i + j + 1) % 3], training)
 def test_values_gradients_and_running_statistics_as_torch(layer, norm, activation, training, dtype, backend):
     tensors, options, kind = make_case(layer, norm, dtype)
     slope, relu = ACTIVATIONS[activation]
-    ours, theirs = copies(tensors), copies(tensors)
-    out = fused(ours, options, training, slope, relu)
-    want = composite(theirs, options, kind, training, slope, relu)
-    assert out.shape == want.shape and out.dtype == want.dtype
-    assert_close(out, want, dtype)
-    grad = torch.randn_like(want)
-    for got, expected in zip(torch.autograd.grad(out, differentiable(ours), grad),
-                             torch.autograd.grad(want, differentiable(theirs), grad)):
-        assert_close(got, expected, dtype)
+    ours = assert_run_as_torch(lambda t: fused(t, options, training, slope, relu),
+                               lambda t: composite(t, options, kind, training, slope, relu), tensors, dtype)
     for name in ("running_mean", "running_var"):
         if tensors[name] is not None:
-            assert_close(ours[name], theirs[name], dtype)
             assert training or torch.equal(ours[name], tensors[name])
 
 
@@ -289,17 +282,4 @@ def test_vmap_and_autocast():
 @pytest.mark.parametrize("norm", [NORMS[2], NORMS[4]])
 def test_compile_fullgraph_as_eager(norm):
     tensors, options, _ = make_case("patchgan", norm, torch.float32)
-    eager, compiled = copies(tensors), copies(tensors)
-
-    def step(t):
-        return fused(t, options, True, 0.2, False)
-
-    want = step(eager)
-    got = torch.compile(step, fullgraph=True, backend="aot_eager")(compiled)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
-    for ours, theirs in zip(torch.autograd.grad(got.square().sum(), differentiable(compiled)),
-                            torch.autograd.grad(want.square().sum(), differentiable(eager))):
-        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
-    for name in ("running_mean", "running_var"):
-        if tensors[name] is not None:
-            torch.testing.assert_close(compiled[name], eager[name])
+    assert_compiled_as_eager(lambda t: fused(t, options, True, 0.2, False), tensors)
