@@ -11,8 +11,7 @@ One step is one generator and one discriminator Adam update (lr 2e-4, betas (0.5
 step with D frozen: loss(D(fake), real), backward, Adam; the D step: (loss(D(real), real) + loss(D(fake.detach()),
 fake)) / 2, backward, Adam. The torch and converted trainers take turns within each round (common.interleaved_ms);
 the ratio is the median over rounds of converted / torch in the same round. glibc's malloc is left as a user's
-program has it (the memory-measuring step scripts fix its mmap threshold, which makes every large temporary fresh
-pages, on both sides).
+program has it, as in the 256 px step scripts, which measure their peak memory in a child process.
 
     python benchmarks/bench_small_steps.py            # every case, 15 rounds (~3 min on an idle machine)
     python benchmarks/bench_small_steps.py --quick    # smoke run: narrow networks, 2 rounds

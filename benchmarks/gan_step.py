@@ -1,7 +1,11 @@
 """What the whole-GAN-step scripts (bench_dcgan_step.py, bench_cyclegan_step.py) share: one generator + discriminator
 training step of a torch model and of `ascend_acts.convert` of a copy, side by side in one run: step time, the
-bytes autograd keeps for each backward, the peak memory of a step, `explain`'s per-run table, and the verdicts
-against issue 25's targets.
+bytes autograd keeps for each backward, the peak memory of a step, `explain`'s per-run table, where the step time
+goes, and the verdicts against issue 25's targets.
+
+Times are taken in this process with glibc's malloc as a user's program has it; the peak memory of a step in a
+child process of the same script (`--peaks-only`), which fixes glibc's mmap threshold first (_fix_malloc_threshold):
+that makes every large allocation fresh pages, which would slow both sides' steps by a third and more.
 
 The step follows junyanz/pytorch-CycleGAN-and-pix2pix's order for both models: fake = G(source); the G step with D
 frozen (requires_grad off, as its set_requires_grad does): loss(D(fake), real), backward, G's Adam step; then the D
@@ -10,17 +14,25 @@ step: (loss(D(real), real) + loss(D(fake.detach()), fake)) / 2, backward, D's Ad
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import copy
 import ctypes
 import gc
+import json
 import statistics
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
 from torch import nn
 
 import ascend_acts
+from ascend_acts.nn import fusion
 from common import (
     add_backends_option,
     backend_context,
@@ -52,9 +64,6 @@ def _fix_malloc_threshold() -> bool:
         return False
 
 
-PEAK_MEASURABLE = _fix_malloc_threshold()
-
-
 def _status_kib(field: str) -> int:
     with open("/proc/self/status") as handle:
         for line in handle:
@@ -65,10 +74,8 @@ def _status_kib(field: str) -> int:
 
 def peak_growth_bytes(step: Callable[[], object], repeats: int = 3) -> int | None:
     """Median over `repeats` steps of how far the resident set rose above where it stood before the step (VmHWM
-    reset through /proc/self/clear_refs): every allocation, torch's and NumPy's alike. None where Linux's
-    /proc or glibc's mallopt is missing."""
-    if not PEAK_MEASURABLE:
-        return None
+    reset through /proc/self/clear_refs): every allocation, torch's and NumPy's alike, once _fix_malloc_threshold
+    has run in this process. None where Linux's /proc is missing."""
     growths = []
     for _ in range(repeats):
         gc.collect()
@@ -228,21 +235,114 @@ def explained(case: GanCase) -> tuple[str, str]:
     return ", ".join(counts), "\n\n".join(tables)
 
 
-def measure(gan: str, config: str, case: GanCase, impls: list[str], repeats: int) -> tuple[list[StepRow], str]:
-    """The torch trainer and one converted trainer per backend in `impls`, timed side by side (interleaved_ms)."""
+def trainers_for(case: GanCase, impls: list[str]) -> dict[str, Trainer]:
+    """The torch trainer and one converted trainer per backend in `impls`, by row name."""
     trainers = {"torch": Trainer(case, converted=False)}
     trainers.update({f"converted ({impl})": Trainer(case, converted=True) for impl in impls})
-    backend_of = {name: name[len("converted ("):-1] if name != "torch" else "torch" for name in trainers}
+    return trainers
+
+
+def backend_of(name: str) -> str:
+    return name[len("converted ("):-1] if name != "torch" else "torch"
+
+
+def step_call(name: str, trainer: Trainer) -> Callable[[], None]:
+    return in_backend(backend_of(name), {"step": trainer.step})["step"]
+
+
+def peaks(case: GanCase, impls: list[str]) -> dict[str, int | None]:
+    """Each row's peak RSS growth of a step (peak_growth_bytes), after a step that creates Adam's state. Run in the
+    `--peaks-only` child, whose malloc threshold is fixed."""
+    found = {}
+    for name, trainer in trainers_for(case, impls).items():
+        step = step_call(name, trainer)
+        step()
+        found[name] = peak_growth_bytes(step)
+    return found
+
+
+def peaks_in_child(script: Path, argv: list[str]) -> dict[str, int | None]:
+    """peaks() of the same case, measured by `script argv --peaks-only` in a fresh interpreter; None for every row
+    where that cannot be measured (no /proc, no glibc)."""
+    result = subprocess.run([sys.executable, str(script), *argv, "--peaks-only"], capture_output=True, text=True,
+                            timeout=3600)
+    if result.returncode != 0:
+        raise RuntimeError(f"{script.name} --peaks-only failed:\n{result.stdout}\n{result.stderr}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def recompute_off():
+    """convert's recompute rule answering no for every run while the block runs (nn/fusion.py reads it at every
+    call): the converted model keeps its ReLU runs' conv outputs, as without the rule."""
+    rule = fusion.recompute_is_cheaper
+    fusion.recompute_is_cheaper = lambda macs_per_output: False
+    try:
+        yield
+    finally:
+        fusion.recompute_is_cheaper = rule
+
+
+# aten's convolution ops (forward, transposed, backward; the recomputations inside ours included), by self time
+_CONVOLUTION_EVENTS = ("convolution", "conv2d", "conv_transpose", "conv1d")
+
+
+def convolution_ms(step: Callable[[], None]) -> tuple[float, float]:
+    """(step ms, of which aten's convolutions' self time ms) of one profiled call of step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        step()
+    total = 1e3 * (time.perf_counter() - start)
+    events = profiled.key_averages()
+    return total, sum(e.self_cpu_time_total for e in events if any(k in e.key for k in _CONVOLUTION_EVENTS)) / 1e3
+
+
+def time_split(trainers: dict[str, Trainer], repeats: int) -> str:
+    """Where each row's step time goes: aten's convolutions (profiled, median of `repeats` steps) and the rest; and
+    each converted row with the recompute rule off, timed side by side with the torch row."""
+    split = {name: [convolution_ms(step_call(name, trainer)) for _ in range(repeats)]
+             for name, trainer in trainers.items()}
+    table = markdown_table(
+        ["model", "profiled step ms", "aten convolutions ms", "the rest ms"],
+        [[name, f"{statistics.median(t for t, _ in runs):.1f}", f"{statistics.median(c for _, c in runs):.1f}",
+          f"{statistics.median(t - c for t, c in runs):.1f}"] for name, runs in split.items()])
+    calls = {"torch": step_call("torch", trainers["torch"])}
+    for name, trainer in trainers.items():
+        if name != "torch":
+            step = step_call(name, trainer)
+
+            def without_recompute(step=step):
+                with recompute_off():
+                    step()
+            calls[f"{name}, recompute off"] = without_recompute
+            calls[name] = step
+    times = interleaved_ms(calls, repeats)
+    lines = [f"{name}: {statistics.median(ms):.1f} ms, {median_ratio(ms, times['torch']):.2f}x torch's"
+             for name, ms in times.items() if name != "torch"]
+    return "\n\n".join([
+        "Where the step time goes (one profiled step per round; aten's convolutions by self time, the recomputations "
+        "inside the fused ops included; the rest is everything else: the norms and activations, pads, losses, Adam, "
+        "the op layer):", table,
+        "The recompute rule's price on this CPU (it is decided for the 910B, where those convolutions are "
+        "memory-bound; the CPU computes them again), the same steps timed side by side again:",
+        "\n".join(f"- {line}" for line in lines)])
+
+
+def measure(gan: str, config: str, case: GanCase, impls: list[str], repeats: int,
+            peaks: dict[str, int | None]) -> tuple[list[StepRow], str, str]:
+    """The torch trainer and one converted trainer per backend in `impls`, timed side by side (interleaved_ms);
+    `peaks` from the child. Returns the rows, time_split's section and explain's tables."""
+    trainers = trainers_for(case, impls)
     fused, tables = explained(case)
     tables = "Kept for the G step's backward by the module that saves it:\n\n" + \
         kept_by_module_table(kept_by_module(trainers["torch"])) + "\n\n" + tables
-    kept, peaks = {}, {}
+    kept = {}
     for name, trainer in trainers.items():
-        with backend_context(backend_of[name]):
+        with backend_context(backend_of(name)):
             kept[name] = trainer.kept_bytes()
-            trainer.step()  # the optimizers' state exists before the peak is taken
-            peaks[name] = peak_growth_bytes(trainer.step)
-    calls = {name: in_backend(backend_of[name], {"step": trainer.step})["step"] for name, trainer in trainers.items()}
+    calls = {name: step_call(name, trainer) for name, trainer in trainers.items()}
     times = interleaved_ms(calls, repeats)
     rows = []
     for name in trainers:
@@ -250,7 +350,7 @@ def measure(gan: str, config: str, case: GanCase, impls: list[str], repeats: int
         rows.append(StepRow(gan, config, name, statistics.median(times[name]), median_ratio(times[name],
                             times["torch"]), min(ratios), max(ratios), *kept[name], peaks[name],
                             "" if name == "torch" else fused))
-    return rows, tables
+    return rows, time_split(trainers, repeats), tables
 
 
 def _mib(count: int | None) -> str:
@@ -309,14 +409,21 @@ def run(argv, description: str, quick_help: str, name: str, title: str, add_opti
     parser = comparison_parser(description, quick_help, repeats=repeats)
     add_backends_option(parser, default=[ascend_acts.backends.current_backend_name()])
     add_options(parser)
+    parser.add_argument("--peaks-only", action="store_true", help=argparse.SUPPRESS)  # the child's part
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(parser, argv)
     if args.quick:
         args.repeats = 2
     impls = chosen_backends(parser, args.backends)
     config, case, case_notes = build_case(args)
+    if args.peaks_only:
+        measurable = _fix_malloc_threshold()
+        print(json.dumps({row: peak if measurable else None for row, peak in peaks(case, impls).items()}))
+        return
 
     usage_before = cpu_usage()
-    rows, tables = measure(name, config, case, impls, args.repeats)
+    rows, split, tables = measure(name, config, case, impls, args.repeats,
+                           peaks_in_child(Path(__file__).with_name(f"bench_{name}.py"), argv))
     load = other_processes_note(usage_before, cpu_usage())
     notes = case_notes + [
         f"one step = fake = G(source); G step (D frozen): loss(D(fake), real), backward, Adam; D step: "
@@ -328,11 +435,13 @@ def run(argv, description: str, quick_help: str, name: str, title: str, add_opti
         "kept for backward: unique storages packed by saved_tensors_hooks during the forward of that step's graph, "
         "parameters and buffers left out (both sides keep the same ones); the source and real batches included",
         "peak RSS growth: the resident set's high-water mark during one step (after warm-up, Adam's state "
-        "allocated) minus the resident set before it, median of 3 steps, with glibc's mmap threshold fixed at 64 "
-        "KiB so that freed tensors leave the resident set: every allocation, torch's and NumPy's",
+        "allocated) minus the resident set before it, median of 3 steps, measured in a child process of the same "
+        "script with glibc's mmap threshold fixed at 64 KiB so that freed tensors leave the resident set: every "
+        "allocation, torch's and NumPy's; step times are measured here, with glibc's malloc as a user's program "
+        "has it",
         load]
     body = "\n\n".join([results_table(rows), "Verdicts against issue 25's targets:",
-                        "\n".join(f"- {line}" for line in verdicts(rows)),
+                        "\n".join(f"- {line}" for line in verdicts(rows)), split,
                         *([extra(args, rows)] if extra else []),
                         "Where the bytes are, and the runs (`ascend_acts.explain`):", tables])
     panels = {"step ms": [r.median_ms for r in rows],
