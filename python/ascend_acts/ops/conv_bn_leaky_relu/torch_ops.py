@@ -118,6 +118,8 @@ def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, tran
     mask = tuple(bool(m) for m in output_mask)
     if not any(mask):
         return input.new_empty(0), weight.new_empty(0), grad.new_empty(0)
+    if _is_linear(input, weight, padding, groups, transposed):
+        return _linear_backward(grad, input, weight, mask)
     symmetric = _symmetric(padding)
     if transposed:
         check_padding_mode("conv2d_backward", padding_mode, transposed)
@@ -137,6 +139,25 @@ def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, tran
         grad_input = grad_input.contiguous()
     return (grad_input, grad_weight if wants_weight else weight.new_empty(0),
             grad_bias if wants_bias else grad.new_empty(0))
+
+
+def _is_linear(input, weight, padding, groups, transposed) -> bool:
+    """Whether the convolution is a Linear seen as one (what convert passes for nn.Linear -> BatchNorm1d): a 1x1
+    kernel over 1x1 planes, unpadded and ungrouped, so each output is one dot product over the channels."""
+    return (not transposed and groups == 1 and not any(padding) and tuple(weight.shape[2:]) == (1, 1)
+            and tuple(input.shape[2:]) == (1, 1))
+
+
+def _linear_backward(grad, input, weight, mask):
+    """conv2d_backward of a Linear seen as a convolution (_is_linear), as torch's Linear (addmm) computes it: two
+    matrix products and the bias gradient as torch's sum over the batch. aten::convolution_backward's float32 bias
+    gradient on the CPU accumulates the N rows one after another (its error grows with N: some 100x torch's sum at
+    N = 4097), and its weight gradient is less accurate than a matrix product too."""
+    wants_input, wants_weight, wants_bias = mask
+    rows, matrix, features = grad.flatten(1), weight.flatten(1), input.flatten(1)
+    return (torch.mm(rows, matrix).reshape(input.shape) if wants_input else input.new_empty(0),
+            torch.mm(rows.t(), features).reshape(weight.shape) if wants_weight else weight.new_empty(0),
+            rows.sum(0) if wants_bias else grad.new_empty(0))
 
 
 def update_running_statistics(running_mean, running_var, mean, variance, shape, momentum: float) -> None:
