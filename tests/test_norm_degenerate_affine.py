@@ -4,8 +4,8 @@ every backend, in training and eval, for BatchNorm, InstanceNorm and GroupNorm a
 Linear. torch computes these channels as y * alpha + (beta - mean * alpha), alpha = weight * invstd: its zeros have
 the conv output's sign and its infinite terms meet as NaN, where the centred (y - mean) * alpha + beta would give the
 zeros the sign of y - mean and an infinity. The other channels are as the fused op always computes them (up to
-rounding); the gradients equal torch's wherever torch's are finite (through a zero weight; through an infinite one:
-not yet)."""
+rounding); the gradients equal torch's wherever torch's are finite (through an infinite weight the norm's weight and
+bias gradients: the activation's branch at torch's z, NaN there, and x-hat from the conv output)."""
 
 import copy
 
@@ -70,6 +70,16 @@ def run(model: nn.Sequential, x: torch.Tensor, grad: torch.Tensor):
     return out, [x.grad, *(p.grad for p in model.parameters())]
 
 
+# the kernels' row mode (BatchNorm of short planes: a Linear's (N, F), small conv planes) recovers the centred z in
+# the backward, +-inf where torch's is NaN: the norm weight and bias gradients of an infinite weight differ there
+ROW_MODE_INFINITE_WEIGHT = pytest.mark.xfail(strict=True, reason="kernel row mode: centred z in the backward")
+
+
+def expect_row_mode_gap(request, backend: str, batch_norm: bool, activation: str, weight: str, training: bool) -> None:
+    if backend == "sim" and batch_norm and activation != "none" and weight.endswith("inf") and training:
+        request.applymarker(ROW_MODE_INFINITE_WEIGHT)
+
+
 def assert_as_torch(model: nn.Sequential, x: torch.Tensor, backend: str) -> None:
     grad = torch.randn(model(x).shape)
     expected, expected_grads = run(copy.deepcopy(model), x, grad)
@@ -78,8 +88,6 @@ def assert_as_torch(model: nn.Sequential, x: torch.Tensor, backend: str) -> None
     # the degenerate channels exactly; the others as the fused op computes them (rounded differently from torch)
     assert_same_values(ours[:, 1::2], expected[:, 1::2], "output")
     assert_close_where_finite(ours[:, ::2], expected[:, ::2], "output")
-    if torch.isinf(model[1].weight).any():
-        return  # the gradients through an infinite weight: test_gradients_through_an_infinite_weight_as_torch
     for i, (o, e) in enumerate(zip(our_grads, expected_grads)):
         assert_close_where_finite(o, e, f"gradient {i}")
 
@@ -88,7 +96,8 @@ def assert_as_torch(model: nn.Sequential, x: torch.Tensor, backend: str) -> None
 @pytest.mark.parametrize("weight", WEIGHTS)
 @pytest.mark.parametrize("activation", fast_only(ACTIVATIONS, ["leaky 0.2", "relu"]))
 @pytest.mark.parametrize("norm", fast_only(NORMS, ["batch", "group"]))
-def test_conv_norm_with_zero_or_infinite_weight_as_torch(norm, activation, weight, training, backend):
+def test_conv_norm_with_zero_or_infinite_weight_as_torch(norm, activation, weight, training, backend, request):
+    expect_row_mode_gap(request, backend, norm == "batch", activation, weight, training)
     model = degenerate(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), NORMS[norm](), *ACTIVATIONS[activation]()),
                        WEIGHTS[weight]).train(training)
     assert_as_torch(model, torch.randn(2, 3, 6, 6), backend)
@@ -97,7 +106,8 @@ def test_conv_norm_with_zero_or_infinite_weight_as_torch(norm, activation, weigh
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("weight", fast_only(WEIGHTS, ["-0", "+inf"]))
 @pytest.mark.parametrize("activation", ["leaky 0.2", "relu"])
-def test_linear_batch_norm_1d_with_zero_or_infinite_weight_as_torch(activation, weight, training, backend):
+def test_linear_batch_norm_1d_with_zero_or_infinite_weight_as_torch(activation, weight, training, backend, request):
+    expect_row_mode_gap(request, backend, True, activation, weight, training)
     model = nn.Sequential(nn.Linear(5, 8), nn.BatchNorm1d(8), *ACTIVATIONS[activation]())
     assert_as_torch(degenerate(model, WEIGHTS[weight]).train(training), torch.randn(16, 5), backend)
 

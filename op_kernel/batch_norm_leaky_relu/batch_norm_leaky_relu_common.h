@@ -291,8 +291,9 @@ __aicore__ inline AscendC::DataCopyExtParams RowCopy(const BatchNormLeakyReluTil
 // except where scale = gamma * invstd is 0 or not finite (a zero or infinite gamma). There torch's own
 // x * scale + (beta - mean * scale) (aten's batch_norm and group_norm): its zeros have x's sign, where the centred
 // form's have x - mean's, and its two infinite terms meet as NaN, where the centred form gives an infinity.
+__aicore__ inline bool DegenerateScale(float scale) { return !(scale != 0.0f && compensated_sum::IsFinite(scale)); }
 __aicore__ inline float AffineCentre(float mean, float scale, float& beta) {
-    if (scale != 0.0f && compensated_sum::IsFinite(scale)) return mean;
+    if (!DegenerateScale(scale)) return mean;
     beta = beta - mean * scale;
     return 0.0f;
 }

@@ -250,24 +250,24 @@ def batch_norm_activation(y, bn_weight, bn_bias, running_mean, running_var, mome
     yc = y.to(compute_dtype(y.dtype))
     mean, variance = statistics(yc, norm_groups)
     invstd = torch.rsqrt(variance + eps)
-    invstd_view, gamma = statistic_view(invstd, yc, norm_groups), channel(bn_weight.to(yc.dtype))
-    centre, shift = degenerate_affine(statistic_view(mean, yc, norm_groups), invstd_view, gamma,
-                                      channel(bn_bias.to(yc.dtype)))
-    z = (yc - centre) * invstd_view * gamma + shift
+    z = pre_activation(yc, statistic_view(mean, yc, norm_groups), statistic_view(invstd, yc, norm_groups),
+                       channel(bn_weight.to(yc.dtype)), channel(bn_bias.to(yc.dtype)))
     out = activation(z, negative_slope, relu).to(y.dtype)
     update_running_statistics(running_mean, running_var, mean, variance, y.shape, momentum)
     return out, mean, invstd
 
 
-def degenerate_affine(mean, invstd, gamma, beta):
-    """(centre, shift) of z = (y - centre) * invstd * gamma + shift (broadcastable per-channel or per-row constants):
-    (mean, beta), except where alpha = gamma * invstd is 0 or infinite (a zero or infinite BN weight, an infinite eps).
-    There z is torch's own y * alpha + (beta - mean * alpha) (aten's batch_norm and group_norm on the CPU): centre 0,
-    y * invstd * gamma having alpha's sign of zero or infinity for y's sign. The centred form would give the zeros the
-    sign of y - mean, not of y, and +-inf where torch's two infinite terms meet as NaN."""
+def pre_activation(y, mean, invstd, gamma, beta):
+    """The norm's output z from y with broadcastable statistics and affine, as the forward computes it (the backward
+    recomputes it so, so that its activation branch is the forward's): (y - mean) * invstd * gamma + beta, except
+    where alpha = gamma * invstd is 0 or infinite (a zero or infinite norm weight, an infinite eps). There torch's own
+    y * alpha + (beta - mean * alpha) (aten's batch_norm and group_norm on the CPU), as y * invstd * gamma (alpha's
+    sign of zero or infinity for y's sign): the centred form would give the zeros the sign of y - mean, not y's, and
+    +-inf where torch's two infinite terms meet as NaN. Differentiable."""
     alpha = gamma * invstd
     degenerate = (alpha == 0) | alpha.isinf()
-    return torch.where(degenerate, 0.0, mean), torch.where(degenerate, beta - mean * alpha, beta)
+    centre, shift = torch.where(degenerate, 0.0, mean), torch.where(degenerate, beta - mean * alpha, beta)
+    return (y - centre) * invstd * gamma + shift
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
@@ -281,9 +281,10 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         z = torch.where(saved > 0, saved, saved / negative_slope)
         xhat = (z - beta) / gamma
     else:
-        xhat = (saved - statistic_view(mean.to(c), saved, norm_groups)) * statistic_view(invstd.to(c), saved,
-                                                                                          norm_groups)
-        z = xhat * gamma + beta
+        mean_view, invstd_view = statistic_view(mean.to(c), saved, norm_groups), statistic_view(invstd.to(c), saved,
+                                                                                                 norm_groups)
+        xhat = (saved - mean_view) * invstd_view
+        z = pre_activation(saved, mean_view, invstd_view, gamma, beta)
     dz = activation_gradient(z, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     # x-hat centred exactly: with a float32 mean one unit off (values far from 0), x-hat sums to far from 0 and so
