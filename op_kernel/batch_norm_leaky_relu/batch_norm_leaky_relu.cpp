@@ -9,7 +9,8 @@
 // reduction needs no cross-core step. Two passes over a unit (the values sharing one mean): (1) sums of x - shift and
 // (x - shift)^2, with shift the mean of the unit's first tile (the shifted-data variance: no cancellation when |mean|
 // >> std), pairwise within a tile and compensated across tiles so their error does not grow with the unit's size;
-// (2) normalise, centred first ((x - mean) * gamma * invstd + beta), + LeakyReLU and the single write of `out`. GM
+// (2) normalise, centred first ((x - mean) * gamma * invstd + beta; torch's uncentred form where gamma * invstd is 0
+// or infinite: batch_norm_kernel::AffineCentre), + LeakyReLU and the single write of `out`. GM
 // traffic: x read twice, out written once, O(C) floats of statistics (O(N * G) grouped). Half types are computed in
 // float32 and rounded once (RINT).
 //
@@ -139,6 +140,15 @@ private:
         batch_norm_kernel::CopyOut(saveMeanGm_[firstChannel_], mean, n);
         batch_norm_kernel::CopyOut(saveInvStdGm_[firstChannel_], invStd, n);
         if (tiling_.updateRunningStats) UpdateRunningStats(mean, stats_[ForwardSlot::Variance]);
+        // pass 2's centre (into the Shift slot, free once the statistics are in) and beta (AffineCentre)
+        PipeBarrier<PIPE_ALL>();
+        for (uint32_t c = 0; c < n; ++c) {
+            float beta = stats_[ForwardSlot::Beta].GetValue(c);
+            float centre = batch_norm_kernel::AffineCentre(mean.GetValue(c), stats_[ForwardSlot::Scale].GetValue(c),
+                                                           beta);
+            stats_[ForwardSlot::Shift].SetValue(c, centre);
+            stats_[ForwardSlot::Beta].SetValue(c, beta);
+        }
     }
 
     // Row mode pass 1: the chunk's sums of x - shift and (x - shift)^2 per lane over the samples, folded over the
@@ -182,14 +192,14 @@ private:
         }
     }
 
-    // Row mode pass 2: out = leaky_relu((x - mean) * scale + beta) (or relu) with per-lane rows of the channels'
-    // mean, scale and beta (in the sums' idle arrays), rounded once to T.
+    // Row mode pass 2: out = leaky_relu((x - centre) * scale + beta) (or relu) with per-lane rows of the channels'
+    // centre, scale and beta (ChannelStatistics; in the sums' idle arrays), rounded once to T.
     __aicore__ inline void NormalizeRowChunk(const RowChunk& chunk) {
         PipeBarrier<PIPE_ALL>();
         batch_norm_kernel::RowSums sums(sumsBuf_.Get<float>(), tiling_.rowLanes);
-        LocalTensor<float> mean = sums.Array(0), scale = sums.Array(1), beta = sums.Array(2);
+        LocalTensor<float> centre = sums.Array(0), scale = sums.Array(1), beta = sums.Array(2);
         const uint32_t samples = tiling_.rowSamples;
-        batch_norm_kernel::ChannelRows(tiling_, mean, stats_[ForwardSlot::Mean], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, centre, stats_[ForwardSlot::Shift], chunk, samples);
         batch_norm_kernel::ChannelRows(tiling_, scale, stats_[ForwardSlot::Scale], chunk, samples);
         batch_norm_kernel::ChannelRows(tiling_, beta, stats_[ForwardSlot::Beta], chunk, samples);
         LocalTensor<float> values = valuesBuf_.Get<float>();
@@ -197,7 +207,7 @@ private:
             tiling_, firstChannel_ + chunk.first, [&](const RowTile& tile) ACTS_AICORE_LAMBDA {
                 LoadRowsAsFloat(values, chunk, tile);
                 const uint32_t count = tile.rows * chunk.stride;
-                Sub(values, values, mean, count);
+                Sub(values, values, centre, count);
                 Mul(values, values, scale, count);
                 Add(values, values, beta, count);
                 Activate(values, count, sums.Array(3).ReinterpretCast<uint8_t>());
@@ -360,16 +370,17 @@ private:
         batch_norm_kernel::CopyOut(runningVarOutGm_, runningVar, n);
     }
 
-    // Pass 2: out = leaky_relu((x - mean) * scale + beta) (or relu), rounded once to T.
+    // Pass 2: out = leaky_relu((x - centre) * scale + beta) (or relu), rounded once to T (centre and beta:
+    // ChannelStatistics).
     __aicore__ inline void NormalizeChannel(uint32_t local) {
         PipeBarrier<PIPE_ALL>();
-        float mean = stats_[ForwardSlot::Mean].GetValue(local);
+        float centre = stats_[ForwardSlot::Shift].GetValue(local);
         float scale = stats_[ForwardSlot::Scale].GetValue(local);
         float beta = stats_[ForwardSlot::Beta].GetValue(local);
         LocalTensor<float> values = valuesBuf_.Get<float>();
         batch_norm_kernel::ForEachTile<T>(tiling_, ChannelUnit(local), [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadAsFloat(values, tile);
-            Adds(values, values, -mean, tile.count);
+            Adds(values, values, -centre, tile.count);
             Muls(values, values, scale, tile.count);
             Adds(values, values, beta, tile.count);
             Activate(values, tile.count);
@@ -377,7 +388,8 @@ private:
         });
     }
 
-    // Pass 2 of a grouped unit (core-local group `local`): the same per channel piece, scale = gamma[c] * invstd.
+    // Pass 2 of a grouped unit (core-local group `local`): the same per channel piece, scale = gamma[c] * invstd,
+    // centred per piece (batch_norm_kernel::AffineCentre).
     __aicore__ inline void NormalizeGroupUnit(const Unit& unit, uint32_t local) {
         PipeBarrier<PIPE_ALL>();
         float mean = stats_[ForwardSlot::Mean].GetValue(local);
@@ -387,12 +399,15 @@ private:
         LocalTensor<float> values = valuesBuf_.Get<float>();
         batch_norm_kernel::ForEachTile<T>(tiling_, unit, [&](const PlaneTile& tile) ACTS_AICORE_LAMBDA {
             LoadAsFloat(values, tile);
-            Adds(values, values, -mean, tile.count);
             batch_norm_kernel::ForEachChannelPiece(
                 tiling_, unit, tile, [&](uint32_t offset, uint32_t count, uint32_t channel) ACTS_AICORE_LAMBDA {
                     LocalTensor<float> piece = values[offset];
-                    Muls(piece, piece, gamma.GetValue(channel) * invStd, count);
-                    Adds(piece, piece, beta.GetValue(channel), count);
+                    float scale = gamma.GetValue(channel) * invStd;
+                    float shift = beta.GetValue(channel);
+                    float centre = batch_norm_kernel::AffineCentre(mean, scale, shift);
+                    Adds(piece, piece, -centre, count);
+                    Muls(piece, piece, scale, count);
+                    Adds(piece, piece, shift, count);
                 });
             Activate(values, tile.count);
             batch_norm_kernel::StoreAsT(outQueue_, outGm_, values, tile);

@@ -287,6 +287,17 @@ __aicore__ inline AscendC::DataCopyExtParams RowCopy(const BatchNormLeakyReluTil
                                       0};
 }
 
+// The centre of the normalisation z = (x - centre) * scale + beta, and its beta (updated in place): the mean,
+// except where scale = gamma * invstd is 0 or not finite (a zero or infinite gamma). There torch's own
+// x * scale + (beta - mean * scale) (aten's batch_norm and group_norm): its zeros have x's sign, where the centred
+// form's have x - mean's, and its two infinite terms meet as NaN, where the centred form gives an infinity.
+__aicore__ inline bool DegenerateScale(float scale) { return !(scale != 0.0f && compensated_sum::IsFinite(scale)); }
+__aicore__ inline float AffineCentre(float mean, float scale, float& beta) {
+    if (!DegenerateScale(scale)) return mean;
+    beta = beta - mean * scale;
+    return 0.0f;
+}
+
 // `rows` rows of `stride` floats from row 0 to rows 1.. (row 0 copied by doubling: Muls by 1 keeps -0 and NaN).
 __aicore__ inline void RepeatRow(const AscendC::LocalTensor<float>& tile, uint32_t stride, uint32_t rows) {
     for (uint32_t have = 1; have < rows;) {

@@ -5,7 +5,8 @@
 //     dz    = a > 0 ? dy : dy * slope
 //     x_hat = (z - beta) / gamma             (gamma != 0)
 // - the convolution output x and save_mean (any slope, or torch's relu):
-//     x_hat = (x - mean) * invstd,  z = x_hat * gamma + beta
+//     x_hat = (x - mean) * invstd,  z = (x - mean) * (gamma * invstd) + beta   (the forward's operations; where
+//     gamma * invstd is 0 or infinite, torch's x * scale + (beta - mean * scale) as the forward: AffineCentre)
 //     dz    = z > 0 ? dy : dy * slope        (relu: z <= 0 ? 0 : dy, so a NaN z passes dy as torch's)
 // then, per unit u (the values sharing one mean: a channel, or a sample's group of C/G channels; M values):
 //   grad_beta[c] = sum dz,  grad_gamma[c] = sum dz * x_hat          (over n and the plane, per channel c)
@@ -49,7 +50,7 @@ enum class BackwardSlot : uint32_t {
     CoefA,  // grouped: GradBeta's correction
     CoefB,  // grouped: SumGradTimesCentered's correction
     CoefC,
-    Scratch,
+    Scale,  // row mode: gamma * invstd, the forward's scale
     Mean,
 };
 static_assert(static_cast<uint32_t>(BackwardSlot::Mean) < batch_norm_tiling::kStatsArrays, "stats buffer too small");
@@ -129,6 +130,10 @@ private:
     // chunk's grad_x.
     __aicore__ inline void ProcessRows() {
         LoadChannelStatistics();
+        if (!tiling_.savedIsResult) {
+            PipeBarrier<PIPE_ALL>();
+            Mul(stats_[BackwardSlot::Scale], stats_[BackwardSlot::Gamma], stats_[BackwardSlot::InvStd], channelCount_);
+        }
         batch_norm_kernel::ForEachRowChunk(
             tiling_, channelCount_, [&](const RowChunk& chunk) ACTS_AICORE_LAMBDA { AccumulateRowChunk(chunk); });
         ComputeChannelCoefficients();
@@ -140,7 +145,7 @@ private:
         return reduceWorkBuf_.Get<float>()[index * tiling_.rowLanes];
     }
 
-    // The rows LoadRowTile reads: beta (from the output); mean, invstd, gamma, beta (from x).
+    // The rows LoadRowTile reads: beta (from the output); mean, invstd, gamma * invstd, beta (from x).
     __aicore__ inline void LoadRows(const RowChunk& chunk) {
         PipeBarrier<PIPE_ALL>();
         const uint32_t samples = tiling_.rowSamples;
@@ -148,7 +153,7 @@ private:
         if (tiling_.savedIsResult) return;
         batch_norm_kernel::ChannelRows(tiling_, LoadRow(0), stats_[BackwardSlot::Mean], chunk, samples);
         batch_norm_kernel::ChannelRows(tiling_, LoadRow(1), stats_[BackwardSlot::InvStd], chunk, samples);
-        batch_norm_kernel::ChannelRows(tiling_, LoadRow(2), stats_[BackwardSlot::Gamma], chunk, samples);
+        batch_norm_kernel::ChannelRows(tiling_, LoadRow(2), stats_[BackwardSlot::Scale], chunk, samples);
     }
 
     // Row mode pass 1: the chunk's sums of dz and dz * centered per lane over the samples, folded over the rows,
@@ -215,10 +220,12 @@ private:
             Sub(centered, centered, LoadRow(3), count);
             return count;
         }
+        // z = (x - mean) * (gamma * invstd) + beta, the forward's operations (its activation branch for every value;
+        // a zero or infinite scale keeps this centred form here, unlike the forward's AffineCentre), x_hat after
         Sub(centered, centered, LoadRow(0), count);
-        Mul(centered, centered, LoadRow(1), count);
         Mul(dz, centered, LoadRow(2), count);
         Add(dz, dz, LoadRow(3), count);
+        Mul(centered, centered, LoadRow(1), count);
         GradFromPreActivation(mask, grad, dz, count, lanes);
         return count;
     }
@@ -443,14 +450,28 @@ private:
                 });
             return;
         }
-        // x_hat = (x - mean) * invstd; z = x_hat * gamma + beta (in dz's buffer until the mask is taken)
-        Adds(centered, centered, -mean, tile.count);
-        Muls(centered, centered, invStd, tile.count);
+        // z (in dz's buffer until the mask is taken) with the forward's operations and constants, so that the
+        // activation's branch is the forward's for every value: (x - mean) * (gamma * invstd) + beta, or where that
+        // scale is 0 or infinite torch's x * scale + (beta - mean * scale) (batch_norm_kernel::AffineCentre), from
+        // x before it is centred; then x_hat = (x - mean) * invstd
         batch_norm_kernel::ForEachChannelPiece(
             tiling_, unit, tile, [&](uint32_t offset, uint32_t count, uint32_t channel) ACTS_AICORE_LAMBDA {
-                Muls(dz[offset], centered[offset], gamma.GetValue(channel), count);
+                float scale = gamma.GetValue(channel) * invStd;
+                if (!batch_norm_kernel::DegenerateScale(scale)) return;
+                float shift = beta.GetValue(channel);
+                batch_norm_kernel::AffineCentre(mean, scale, shift);
+                Muls(dz[offset], centered[offset], scale, count);
+                Adds(dz[offset], dz[offset], shift, count);
+            });
+        Adds(centered, centered, -mean, tile.count);
+        batch_norm_kernel::ForEachChannelPiece(
+            tiling_, unit, tile, [&](uint32_t offset, uint32_t count, uint32_t channel) ACTS_AICORE_LAMBDA {
+                float scale = gamma.GetValue(channel) * invStd;
+                if (batch_norm_kernel::DegenerateScale(scale)) return;
+                Muls(dz[offset], centered[offset], scale, count);
                 Adds(dz[offset], dz[offset], beta.GetValue(channel), count);
             });
+        Muls(centered, centered, invStd, tile.count);
         GradFromPreActivation(mask, grad, dz, tile.count, lanes);
     }
 

@@ -18,6 +18,7 @@ from .torch_ops import (
     conv2d,
     conv2d_backward,
     normalised_gradient,
+    pre_activation,
     statistic_view,
     statistics,
     statistics_mean,
@@ -80,7 +81,9 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     xhat = (y - statistic_view(batch_mean, y, norm_groups)) * statistic_view(invstd, y, norm_groups)
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     grad = grad_out.to(c)
-    dz = activation_gradient(xhat * gamma + beta, grad, negative_slope, relu)
+    z = pre_activation(y, statistic_view(batch_mean, y, norm_groups), statistic_view(invstd, y, norm_groups), gamma,
+                       beta)
+    dz = activation_gradient(z, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dy = normalised_gradient(dz * gamma, xhat, invstd, norm_groups)
     return (*_conv_gradients(dy, x, w, geometry, input, weight, weight, output_mask),
@@ -138,7 +141,8 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     shifts = conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
     y = conv2d(x, w, bias.to(c) if shifts and bias is not None else None, *geometry)  # so not `mean` but y's own
-    xhat = (y - statistics_mean(y, norm_groups)) * statistic_view(invstd.to(c), y, norm_groups)
+    mean_view, invstd_view = statistics_mean(y, norm_groups), statistic_view(invstd.to(c), y, norm_groups)
+    xhat = (y - mean_view) * invstd_view
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     z_t = torch.zeros_like(xhat)
     y_t = _tangent_conv(x, w, input_t, weight_t, geometry)
@@ -150,7 +154,7 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
         z_t = z_t + xhat * channel(gamma_t)
     if beta_t is not None:
         z_t = z_t + channel(beta_t)
-    out_t = activation_gradient(xhat * gamma + beta, z_t, negative_slope, relu)
+    out_t = activation_gradient(pre_activation(y, mean_view, invstd_view, gamma, beta), z_t, negative_slope, relu)
     return in_format(out_t.to(like.dtype), memory_format(input, weight, padding_mode))
 
 

@@ -93,14 +93,17 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
     padded = (args.padding_mode,) if args.padding_mode != "zeros" else ()  # the ops' calls as before padding_mode
     if not args.batch_stats:
         # eps == 0 (a static choice): a zero running variance makes the folded weight inf and the conv inf * 0 = NaN,
-        # where torch's (conv - mean) * inf is a signed inf; so is any fold that is not finite, checked on the CPU
-        # only: elsewhere the check would cost a host sync per layer, and a non-finite fold (NaN or inf statistics or
-        # parameters) makes the output non-finite there as in torch, NaN where torch may give an infinity
+        # where torch's (conv - mean) * inf is a signed inf; so is any fold that is not finite, and a zero BN weight
+        # (torch's conv * 0 + (bias - mean * 0) has the signs of zero of the conv output, which the folded conv's sum
+        # of zeros loses), checked on the CPU only: elsewhere the check would cost a host sync per layer, and there a
+        # non-finite fold makes the output non-finite as in torch (NaN where torch may give an infinity), a zero BN
+        # weight the right zeros up to their signs
         if args.eps != 0:
             folded_weight, folded_bias = fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
                                                          args.eps, args.transposed, args.groups)
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
-                    torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()):
+                    torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()
+                    and (bn_weight is None or bn_weight.count_nonzero() == bn_weight.numel())):
                 out = ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
                                                   relu, *transposition, *padded)
                 # running statistics with norm_groups are InstanceNorm's, whose output torch makes contiguous

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ...numerics.dtypes import compute_dtype, to_array
+from ...numerics.elementwise import quiet
 from ...numerics.layout import channel_view
 from ..leaky_relu import reference as leaky_relu_reference
 from . import reference_batch_norm
@@ -221,12 +222,48 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
             # the forward normalises those same values, so its activation and the backward's agree (as torch's BN
             # reads its rounded input); where they did not, a z near 0 took the other branch and its whole gradient
             y = (y.to(input.dtype) if recompute else kept).to(c)
-        out = torch.empty_like(y) if kept is y else y  # normalised in place unless y itself is kept
-        mean, invstd, variance = reference_batch_norm.forward(y.numpy(), _array(bn_weight, c), _array(bn_bias, c),
-                                                              eps, negative_slope, out.numpy(), relu, norm_groups)
+        gamma, beta = _array(bn_weight, c), _array(bn_bias, c)
+        # normalised in place unless y itself is kept, or a degenerate affine needs y once normalised (see below)
+        degenerate = not 0 < eps < np.inf or not np.isfinite(gamma).all() or not gamma.all()
+        out = torch.empty_like(y) if kept is y or degenerate else y
+        mean, invstd, variance = reference_batch_norm.forward(y.numpy(), gamma, beta, eps, negative_slope, out.numpy(),
+                                                              relu, norm_groups)
+        if degenerate:
+            _degenerate_affine(y.numpy(), out.numpy(), gamma, beta, mean, invstd, negative_slope, relu, norm_groups)
         mean, invstd = torch.from_numpy(mean), torch.from_numpy(invstd)
         update_running_statistics(running_mean, running_var, mean, torch.from_numpy(variance), y.shape, momentum)
         return out.to(input.dtype), kept, mean, invstd
+
+
+def _degenerate_affine(y, out, gamma, beta, mean, invstd, slope, relu, norm_groups) -> None:
+    """out where gamma * invstd (alpha) is 0 or infinite (a zero or infinite BN weight; an invstd of inf with eps 0)
+    as torch computes it there: y * alpha + (beta - mean * alpha), activated (aten's batch_norm and group_norm on the
+    CPU). The centred form the passes use gives the zeros the sign of y - mean instead of y's, and an infinity where
+    torch's two infinite terms meet as NaN."""
+    alpha = statistic_view(invstd, y.shape, norm_groups) * channel_view(gamma)
+    degenerate = (alpha == 0) | np.isinf(alpha)
+    if degenerate.any():
+        with quiet():
+            z = y * alpha + (channel_view(beta) - statistic_view(mean, y.shape, norm_groups) * alpha)
+            np.copyto(out, _leaky(z, slope, relu), where=np.broadcast_to(degenerate, out.shape))
+
+
+def _degenerate_affine_gradients(grad, y, gamma, beta, mean, invstd, slope, relu, norm_groups):
+    """(channels, grad_gamma, grad_beta) of the channels whose gamma * invstd (alpha) is 0 or infinite, with the
+    activation's branch at the forward's z there (_degenerate_affine's torch form; reference_batch_norm's backward
+    recovers the centred one, whose +-inf is NaN in torch's), x-hat from the conv output y; None if there are none.
+    torch's norm weight and bias gradients are finite there (its input gradient is not, through an infinite alpha)."""
+    alpha = statistic_view(invstd, y.shape, norm_groups) * channel_view(gamma)
+    channels = ((alpha == 0) | np.isinf(alpha)).any(axis=(0, 2, 3))
+    if not channels.any():
+        return None
+    with quiet():
+        alpha, y, grad = alpha[:, channels], y[:, channels], grad[:, channels]
+        mean_view = statistic_view(mean, (y.shape[0], len(channels)), norm_groups)[:, channels]
+        z = y * alpha + (channel_view(beta[channels]) - mean_view * alpha)
+        dz = _activation_gradient(z, grad, slope, relu)
+        xhat = (y - mean_view) * statistic_view(invstd, (y.shape[0], len(channels)), norm_groups)[:, channels]
+        return channels, (dz * xhat).sum(axis=(0, 2, 3), dtype=np.float64), dz.sum(axis=(0, 2, 3), dtype=np.float64)
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
@@ -238,9 +275,15 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         grad = grad_out.detach().to(c).contiguous()
         copied = grad_out.dtype != c or not grad_out.is_contiguous()
         grad_y = grad if copied else torch.empty_like(grad)  # in place only in our own copy
+        gamma, beta, mean, invstd = (_array(t, c) for t in (bn_weight, bn_bias, mean, invstd))
+        # read before the backward, which may write grad_y over grad
+        exact = None if saved_is_result else _degenerate_affine_gradients(
+            grad.numpy(), _array(saved, c), gamma, beta, mean, invstd, negative_slope, relu, norm_groups)
         grad_gamma, grad_beta = reference_batch_norm.backward(
-            grad.numpy(), _array(saved, c), saved_is_result, _array(bn_weight, c), _array(bn_bias, c), _array(mean, c),
-            _array(invstd, c), negative_slope, grad_y.numpy(), relu, norm_groups)
+            grad.numpy(), _array(saved, c), saved_is_result, gamma, beta, mean, invstd, negative_slope, grad_y.numpy(),
+            relu, norm_groups)
+        if exact is not None:
+            channels, grad_gamma[channels], grad_beta[channels] = exact
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(
             grad_y, input.detach().to(c), weight.detach().to(c), stride, padding, dilation, groups, transposed,
             output_padding, padding_mode, output_mask)

@@ -59,8 +59,11 @@ def output_determines_batch_norm(gamma: torch.Tensor, beta: torch.Tensor, negati
         return False  # a graph or fake tensors make no data-dependent choice: the conv output is kept
     limit = 8.0 if dtype in (torch.float32, torch.float64) else 2.0
     # one reduction and one read of its value (a call on every training step): |beta / gamma| is |beta| / |gamma|
-    # rounded alike; a zero gamma gives an infinite ratio (NaN with beta 0), a NaN one NaN: neither passes the limit
-    return (beta.detach() / gamma.detach()).abs_().max().item() <= limit
+    # rounded alike; a zero gamma gives an infinite ratio (NaN with beta 0), a NaN one NaN: neither passes the limit;
+    # nor does an infinite gamma (gamma * 0 is NaN there, +-0 elsewhere): x-hat = (z - beta) / gamma would be NaN,
+    # where torch's backward has x-hat from the conv output and finite norm weight and bias gradients
+    gamma = gamma.detach()
+    return (beta.detach() / gamma + gamma * 0).abs_().max().item() <= limit
 
 
 # --- what the ops accept (checked by the CPU and the fake kernels, before anything runs) -----------

@@ -118,6 +118,8 @@ def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, tran
     mask = tuple(bool(m) for m in output_mask)
     if not any(mask):
         return input.new_empty(0), weight.new_empty(0), grad.new_empty(0)
+    if _is_linear(input, weight, padding, groups, transposed):
+        return _linear_backward(grad, input, weight, mask)
     symmetric = _symmetric(padding)
     if transposed:
         check_padding_mode("conv2d_backward", padding_mode, transposed)
@@ -137,6 +139,25 @@ def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, tran
         grad_input = grad_input.contiguous()
     return (grad_input, grad_weight if wants_weight else weight.new_empty(0),
             grad_bias if wants_bias else grad.new_empty(0))
+
+
+def _is_linear(input, weight, padding, groups, transposed) -> bool:
+    """Whether the convolution is a Linear seen as one (what convert passes for nn.Linear -> BatchNorm1d): a 1x1
+    kernel over 1x1 planes, unpadded and ungrouped, so each output is one dot product over the channels."""
+    return (not transposed and groups == 1 and not any(padding) and tuple(weight.shape[2:]) == (1, 1)
+            and tuple(input.shape[2:]) == (1, 1))
+
+
+def _linear_backward(grad, input, weight, mask):
+    """conv2d_backward of a Linear seen as a convolution (_is_linear), as torch's Linear (addmm) computes it: two
+    matrix products and the bias gradient as torch's sum over the batch. aten::convolution_backward's float32 bias
+    gradient on the CPU accumulates the N rows one after another (its error grows with N: some 100x torch's sum at
+    N = 4097), and its weight gradient is less accurate than a matrix product too."""
+    wants_input, wants_weight, wants_bias = mask
+    rows, matrix, features = grad.flatten(1), weight.flatten(1), input.flatten(1)
+    return (torch.mm(rows, matrix).reshape(input.shape) if wants_input else input.new_empty(0),
+            torch.mm(rows.t(), features).reshape(weight.shape) if wants_weight else weight.new_empty(0),
+            rows.sum(0) if wants_bias else grad.new_empty(0))
 
 
 def update_running_statistics(running_mean, running_var, mean, variance, shape, momentum: float) -> None:
@@ -229,11 +250,24 @@ def batch_norm_activation(y, bn_weight, bn_bias, running_mean, running_var, mome
     yc = y.to(compute_dtype(y.dtype))
     mean, variance = statistics(yc, norm_groups)
     invstd = torch.rsqrt(variance + eps)
-    z = ((yc - statistic_view(mean, yc, norm_groups)) * statistic_view(invstd, yc, norm_groups)
-         * channel(bn_weight.to(yc.dtype)) + channel(bn_bias.to(yc.dtype)))
+    z = pre_activation(yc, statistic_view(mean, yc, norm_groups), statistic_view(invstd, yc, norm_groups),
+                       channel(bn_weight.to(yc.dtype)), channel(bn_bias.to(yc.dtype)))
     out = activation(z, negative_slope, relu).to(y.dtype)
     update_running_statistics(running_mean, running_var, mean, variance, y.shape, momentum)
     return out, mean, invstd
+
+
+def pre_activation(y, mean, invstd, gamma, beta):
+    """The norm's output z from y with broadcastable statistics and affine, as the forward computes it (the backward
+    recomputes it so, so that its activation branch is the forward's): (y - mean) * invstd * gamma + beta, except
+    where alpha = gamma * invstd is 0 or infinite (a zero or infinite norm weight, an infinite eps). There torch's own
+    y * alpha + (beta - mean * alpha) (aten's batch_norm and group_norm on the CPU), as y * invstd * gamma (alpha's
+    sign of zero or infinity for y's sign): the centred form would give the zeros the sign of y - mean, not y's, and
+    +-inf where torch's two infinite terms meet as NaN. Differentiable."""
+    alpha = gamma * invstd
+    degenerate = (alpha == 0) | alpha.isinf()
+    centre, shift = torch.where(degenerate, 0.0, mean), torch.where(degenerate, beta - mean * alpha, beta)
+    return (y - centre) * invstd * gamma + shift
 
 
 def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean,
@@ -247,9 +281,10 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         z = torch.where(saved > 0, saved, saved / negative_slope)
         xhat = (z - beta) / gamma
     else:
-        xhat = (saved - statistic_view(mean.to(c), saved, norm_groups)) * statistic_view(invstd.to(c), saved,
-                                                                                          norm_groups)
-        z = xhat * gamma + beta
+        mean_view, invstd_view = statistic_view(mean.to(c), saved, norm_groups), statistic_view(invstd.to(c), saved,
+                                                                                                 norm_groups)
+        xhat = (saved - mean_view) * invstd_view
+        z = pre_activation(saved, mean_view, invstd_view, gamma, beta)
     dz = activation_gradient(z, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     # x-hat centred exactly: with a float32 mean one unit off (values far from 0), x-hat sums to far from 0 and so
