@@ -18,10 +18,15 @@ A tensor of one block keeps what pass (1) or (2) made for the next pass; a large
 that each pass reads memory once and its temporaries stay near the core.
 `groups` (norm_groups) G >= 1 normalises per sample over groups of C/G channels (InstanceNorm: G == C, GroupNorm):
 a group is C/G consecutive rows, so the same passes serve, only the merges and the per-row factors differ; the
-statistics are then (N, G).
-Per-channel constants are spread over a sample's planes (`_Spread`): NumPy's broadcast of a column costs an inner
-loop per row, several times a contiguous pass when planes are small. Row sums use einsum (its own SIMD loops): BLAS
-gemv is faster alone but starts threads of its own inside ours.
+statistics are then (N, G). Blocks then hold whole groups where a group fits in one: a block's statistics are its
+own, so all its passes run in one visit while it is near the core (_forward_per_block, _backward_per_block: the same
+operations in the same order, the same bits).
+Per-row constants broadcast as columns under numerics.elementwise.column_buffers (NumPy's default ufunc buffer makes
+a column over rows of <= 4096 values several times slower than a contiguous pass); per-channel constants shared by
+several samples are spread over a sample's small planes (`_Spread`), and planes too short for a column take spread
+constants. Row sums use einsum (its own SIMD loops): BLAS gemv is faster alone but starts threads of its own inside
+ours. ReLU is one np.maximum where that is torch's relu bit for bit (numerics.elementwise.relu_values); no
+activation (slope 1) costs no pass.
 """
 
 from __future__ import annotations
@@ -466,4 +471,5 @@ def _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size, per_g
     groups = sums_dz.shape[1] // per_group
     a = _per_row(_group_sums(sums_dz * gamma, groups) / count, per_group * groups, groups)
     b = _per_row(_group_sums(sums_dz_xhat * gamma, groups) / count, per_group * groups, groups)
-    return (row_invstd * gamma).astype(dtype), (-row_invstd * b * u_to_xhat).astype(dtype), (-row_invstd * a).astype(dtype)
+    return ((row_invstd * gamma).astype(dtype), (-row_invstd * b * u_to_xhat).astype(dtype),
+            (-row_invstd * a).astype(dtype))
