@@ -170,13 +170,15 @@ def _group_sums(per_row: np.ndarray, groups: int) -> np.ndarray:
     """(N, C) float64 row values summed per channel over the batch (groups 0: (C,)) or per sample and group (N, G)."""
     if groups:
         n, c = per_row.shape
+        if c == groups:  # a sum of one value, as the reduction makes it: 0 + the value (-0.0 gives +0.0)
+            return per_row + 0.0
         return per_row.reshape(n, groups, c // groups).sum(axis=2)
     return per_row.sum(axis=0)
 
 
 def _per_row(values: np.ndarray, c: int, groups: int) -> np.ndarray:
     """Statistics (C,) or (N, G) as the (C,) or (N, C) constant of their rows."""
-    return np.repeat(values, c // groups, axis=1) if groups else values
+    return np.repeat(values, c // groups, axis=1) if groups and groups != c else values
 
 
 def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slope: float, out: np.ndarray,
@@ -377,12 +379,18 @@ def _centred(sums, saved_is_result, groups, count):
 
 
 def _combine(dz, u, p, q, r, result, buffers) -> None:
-    """result = (P dz + Q u) + R, dz and u overwritten; written last: result may be grad_out's block."""
+    """result = (P dz + Q u) + R, u overwritten and dz too unless it is grad_out's block (no activation: then it is
+    read once, into result, which may be that same block)."""
     with buffers:
         u *= q
-        dz *= p
-        dz += u
-        np.add(dz, r, out=result)
+        if dz.flags.writeable:
+            dz *= p
+            dz += u
+            np.add(dz, r, out=result)  # written last: result may be grad_out's block
+        else:
+            np.multiply(dz, p, out=result)
+            result += u
+            result += r
 
 
 def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups, blocks,
@@ -430,8 +438,10 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
                 dz *= planes_grad[block]
                 return dz, u
             u = planes_saved[block] - shift[block]
-            if not relu and slope == 1:  # grad_out * 1 is grad_out
-                return planes_grad[block].copy(), u
+            if not relu and slope == 1:  # grad_out * 1 is grad_out: its block, read-only (see _combine)
+                dz = planes_grad[block].view()
+                dz.flags.writeable = False
+                return dz, u
             z = u * scale[block]
             z += bias[block]
             if relu:
