@@ -36,7 +36,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ...numerics.elementwise import column_buffers, keep_where, quiet, relu_values, slope_factors
+from ...numerics.elementwise import column_buffers, quiet, relu_values, slope_factors, zero_where
 from ...numerics.parallel import CHUNK, for_chunks
 
 # planes of at least this many values take a per-row constant as a column: under column_buffers its loop per row is
@@ -138,7 +138,7 @@ def relu_in_place(z: np.ndarray) -> None:
 def relu_gradient(grad: np.ndarray, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """torch's relu backward (threshold_backward: 0 where relu(z) <= 0, else grad; grad * 0 would give -0 or NaN), into
     out (which may be z) or a new array."""
-    return keep_where(np.invert(z <= 0), grad, np.empty_like(grad) if out is None else out)
+    return zero_where(z <= 0, grad, np.empty_like(grad) if out is None else out)
 
 
 def _row_sums(planes: np.ndarray, other: np.ndarray | None, out: np.ndarray) -> None:
