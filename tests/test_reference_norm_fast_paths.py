@@ -1,7 +1,7 @@
 """The reference backend's fast paths for the norm + activation passes give what the plain paths give, bit for bit:
 group statistics computed a block at a time (reference_batch_norm._forward_per_block / _backward_per_block) against
 the three passes over the whole tensor, relu as np.maximum against the lane mask and against torch, and the short ufunc
-buffer that speeds up column broadcasts stays inside its with-block."""
+buffer that speeds up column broadcasts stays inside its with-block; relu_gradient is torch's threshold_backward."""
 
 import math
 
@@ -36,6 +36,18 @@ def test_relu_values_is_torch_relu_bit_for_bit(monkeypatch, dtype, maximum_is_re
     assert_same_bits([elementwise.relu_values(values, np.empty_like(values))], [expected])
     elementwise.relu_values(values, out=values)
     assert_same_bits([values], [expected])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_gradient_is_torchs_threshold_backward_bit_for_bit(dtype):
+    rng = np.random.default_rng(1)
+    z = np.concatenate([np.repeat(np.array(SPECIALS, dtype), len(SPECIALS)), rng.standard_normal(1000).astype(dtype)])
+    grad = np.concatenate([np.tile(np.array(SPECIALS, dtype), len(SPECIALS)), rng.standard_normal(1000).astype(dtype)])
+    expected = torch.ops.aten.threshold_backward(torch.from_numpy(grad), torch.from_numpy(z), 0).numpy()
+    assert_same_bits([reference_batch_norm.relu_gradient(grad, z)], [expected])
+    in_z = z.copy()
+    reference_batch_norm.relu_gradient(grad, in_z, out=in_z)
+    assert_same_bits([in_z], [expected])
 
 
 def test_column_buffers_shrink_the_buffer_only_inside_and_only_for_short_rows():

@@ -1,5 +1,6 @@
-"""The LeakyReLU building blocks of the NumPy references (leaky_relu, rrelu, fused bias, BatchNorm + LeakyReLU):
-exact, quiet IEEE arithmetic on arrays, and the glue that runs an array kernel on tensors.
+"""The LeakyReLU (and ReLU) building blocks of the NumPy references (leaky_relu, rrelu, fused bias, BatchNorm +
+LeakyReLU): exact, quiet IEEE arithmetic on arrays, the ufunc buffer size that keeps column broadcasts fast, and the
+glue that runs an array kernel on tensors.
 
 Half types are computed in float32 and rounded to nearest even once, like torch's CPU kernels and our AscendC
 kernels. The positive branch is `x > 0` (so -0.0, NaN and the gradient at 0 take the negative branch).
