@@ -428,29 +428,32 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
     dtype = planes_grad.dtype
 
     def recover(block):
-        with shift.buffers():
-            if saved_is_result:  # slope > 0: z = output where output > 0, else output / slope
-                kept = planes_saved[block]
-                u = np.divide(kept, slope)
-                (np.minimum if slope <= 1 else np.maximum)(kept, u, out=u)
-                u -= shift[block]
-                dz = slope_factors(kept > 0, slope, dtype)
-                dz *= planes_grad[block]
-                return dz, u
-            u = planes_saved[block] - shift[block]
-            if not relu and slope == 1:  # grad_out * 1 is grad_out: its block, read-only (see _combine)
-                dz = planes_grad[block].view()
-                dz.flags.writeable = False
-                return dz, u
-            z = u * scale[block]
-            z += bias[block]
-            if relu:
-                return relu_gradient(planes_grad[block], z, out=z), u
-            dz = slope_factors(z > 0, slope, dtype)
+        if saved_is_result:  # slope > 0: z = output where output > 0, else output / slope
+            kept = planes_saved[block]
+            u = np.divide(kept, slope)
+            (np.minimum if slope <= 1 else np.maximum)(kept, u, out=u)
+            u -= shift[block]
+            dz = slope_factors(kept > 0, slope, dtype)
             dz *= planes_grad[block]
             return dz, u
+        u = planes_saved[block] - shift[block]
+        if not relu and slope == 1:  # grad_out * 1 is grad_out: its block, read-only (see _combine)
+            dz = planes_grad[block].view()
+            dz.flags.writeable = False
+            return dz, u
+        z = u * scale[block]
+        z += bias[block]
+        if relu:
+            return relu_gradient(planes_grad[block], z, out=z), u
+        dz = slope_factors(z > 0, slope, dtype)
+        dz *= planes_grad[block]
+        return dz, u
 
-    return recover
+    def recover_in_buffers(block):
+        with shift.buffers():
+            return recover(block)
+
+    return recover_in_buffers
 
 
 def _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size, dtype):
