@@ -1,5 +1,6 @@
-"""The LeakyReLU building blocks of the NumPy references (leaky_relu, rrelu, fused bias, BatchNorm + LeakyReLU):
-exact, quiet IEEE arithmetic on arrays, and the glue that runs an array kernel on tensors.
+"""The LeakyReLU (and ReLU) building blocks of the NumPy references (leaky_relu, rrelu, fused bias, BatchNorm +
+LeakyReLU): exact, quiet IEEE arithmetic on arrays, the ufunc buffer size that keeps column broadcasts fast, and the
+glue that runs an array kernel on tensors.
 
 Half types are computed in float32 and rounded to nearest even once, like torch's CPU kernels and our AscendC
 kernels. The positive branch is `x > 0` (so -0.0, NaN and the gradient at 0 take the negative branch).
@@ -7,6 +8,7 @@ kernels. The positive branch is `x > 0` (so -0.0, NaN and the gradient at 0 take
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Callable
 
 import numpy as np
@@ -21,6 +23,59 @@ def quiet() -> np.errstate:
     return np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore")
 
 
+# NumPy (2.x) runs a ufunc whose operand broadcasts a column over rows of at most half its buffer size (8192 values
+# by default) some 3x slower than over longer rows; with a buffer of this many values, rows of >= 256 values go at a
+# contiguous pass's speed. Only the speed depends on the buffer size.
+_SHORT_BUFFER = 256
+
+
+class _BufferSize:
+    """Sets NumPy's ufunc buffer size (thread-local) for the with-block."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def __enter__(self) -> None:
+        self.old = np.setbufsize(self.size)
+
+    def __exit__(self, *exc) -> None:
+        np.setbufsize(self.old)
+
+
+def column_buffers(row: int):
+    """A context in which elementwise ufuncs broadcast a per-row constant (a column) over rows of `row` values at a
+    contiguous pass's speed: a shorter ufunc buffer where NumPy's would make it slow, else nothing. Keep reductions
+    that cast out of it: they are buffered too, and their rounding could depend on the buffer size."""
+    if _SHORT_BUFFER <= row <= np.getbufsize() // 2:
+        return _BufferSize(_SHORT_BUFFER)
+    return nullcontext()
+
+
+def _maximum_is_relu() -> bool:
+    """Whether np.maximum(+0, z) is torch's relu (z < 0 ? +0 : z) bit for bit here, NaN payloads and -0.0 included:
+    IEEE leaves max(+0, -0) and max(0, NaN) to the implementation, so this NumPy's is probed on every dtype we compute
+    in, at lengths that reach its vector loops and their scalar tails."""
+    for dtype, int_type in ((np.float32, np.uint32), (np.float64, np.uint64)):
+        nans = np.array([0x7FC00001, 0xFFC00123] if dtype == np.float32 else
+                        [0x7FF8000000000001, 0xFFF8000000000123], int_type).view(dtype)
+        special = np.concatenate([np.array([0.0, -0.0, np.inf, -np.inf, 1.5, -1.5, np.nan, -np.nan], dtype), nans])
+        for length in (1, 3, 7, 16, 17, 31, 67, 1000):
+            values = np.roll(np.resize(special, special.size + length), length)  # every value, at shifting lanes
+            expected = values.copy()
+            zero_where(values < 0, values, expected)
+            if not np.array_equal(np.maximum(dtype(0), values).view(int_type), expected.view(int_type)):
+                return False
+    return True
+
+
+def relu_values(values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = values < 0 ? +0 : values, torch's relu (-0.0 and NaN stay; -inf gives +0, where values * 0 would give
+    NaN); out may be values. One np.maximum pass where it is exactly that (see _maximum_is_relu), else a lane mask."""
+    if _MAXIMUM_IS_RELU:
+        return np.maximum(values.dtype.type(0), values, out=out)
+    return zero_where(values < 0, values, out)
+
+
 def take_where(mask: np.ndarray, source: np.ndarray, target: np.ndarray) -> None:
     """target[mask] = source[mask], exactly, by bit blending: NumPy's masked copy (copyto with
     where=) is some 40x slower than a plain pass when the mask is random, as activations' are."""
@@ -33,15 +88,19 @@ def take_where(mask: np.ndarray, source: np.ndarray, target: np.ndarray) -> None
     target_bits ^= difference
 
 
-def keep_where(keep: np.ndarray, values: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """out = keep ? values : +0.0, exactly (NaN and -0.0 kept as they are), by a bitwise AND with lane masks built in
+def zero_where(zero: np.ndarray, values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = zero ? +0.0 : values, exactly (NaN and -0.0 kept as they are), by a bitwise AND with lane masks built in
     out (unless out is values): NumPy's np.where and masked copies are some 40x slower than a plain pass when the mask
-    is random. `keep` is read before out is written, so out may also be what keep was computed from."""
+    is random. `zero` is read before out is written, so out may also be what zero was computed from."""
     int_type = np.dtype(f"i{values.dtype.itemsize}")
     lanes = np.empty(values.shape, int_type) if np.may_share_memory(out, values) else out.view(int_type)
-    np.negative(keep.view(np.int8), out=lanes)  # 0 or all ones
+    np.copyto(lanes, zero.view(np.int8), casting="unsafe")  # 1 or 0 (a plain cast: a ufunc's would be buffered)
+    lanes -= 1  # 0 or all ones
     np.bitwise_and(values.view(int_type), lanes, out=out.view(int_type))
     return out
+
+
+_MAXIMUM_IS_RELU = _maximum_is_relu()
 
 
 def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:

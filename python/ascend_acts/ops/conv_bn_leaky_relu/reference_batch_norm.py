@@ -18,49 +18,76 @@ A tensor of one block keeps what pass (1) or (2) made for the next pass; a large
 that each pass reads memory once and its temporaries stay near the core.
 `groups` (norm_groups) G >= 1 normalises per sample over groups of C/G channels (InstanceNorm: G == C, GroupNorm):
 a group is C/G consecutive rows, so the same passes serve, only the merges and the per-row factors differ; the
-statistics are then (N, G).
-Per-channel constants are spread over a sample's planes (`_Spread`): NumPy's broadcast of a column costs an inner
-loop per row, several times a contiguous pass when planes are small. Row sums use einsum (its own SIMD loops): BLAS
-gemv is faster alone but starts threads of its own inside ours.
+statistics are then (N, G). Blocks then hold whole groups where a group fits in one: a block's statistics are its
+own, so all its passes run in one visit while it is near the core (_forward_per_block, _backward_per_block: the same
+operations in the same order, the same bits).
+Per-row constants broadcast as columns under numerics.elementwise.column_buffers (NumPy's default ufunc buffer makes
+a column over rows of <= 4096 values several times slower than a contiguous pass); per-channel constants shared by
+several samples are spread over a sample's small planes (`_Spread`), and planes too short for a column take spread
+constants. Row sums use einsum (its own SIMD loops): BLAS gemv is faster alone but starts threads of its own inside
+ours. ReLU is one np.maximum where that is torch's relu bit for bit (numerics.elementwise.relu_values); no
+activation (slope 1) costs no pass.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 
 import numpy as np
 
-from ...numerics.elementwise import keep_where, quiet, slope_factors
+from ...numerics.elementwise import column_buffers, quiet, relu_values, slope_factors, zero_where
 from ...numerics.parallel import CHUNK, for_chunks
 
-# planes of at least this many values take a per-channel constant as a column (its loop per row is then negligible)
-_COLUMN_PLANE = 4096
+# planes of at least this many values take a per-row constant as a column: under column_buffers its loop per row is
+# then about as fast as a contiguous pass
+_COLUMN_PLANE = 256
+# below this many values a per-channel constant shared by several samples is spread over one sample's planes (read
+# from cache, it is broadcast over the samples faster than a column)
+_SPREAD_PLANE = 4096
 # rows longer than twice this are summed in segments of this many values
 _SEGMENT = 256
 
 
 class _Spread:
     """A per-channel (C,) or per-row (N, C) constant as an array that broadcasts against a block's (samples,
-    channels, plane) view. NumPy broadcasts a column with an inner loop per row, about 3x a contiguous pass when planes
-    are small; a per-channel constant spread over one sample's planes (1/N of the data, made once) is broadcast over
-    the samples at the speed of a contiguous pass. A per-row constant would have to be spread over all the data,
-    which costs as much as the column: it stays a column."""
+    channels, plane) view. NumPy broadcasts a column with an inner loop per row, several times a contiguous pass when
+    planes are small (under column_buffers: below _COLUMN_PLANE values); a per-channel constant spread over one
+    sample's planes (1/N of the data, made once) is broadcast over the samples at the speed of a contiguous pass. A
+    per-row constant, or one sample's, would have to be spread over all the data: it stays a column where that is
+    fast."""
 
-    def __init__(self, values: np.ndarray, size: int):
+    def __init__(self, values: np.ndarray, size: int, samples: int):
         values = values.reshape(-1, values.shape[-1])  # (1, C) or (N, C)
-        if values.shape[0] == 1 and size < _COLUMN_PLANE:
+        if values.shape[0] == 1 and (size < _COLUMN_PLANE or (samples > 1 and size < _SPREAD_PLANE)):
             self.array = np.repeat(values, size, axis=1).reshape(*values.shape, size)
         else:
             self.array = values[:, :, None]
+        self.size = size
+
+    def buffers(self):
+        """The context to broadcast it in: see column_buffers."""
+        return column_buffers(self.size) if self.array.shape[2] < self.size else nullcontext()
 
     def __getitem__(self, block) -> np.ndarray:
         samples, channels = block
         return self.array[(samples if self.array.shape[0] > 1 else slice(0, 1)), channels]
 
 
-def _blocks(n: int, c: int, size: int) -> list[tuple[slice, slice]]:
-    """(samples, channels) slices of about CHUNK values each: whole samples, or a run of one sample's channels."""
+def _columns(values: np.ndarray, size: int) -> np.ndarray:
+    """A block's per-row (samples, channels) constant as an array that broadcasts against its planes: a column, or
+    spread over the planes when they are too short for a column's loop per row."""
+    if size >= _COLUMN_PLANE:
+        return values[:, :, None]
+    return np.repeat(values, size, axis=1).reshape(*values.shape, size)
+
+
+def _blocks(n: int, c: int, size: int, per_group: int = 1) -> list[tuple[slice, slice]]:
+    """(samples, channels) slices of about CHUNK values each: whole samples, or a run of one sample's channels, whole
+    groups of per_group channels when they fit."""
     rows = max(1, CHUNK // max(size, 1))
+    if per_group * size <= CHUNK:
+        rows = max(per_group, rows - rows % per_group)
     if rows >= c:
         per = rows // max(c, 1)
         return [(slice(first, min(first + per, n)), slice(0, c)) for first in range(0, n, per)] or \
@@ -83,6 +110,15 @@ def _for_blocks(blocks, body) -> None:
     for_chunks(len(blocks), run, chunk=1)
 
 
+def _activate(z: np.ndarray, relu: bool, slope) -> None:
+    """z = ReLU(z) or LeakyReLU(z), in place; slope 1 (no activation) leaves z as it is: z * 1 is z (an arithmetic
+    result is never a signalling NaN)."""
+    if relu:
+        relu_in_place(z)
+    elif slope != 1:
+        _leaky_relu_in_place(z, slope)
+
+
 def _leaky_relu_in_place(z: np.ndarray, slope) -> None:
     """z = z > 0 ? z : z * slope, exactly (NaN, -0.0 and infinities included)."""
     scaled = z * slope
@@ -96,13 +132,13 @@ def _leaky_relu_in_place(z: np.ndarray, slope) -> None:
 
 def relu_in_place(z: np.ndarray) -> None:
     """z = z < 0 ? +0 : z, torch's relu (-0.0 and NaN stay; -inf gives +0, where z * 0 would give NaN)."""
-    keep_where(np.invert(z < 0), z, z)
+    relu_values(z, out=z)
 
 
 def relu_gradient(grad: np.ndarray, z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """torch's relu backward (threshold_backward: 0 where relu(z) <= 0, else grad; grad * 0 would give -0 or NaN), into
     out (which may be z) or a new array."""
-    return keep_where(np.invert(z <= 0), grad, np.empty_like(grad) if out is None else out)
+    return zero_where(z <= 0, grad, np.empty_like(grad) if out is None else out)
 
 
 def _row_sums(planes: np.ndarray, other: np.ndarray | None, out: np.ndarray) -> None:
@@ -134,13 +170,15 @@ def _group_sums(per_row: np.ndarray, groups: int) -> np.ndarray:
     """(N, C) float64 row values summed per channel over the batch (groups 0: (C,)) or per sample and group (N, G)."""
     if groups:
         n, c = per_row.shape
+        if c == groups:  # a sum of one value, as the reduction makes it: 0 + the value (-0.0 gives +0.0)
+            return per_row + 0.0
         return per_row.reshape(n, groups, c // groups).sum(axis=2)
     return per_row.sum(axis=0)
 
 
 def _per_row(values: np.ndarray, c: int, groups: int) -> np.ndarray:
     """Statistics (C,) or (N, G) as the (C,) or (N, C) constant of their rows."""
-    return np.repeat(values, c // groups, axis=1) if groups else values
+    return np.repeat(values, c // groups, axis=1) if groups and groups != c else values
 
 
 def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slope: float, out: np.ndarray,
@@ -157,25 +195,63 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     dtype = y.dtype
     size = math.prod(y.shape[2:])
     planes_in, planes_out = y.reshape(n, c, size), out.reshape(n, c, size)
-    blocks = _blocks(n, c, size)
-    keep = len(blocks) == 1  # pass (2) leaves the centred values in out for pass (3)
+    per_group = c // groups if groups else 1
+    blocks = _blocks(n, c, size, per_group)
     sums, centred_sums, squares = (np.empty((n, c), _sums_dtype(dtype, size)) for _ in range(3))
-    count = (c // groups if groups else n) * size
+    count = (per_group if groups else n) * size
+    slope = dtype.type(slope)
+    if _blocks_hold_groups(groups, per_group, size):
+        return _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, groups, blocks,
+                                  (sums, centred_sums, squares), count)
+    keep = len(blocks) == 1  # pass (2) leaves the centred values in out for pass (3)
 
     def row_sums(block) -> None:
         _row_sums(planes_in[block], None, sums[block])
 
     _for_blocks(blocks, row_sums)
-    # an estimate: its rows' float32 sums are off by some units of the (large) sum when the values sit far from 0
-    shift = (_group_sums(sums.astype(np.float64), groups) / count).astype(dtype)  # an empty batch: NaN
-    spread_shift = _Spread(_per_row(shift, c, groups), size)
+    shift = _shift(sums, groups, count, dtype)
+    spread_shift = _Spread(_per_row(shift, c, groups), size, n)
 
     def centred_moments(block) -> None:
-        centred = np.subtract(planes_in[block], spread_shift[block], out=planes_out[block] if keep else None)
+        with spread_shift.buffers():
+            centred = np.subtract(planes_in[block], spread_shift[block], out=planes_out[block] if keep else None)
         _row_sums(centred, None, centred_sums[block])
         _row_sums(centred, centred, squares[block])
 
     _for_blocks(blocks, centred_moments)
+    mean, invstd, variance, row_scale, row_bias = _normalisation(shift, centred_sums, squares, groups, count, gamma,
+                                                                 beta, eps)
+    scale, bias = _Spread(row_scale, size, n), _Spread(row_bias, size, n)
+
+    def normalise(block) -> None:
+        target = planes_out[block]
+        with scale.buffers():
+            if not keep:
+                np.subtract(planes_in[block], spread_shift[block], out=target)
+            target *= scale[block]
+            target += bias[block]
+            _activate(target, relu, slope)
+
+    _for_blocks(blocks, normalise)
+    return mean, invstd, variance
+
+
+def _blocks_hold_groups(groups: int, per_group: int, size: int) -> bool:
+    """Whether every block holds whole groups (see _blocks), so that one visit of a block can do all the passes."""
+    return groups > 0 and (per_group == 1 or per_group * size <= CHUNK)
+
+
+def _shift(sums: np.ndarray, groups: int, count: int, dtype: np.dtype) -> np.ndarray:
+    """The statistics' estimate of the mean from the rows' sums: off by some units of the (large) float32 sums when
+    the values sit far from 0. An empty batch: NaN."""
+    return (_group_sums(sums.astype(np.float64), groups) / count).astype(dtype)
+
+
+def _normalisation(shift, centred_sums, squares, groups, count, gamma, beta, eps):
+    """(mean, invstd, variance) and the per-row (C,) or (N, C) scale and bias of out = centred * scale + bias, from
+    the rows' sums of the centred values and of their squares (rows of `groups` groups, or of the batch's channels)."""
+    dtype = shift.dtype
+    c = centred_sums.shape[1]
     # the centred values are (nearly) exact and small: their sums give the mean's offset from the shift and the
     # variance without cancellation; an inf in the batch leaves the shift as it is and NaN moments
     offset = _group_sums(centred_sums.astype(np.float64), groups) / count
@@ -187,18 +263,35 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     # out = (y - shift - offset) * scale + beta: the offset (the rounding of the mean included) goes into the bias, so
     # that an output near 0 is as accurate as its inputs allow
     row_bias = (beta - _per_row(offset, c, groups) * row_scale).astype(dtype)
-    scale, bias, slope = _Spread(row_scale, size), _Spread(row_bias, size), dtype.type(slope)
+    return mean, invstd, variance, row_scale, row_bias
+
+
+def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, groups, blocks, sums, count):
+    """_forward when every block holds whole groups: each block's statistics are its own, so a block is read from
+    memory once and its three passes run while it is near the core (the same operations, in the same order)."""
+    (n, c, size), dtype = planes_in.shape, planes_in.dtype
+    per_group = c // groups
+    sums, centred_sums, squares = sums
+    mean, invstd, variance = (np.empty((n, groups), dtype) for _ in range(3))
 
     def normalise(block) -> None:
-        target = planes_out[block]
-        if not keep:
-            np.subtract(planes_in[block], spread_shift[block], out=target)
-        target *= scale[block]
-        target += bias[block]
-        if relu:
-            relu_in_place(target)
-        else:
-            _leaky_relu_in_place(target, slope)
+        samples, channels = block
+        block_groups = (channels.stop - channels.start) // per_group
+        planes, target = planes_in[block], planes_out[block]  # target may be planes
+        _row_sums(planes, None, sums[block])
+        shift = _shift(sums[block], block_groups, count, dtype)
+        with column_buffers(size):
+            np.subtract(planes, _columns(_per_row(shift, shift.shape[1] * per_group, block_groups), size), out=target)
+        _row_sums(target, None, centred_sums[block])
+        _row_sums(target, target, squares[block])
+        statistics = _normalisation(shift, centred_sums[block], squares[block], block_groups, count,
+                                    gamma[channels], beta[channels], eps)
+        in_groups = samples, slice(channels.start // per_group, channels.stop // per_group)
+        mean[in_groups], invstd[in_groups], variance[in_groups] = statistics[:3]
+        with column_buffers(size):
+            target *= _columns(statistics[3], size)
+            target += _columns(statistics[4], size)
+            _activate(target, relu, slope)
 
     _for_blocks(blocks, normalise)
     return mean, invstd, variance
@@ -223,53 +316,108 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     row_invstd = _per_row(invstd.astype(np.float64), c, groups)  # (C,) or (N, C)
     if saved_is_result:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
         u_to_xhat = 1 / gamma
-        recover = _recovery(planes_grad, planes_saved, True, _Spread(beta, size), None, None, slope, relu)
+        recover = _recovery(planes_grad, planes_saved, True, _Spread(beta, size, n), None, None, slope, relu)
     else:  # u = y - mean = x-hat / invstd; z = u * gamma * invstd + beta
         u_to_xhat = row_invstd
-        recover = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, c, groups), size),
-                            _Spread((row_invstd * gamma).astype(dtype), size), _Spread(beta, size), slope, relu)
-    blocks = _blocks(n, c, size)
-    kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
+        recover = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, c, groups), size, n),
+                            _Spread((row_invstd * gamma).astype(dtype), size, n), _Spread(beta, size, n), slope, relu)
+    per_group = c // groups if groups else 1
+    blocks = _blocks(n, c, size, per_group)
     sums_dtype = _sums_dtype(dtype, size)
-    sums_dz, sums_dz_u, sums_u = (np.empty((n, c), sums_dtype) for _ in range(3))
+    sums = tuple(np.empty((n, c), sums_dtype) for _ in range(3))  # of dz, dz * u and u
+    if _blocks_hold_groups(groups, per_group, size):
+        return _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups,
+                                   blocks, sums)
+    kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
 
     def reduce(block) -> None:
         dz, u = recover(block)
-        _row_sums(dz, None, sums_dz[block])
-        _row_sums(dz, u, sums_dz_u[block])
-        if not saved_is_result:
-            _row_sums(u, None, sums_u[block])
+        _reduce(dz, u, saved_is_result, tuple(row_sums[block] for row_sums in sums))
         if len(blocks) == 1:
             kept[0] = dz, u
 
     _for_blocks(blocks, reduce)
-    sums_dz, sums_dz_u = sums_dz.astype(np.float64), sums_dz_u.astype(np.float64)
+    sums_dz, sums_dz_u, centre = _centred(sums, saved_is_result, groups, (per_group if groups else n) * size)
+    if groups:
+        grad_gamma, grad_beta = _group_gradients(sums_dz, sums_dz_u, u_to_xhat, size)
+        p, q, r = _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size, per_group, dtype)
+    else:
+        grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size,
+                                                        dtype)
+    r = (r - q.astype(np.float64) * centre).astype(dtype)
+    p, q, r = (_Spread(factor, size, n) for factor in (p, q, r))
+
+    def combine(block) -> None:
+        dz, u = kept.pop(0) if kept else recover(block)
+        _combine(dz, u, p[block], q[block], r[block], planes_result[block], p.buffers())
+
+    _for_blocks(blocks, combine)
+    return grad_gamma.astype(dtype), grad_beta.astype(dtype)
+
+
+def _reduce(dz, u, saved_is_result, sums) -> None:
+    """Pass (1)'s row sums of a block, into `sums` (of dz, dz * u and, for a conv output, u)."""
+    _row_sums(dz, None, sums[0])
+    _row_sums(dz, u, sums[1])
+    if not saved_is_result:
+        _row_sums(u, None, sums[2])
+
+
+def _centred(sums, saved_is_result, groups, count):
+    """The float64 row sums of dz and dz * u, the latter for u centred exactly, and the centre (per row, or 0)."""
+    sums_dz, sums_dz_u = sums[0].astype(np.float64), sums[1].astype(np.float64)
     centre = 0
     if not saved_is_result:
         # y - mean does not sum to 0 over the statistics' values (the mean is rounded): the gradient would not sum to
         # 0 either, and a conv weight's gradient (its input times it) can be off by far more than itself (an input far
         # from 0, a small spread). Centre u exactly: u - centre, its sums corrected and R - Q centre below.
-        centre = _per_row(_group_sums(sums_u.astype(np.float64), groups) / ((c // groups if groups else n) * size),
-                          c, groups)
+        c = sums_dz.shape[1]
+        centre = _per_row(_group_sums(sums[2].astype(np.float64), groups) / count, c, groups)
         centre = np.where(np.isfinite(centre), centre, 0)  # an empty batch, or NaN statistics: as they are
         sums_dz_u -= centre * sums_dz
-    if groups:
-        grad_gamma, grad_beta, p, q, r = _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size,
-                                                        c // groups, dtype)
-    else:
-        grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size,
-                                                        dtype)
-    r = (r - q.astype(np.float64) * centre).astype(dtype)
-    p, q, r = (_Spread(factor, size) for factor in (p, q, r))
+    return sums_dz, sums_dz_u, centre
 
-    def combine(block) -> None:
-        dz, u = kept.pop(0) if kept else recover(block)
-        u *= q[block]
-        dz *= p[block]
-        dz += u
-        np.add(dz, r[block], out=planes_result[block])  # written last: grad_y may be grad_out
 
-    _for_blocks(blocks, combine)
+def _combine(dz, u, p, q, r, result, buffers) -> None:
+    """result = (P dz + Q u) + R, u overwritten and dz too unless it is grad_out's block (no activation: then it is
+    read once, into result, which may be that same block)."""
+    with buffers:
+        u *= q
+        if dz.flags.writeable:
+            dz *= p
+            dz += u
+            np.add(dz, r, out=result)  # written last: result may be grad_out's block
+        else:
+            np.multiply(dz, p, out=result)
+            result += u
+            result += r
+
+
+def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups, blocks,
+                        sums):
+    """_backward when every block holds whole groups: a block's factors need only its own sums, so it is recovered
+    once and combined while it is near the core (the same operations, in the same order)."""
+    (n, c, size), dtype = planes_result.shape, planes_result.dtype
+    per_group = c // groups
+    sums_dz, sums_dz_u = (np.empty((n, c)) for _ in range(2))  # float64, centred: for the gradients
+
+    def reduce_and_combine(block) -> None:
+        samples, channels = block
+        block_groups = (channels.stop - channels.start) // per_group
+        dz, u = recover(block)
+        _reduce(dz, u, saved_is_result, tuple(row_sums[block] for row_sums in sums))
+        block_dz, block_dz_u, centre = _centred(tuple(row_sums[block] for row_sums in sums), saved_is_result,
+                                                block_groups, per_group * size)
+        sums_dz[block], sums_dz_u[block] = block_dz, block_dz_u
+        block_u_to_xhat = u_to_xhat[channels] if saved_is_result else u_to_xhat[block]
+        p, q, r = _group_factors(block_dz, block_dz_u, block_u_to_xhat, gamma[channels], row_invstd[block], size,
+                                 per_group, dtype)
+        r = (r - q.astype(np.float64) * centre).astype(dtype)
+        _combine(dz, u, _columns(p, size), _columns(q, size), _columns(r, size), planes_result[block],
+                 column_buffers(size))
+
+    _for_blocks(blocks, reduce_and_combine)
+    grad_gamma, grad_beta = _group_gradients(sums_dz, sums_dz_u, u_to_xhat, size)
     return grad_gamma.astype(dtype), grad_beta.astype(dtype)
 
 
@@ -289,6 +437,10 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
             dz *= planes_grad[block]
             return dz, u
         u = planes_saved[block] - shift[block]
+        if not relu and slope == 1:  # grad_out * 1 is grad_out: its block, read-only (see _combine)
+            dz = planes_grad[block].view()
+            dz.flags.writeable = False
+            return dz, u
         z = u * scale[block]
         z += bias[block]
         if relu:
@@ -297,7 +449,11 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
         dz *= planes_grad[block]
         return dz, u
 
-    return recover
+    def recover_in_buffers(block):
+        with shift.buffers():
+            return recover(block)
+
+    return recover_in_buffers
 
 
 def _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size, dtype):
@@ -312,16 +468,21 @@ def _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size, dtype):
             (-k * grad_beta / count).astype(dtype))
 
 
-def _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size, per_group, dtype):
-    """_batch_factors with group statistics: per (sample, group) of m = C/G * size values, A = mean(gamma dz) and
-    B = mean(gamma dz x-hat), grad_y = invstd (gamma dz - A - x-hat B); u_to_xhat is per channel or (N, C), the
-    factors (N, C)."""
-    gamma = gamma.astype(np.float64)
+def _group_gradients(sums_dz, sums_dz_u, u_to_xhat, size):
+    """(grad_gamma, grad_beta) from the (N, C) row sums with group statistics (u_to_xhat per channel or (N, C))."""
     sums_dz_xhat = sums_dz_u * (u_to_xhat if size else 0)  # a plane of no values: NaN statistics, sums of nothing
-    grad_beta, grad_gamma = sums_dz.sum(axis=0), sums_dz_xhat.sum(axis=0)
+    return sums_dz_xhat.sum(axis=0), sums_dz.sum(axis=0)
+
+
+def _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size, per_group, dtype):
+    """The per-row P, Q, R of grad_y = P dz + Q u + R with group statistics, from rows of whole groups: per (sample,
+    group) of m = C/G * size values, A = mean(gamma dz) and B = mean(gamma dz x-hat), grad_y = invstd (gamma dz - A -
+    x-hat B); u_to_xhat is per channel or per row, the factors per row."""
+    gamma = gamma.astype(np.float64)
+    sums_dz_xhat = sums_dz_u * (u_to_xhat if size else 0)
     count = per_group * size
     groups = sums_dz.shape[1] // per_group
     a = _per_row(_group_sums(sums_dz * gamma, groups) / count, per_group * groups, groups)
     b = _per_row(_group_sums(sums_dz_xhat * gamma, groups) / count, per_group * groups, groups)
-    return (grad_gamma, grad_beta, (row_invstd * gamma).astype(dtype), (-row_invstd * b * u_to_xhat).astype(dtype),
+    return ((row_invstd * gamma).astype(dtype), (-row_invstd * b * u_to_xhat).astype(dtype),
             (-row_invstd * a).astype(dtype))
