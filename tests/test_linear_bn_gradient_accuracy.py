@@ -15,7 +15,6 @@ from markers import fast_only
 
 ACTIVATIONS = {
     "leaky 0.2": lambda: nn.LeakyReLU(0.2),
-    "leaky -0.1": lambda: nn.LeakyReLU(-0.1),
     "relu": lambda: nn.ReLU(),
 }
 
@@ -38,17 +37,16 @@ def _gradients(model: nn.Sequential, x: torch.Tensor, grad: torch.Tensor) -> lis
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
-@pytest.mark.parametrize("activation", fast_only(ACTIVATIONS, ["leaky 0.2"]))
-@pytest.mark.parametrize("rows", fast_only([4097, 6143, 9999], [4097]))
+@pytest.mark.parametrize("activation", fast_only(["leaky 0.2", "relu"], ["leaky 0.2"]))  # output / z kept
+@pytest.mark.parametrize("rows", fast_only([4097, 9999], [4097]))
 def test_linear_gradients_are_as_accurate_as_torch_beyond_4096_rows(rows, activation, training, backend):
-    for seed in range(1):
-        model = _block(activation, seed).train(training)
-        x = torch.randn(rows, 64)
-        grad = torch.randn(rows, 128) + 1  # a non-zero mean per column, as the gradient of a loss's mean has
-        exact = _gradients(copy.deepcopy(model).double(), x.double(), grad.double())
-        torchs = _gradients(copy.deepcopy(model), x, grad)
-        ours = _gradients(ascend_acts.convert(copy.deepcopy(model)), x, grad)
-        for name, e, t, o in zip(("input", "weight", "bias"), exact, torchs, ours):
-            # the error's norm over every element: a max over a few channels makes the ratio of two roundings noisy
-            torch_error, our_error = (t.double() - e).norm().item(), (o.double() - e).norm().item()
-            assert our_error <= 2 * torch_error, (name, seed, our_error, torch_error)
+    model = _block(activation, seed=0).train(training)
+    x = torch.randn(rows, 64)
+    grad = torch.randn(rows, 128) + 1  # a non-zero mean per column, as the gradient of a loss's mean has
+    exact = _gradients(copy.deepcopy(model).double(), x.double(), grad.double())
+    torchs = _gradients(copy.deepcopy(model), x, grad)
+    ours = _gradients(ascend_acts.convert(copy.deepcopy(model)), x, grad)
+    for name, e, t, o in zip(("input", "weight", "bias"), exact, torchs, ours):
+        # the error's norm over every element: a max over a few channels makes the ratio of two roundings noisy
+        torch_error, our_error = (t.double() - e).norm().item(), (o.double() - e).norm().item()
+        assert our_error <= 2 * torch_error, (name, our_error, torch_error)
