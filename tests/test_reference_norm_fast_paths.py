@@ -86,12 +86,15 @@ def _inputs(shape, dtype, offset, special, seed=0):
 
 
 def _run(y, gamma, beta, grad, relu, slope, groups):
-    """Forward (into a new array and in place) and every backward the op runs, as lists of arrays."""
-    out = np.empty_like(y)
-    statistics = reference_batch_norm.forward(y, gamma, beta, 1e-5, slope, out, relu, groups)
-    in_place = y.copy()
-    reference_batch_norm.forward(in_place, gamma, beta, 1e-5, slope, in_place, relu, groups)
-    results = [out, in_place, *statistics]
+    """Forward (into a new array and in place, centred on the shift and on the mean) and every backward the op runs,
+    as lists of arrays."""
+    results = []
+    for centre_on_mean in (True, False):
+        out = np.empty_like(y)
+        statistics = reference_batch_norm.forward(y, gamma, beta, 1e-5, slope, out, relu, groups, centre_on_mean)
+        in_place = y.copy()
+        reference_batch_norm.forward(in_place, gamma, beta, 1e-5, slope, in_place, relu, groups, centre_on_mean)
+        results += [out, in_place, *statistics]
     for saved_is_result in (False, True) if slope > 0 and not relu else (False,):
         saved = out if saved_is_result else y
         grad_y = np.empty_like(grad)

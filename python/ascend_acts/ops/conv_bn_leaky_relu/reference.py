@@ -226,8 +226,10 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         # normalised in place unless y itself is kept, or a degenerate affine needs y once normalised (see below)
         degenerate = not 0 < eps < np.inf or not np.isfinite(gamma).all() or not gamma.all()
         out = torch.empty_like(y) if kept is y or degenerate else y
+        # without the output kept, the backward recovers z from the conv output: normalised as it will be (centred on
+        # the mean), so that its activation's branch is the forward's
         mean, invstd, variance = reference_batch_norm.forward(y.numpy(), gamma, beta, eps, negative_slope, out.numpy(),
-                                                              relu, norm_groups)
+                                                              relu, norm_groups, centre_on_mean=not save_output)
         if degenerate:
             _degenerate_affine(y.numpy(), out.numpy(), gamma, beta, mean, invstd, negative_slope, relu, norm_groups)
         mean, invstd = torch.from_numpy(mean), torch.from_numpy(invstd)

@@ -8,7 +8,9 @@ numerics.parallel's threads:
   values centred on the shift (written into out) and per row their sum and sum of squares: the mean is the shift
   plus their mean (the estimate's error, which is some units of a large sum for values far from 0), the variance
   theirs less its square (no cancellation: the centred values are small and nearly exact); (3) out =
-  LeakyReLU(centred * gamma * invstd + beta'), the mean's offset from the shift folded into beta'.
+  LeakyReLU(centred * gamma * invstd + beta'), the mean's offset from the shift folded into beta'; or, where the
+  backward recovers z from the conv output (centre_on_mean), LeakyReLU((y - mean) * (gamma * invstd) + beta), as
+  it will, so that both take the same branch at every value.
 - backward (InPlace-ABN): (1) per row the sums of dz and dz * u, where dz is grad_out through the LeakyReLU
   and u is x-hat up to a per-row factor, both recovered from what was kept (the output, or the conv
   output: then also the sum of u, which is y - the rounded mean and is centred exactly through the factors);
@@ -182,15 +184,20 @@ def _per_row(values: np.ndarray, c: int, groups: int) -> np.ndarray:
 
 
 def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slope: float, out: np.ndarray,
-            relu: bool = False, groups: int = 0):
+            relu: bool = False, groups: int = 0, centre_on_mean: bool = False):
     """BatchNorm2d (batch statistics) + LeakyReLU (or ReLU) of y (N, C, H, W), written into out (which may be y);
     `groups` >= 1: group (instance) statistics instead. Returns (mean, invstd, biased variance) in y's dtype, per
-    channel (C,), or per sample and group (N, G). An inf in the batch gives NaN statistics, as torch's (quietly)."""
+    channel (C,), or per sample and group (N, G). An inf in the batch gives NaN statistics, as torch's (quietly).
+    `centre_on_mean`: out = act((y - mean) * (gamma * invstd) + beta) with the returned (rounded) statistics, the
+    operations the backward from the conv output recovers z with, so that its activation branch is the forward's for
+    every value (a z within a rounding of 0 of the shift's form could take the other one); its error, half a unit of
+    the mean times the scale, is no more than torch's own. Otherwise centred on the shift, the offset in the bias:
+    as accurate as the inputs allow, which the backward from the output (InPlace-ABN) needs to recover x-hat."""
     with quiet():
-        return _forward(y, gamma, beta, eps, slope, out, relu, groups)
+        return _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean)
 
 
-def _forward(y, gamma, beta, eps, slope, out, relu, groups):
+def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
     n, c = y.shape[:2]
     dtype = y.dtype
     size = math.prod(y.shape[2:])
@@ -202,8 +209,8 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     slope = dtype.type(slope)
     if _blocks_hold_groups(groups, per_group, size):
         return _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, groups, blocks,
-                                  (sums, centred_sums, squares), count)
-    keep = len(blocks) == 1  # pass (2) leaves the centred values in out for pass (3)
+                                  (sums, centred_sums, squares), count, centre_on_mean)
+    keep = len(blocks) == 1 and not centre_on_mean  # pass (2) leaves the centred values in out for pass (3)
 
     def row_sums(block) -> None:
         _row_sums(planes_in[block], None, sums[block])
@@ -221,6 +228,8 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups):
     _for_blocks(blocks, centred_moments)
     mean, invstd, variance, row_scale, row_bias = _normalisation(shift, centred_sums, squares, groups, count, gamma,
                                                                  beta, eps)
+    if centre_on_mean:
+        spread_shift, row_bias = _Spread(_per_row(mean, c, groups), size, n), beta
     scale, bias = _Spread(row_scale, size, n), _Spread(row_bias, size, n)
 
     def normalise(block) -> None:
@@ -266,7 +275,8 @@ def _normalisation(shift, centred_sums, squares, groups, count, gamma, beta, eps
     return mean, invstd, variance, row_scale, row_bias
 
 
-def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, groups, blocks, sums, count):
+def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, groups, blocks, sums, count,
+                       centre_on_mean):
     """_forward when every block holds whole groups: each block's statistics are its own, so a block is read from
     memory once and its three passes run while it is near the core (the same operations, in the same order)."""
     (n, c, size), dtype = planes_in.shape, planes_in.dtype
@@ -280,17 +290,23 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
         planes, target = planes_in[block], planes_out[block]  # target may be planes
         _row_sums(planes, None, sums[block])
         shift = _shift(sums[block], block_groups, count, dtype)
-        with column_buffers(size):
-            np.subtract(planes, _columns(_per_row(shift, shift.shape[1] * per_group, block_groups), size), out=target)
-        _row_sums(target, None, centred_sums[block])
-        _row_sums(target, target, squares[block])
+        rows = shift.shape[1] * per_group
+        with column_buffers(size):  # centring on the mean later reads planes again: target may be planes
+            centred = np.subtract(planes, _columns(_per_row(shift, rows, block_groups), size),
+                                  out=None if centre_on_mean else target)
+        _row_sums(centred, None, centred_sums[block])
+        _row_sums(centred, centred, squares[block])
         statistics = _normalisation(shift, centred_sums[block], squares[block], block_groups, count,
                                     gamma[channels], beta[channels], eps)
         in_groups = samples, slice(channels.start // per_group, channels.stop // per_group)
         mean[in_groups], invstd[in_groups], variance[in_groups] = statistics[:3]
         with column_buffers(size):
+            bias = statistics[4]
+            if centre_on_mean:
+                np.subtract(planes, _columns(_per_row(statistics[0], rows, block_groups), size), out=target)
+                bias = beta[None, channels]
             target *= _columns(statistics[3], size)
-            target += _columns(statistics[4], size)
+            target += _columns(bias, size)
             _activate(target, relu, slope)
 
     _for_blocks(blocks, normalise)
