@@ -118,3 +118,18 @@ def test_planes_of_several_tiles_as_torch(norm, backend):
     batch statistics cancels to rounding noise, which grows with the plane.)"""
     model = degenerate(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), NORMS[norm](), nn.ReLU()), -0.0)
     assert_as_torch(model, torch.randn(2, 3, 72, 72), backend)
+
+
+@pytest.mark.parametrize("case", ["infinite running variance", "subnormal weight", "infinite eps"])
+def test_eval_with_a_zero_scale_from_a_nonzero_weight_as_torch(case, backend):
+    """Eval BN whose scale weight / sqrt(running_var + eps) is 0 for a non-zero weight: torch's zeros there have the
+    conv output's signs, which a fold into the conv loses (the CPU then runs torch's composite, as for a zero
+    weight)."""
+    norm = nn.BatchNorm2d(8, eps=INF) if case == "infinite eps" else nn.BatchNorm2d(8)
+    model = degenerate(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), norm, nn.LeakyReLU(0.2)), 1.0).eval()
+    with torch.no_grad():
+        if case == "infinite running variance":
+            norm.running_var[1::2] = INF
+        elif case == "subnormal weight":
+            norm.weight[1::2], norm.running_var[1::2] = 1e-45, 1e4
+    assert_as_torch(model, torch.randn(2, 3, 6, 6), backend)

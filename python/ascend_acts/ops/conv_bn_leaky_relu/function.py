@@ -19,12 +19,16 @@ ops = torch.ops.ascend_acts
 F = torch.nn.functional
 
 
+def _batch_norm_scale(running_var, bn_weight, eps):
+    """The eval BN's per-channel scale, bn_weight / sqrt(running_var + eps), as fold_batch_norm computes it."""
+    scale = torch.rsqrt(running_var + eps)
+    return scale if bn_weight is None else scale * bn_weight
+
+
 def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias, eps, transposed=False, groups=1):
     """Conv weight and bias with eval-mode BN folded in (exact up to rounding; differentiable). A transposed weight
     (C_in, C_out/groups, kh, kw) is scaled per output channel along dim 1, within each group."""
-    scale = torch.rsqrt(running_var + eps)
-    if bn_weight is not None:
-        scale = scale * bn_weight
+    scale = _batch_norm_scale(running_var, bn_weight, eps)
     shift = -running_mean * scale if bias is None else (bias - running_mean) * scale
     if bn_bias is not None:
         shift = shift + bn_bias
@@ -97,13 +101,14 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
         # (torch's conv * 0 + (bias - mean * 0) has the signs of zero of the conv output, which the folded conv's sum
         # of zeros loses), checked on the CPU only: elsewhere the check would cost a host sync per layer, and there a
         # non-finite fold makes the output non-finite as in torch (NaN where torch may give an infinity), a zero BN
-        # weight the right zeros up to their signs
+        # weight the right zeros up to their signs. A zero scale is checked, not only a zero weight: an infinite
+        # running variance or eps, or a subnormal weight over a large variance, make it 0 too
         if args.eps != 0:
             folded_weight, folded_bias = fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
                                                          args.eps, args.transposed, args.groups)
             if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
                     torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()
-                    and (bn_weight is None or bn_weight.count_nonzero() == bn_weight.numel())):
+                    and _batch_norm_scale(running_var, bn_weight, args.eps).count_nonzero() == running_var.numel()):
                 out = ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
                                                   relu, *transposition, *padded)
                 # running statistics with norm_groups are InstanceNorm's, whose output torch makes contiguous
