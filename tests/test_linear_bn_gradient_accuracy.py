@@ -38,8 +38,8 @@ def _gradients(model: nn.Sequential, x: torch.Tensor, grad: torch.Tensor) -> lis
 
 @pytest.mark.parametrize("training", fast_only([False, True], [False]), ids=["eval", "train"])
 @pytest.mark.parametrize("activation", fast_only(["leaky 0.2", "relu"], ["leaky 0.2"]))  # output / z kept
-@pytest.mark.parametrize("rows", fast_only([4097, 9999], [4097]))
-def test_linear_gradients_are_as_accurate_as_torch_beyond_4096_rows(rows, activation, training, backend):
+def test_linear_gradients_are_as_accurate_as_torch_beyond_4096_rows(activation, training, backend):
+    rows = 4097  # the row-by-row bias sum's error already 10x torch's; it grows with the rows
     model = _block(activation, seed=0).train(training)
     x = torch.randn(rows, 64)
     grad = torch.randn(rows, 128) + 1  # a non-zero mean per column, as the gradient of a loss's mean has

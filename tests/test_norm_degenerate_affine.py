@@ -25,7 +25,6 @@ NORMS = {
 }
 ACTIVATIONS = {
     "leaky 0.2": lambda: [nn.LeakyReLU(0.2)],
-    "leaky 0": lambda: [nn.LeakyReLU(0.0)],
     "leaky -0.5": lambda: [nn.LeakyReLU(-0.5)],
     "relu": lambda: [nn.ReLU()],
     "none": lambda: [],
