@@ -6,6 +6,12 @@ import torch
 import ascend_acts
 from ascend_acts import backends, op_table
 
+# Under pytest-xdist (pyproject's addopts: a worker per CPU) each worker gets its share of the CPUs: torch's OpenMP
+# threads spinning against another worker's on the same core make the whole run several times slower. Tests that
+# need several threads (tests/test_concurrency.py, test_reference_conv_speed_path.py) set them themselves.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 
 @pytest.fixture(params=backends.known_backends())
 def backend(request):

@@ -109,14 +109,25 @@ def assert_gradient_penalty_as_torch(original: nn.Module, converted: nn.Module, 
     """A gradient penalty (the squared input gradient of a loss, as R1 / WGAN-GP take it) through both models: the
     penalty and its gradients of every parameter (double backward) equal the torch model's."""
     penalties = []
-    for model in (original, converted):
-        xi = x.clone().requires_grad_()
+    # the torch model in float64 as well: an element of a parameter's gradient that is a sum of cancelling terms (a
+    # norm's bias, a few channels) can be near 0 beside large ones, where float32's error is that of the terms
+    models = (original, converted) + ((copy.deepcopy(original).double(),) if x.dtype == torch.float32 else ())
+    for model in models:
+        xi = x.clone().to(next(model.parameters()).dtype).requires_grad_()
         (g,) = torch.autograd.grad(model(xi).square().sum(), xi, create_graph=True)
         penalty = g.square().sum()
         penalties.append((penalty, torch.autograd.grad(penalty, list(model.parameters()))))
     torch.testing.assert_close(penalties[1][0], penalties[0][0], **tolerance)
-    for ours, theirs in zip(penalties[1][1], penalties[0][1]):
-        torch.testing.assert_close(ours, theirs, **tolerance)
+    for index, (ours, theirs) in enumerate(zip(penalties[1][1], penalties[0][1])):
+        if len(penalties) < 3:
+            torch.testing.assert_close(ours, theirs, **tolerance)
+            continue
+        # float32: ours as close to float64's as torch's float32, over each gradient (at most 2x its largest error),
+        # or within the tolerance of torch's
+        exact = penalties[2][1][index]
+        ours_error, torch_error = ((t.double() - exact).abs().max().item() for t in (ours, theirs))
+        if ours_error > 2 * torch_error:
+            torch.testing.assert_close(ours, theirs, **tolerance)
 
 
 def assert_training_step_as_torch(original: nn.Module, converted: nn.Module, optimizers, expected: torch.Tensor,
