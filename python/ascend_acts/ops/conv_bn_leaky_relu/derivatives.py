@@ -88,10 +88,13 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     c = compute_dtype(input.dtype)
     x, w = input.to(c), weight.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-    # the conv bias, when given, as torch's composite has it: it cancels in per-channel and per-instance statistics,
-    # but torch differentiates through it (a gradient zero up to rounding), and it shifts those of several channels
-    y = conv2d(x, w, None if bias is None else bias.to(c), *geometry)
+    shifts = bias is not None and conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
+    y = conv2d(x, w, bias.to(c) if shifts else None, *geometry)
     batch_mean, variance = statistics(y, norm_groups)
+    if bias is not None and not shifts:
+        # cancelled by per-channel and per-instance statistics, the conv bias still has a gradient (torch's composite
+        # reaches it through the conv output, zero up to rounding): its exact one, zero, changing no value
+        batch_mean = batch_mean + bias.to(c) * 0
     # eps is no argument of the backward; the saved invstd carries it (variance + eps = invstd^-2): this has the
     # saved value and the derivatives of (variance + eps)^(-1/2)
     invstd = torch.rsqrt(variance - variance.detach() + invstd.detach().to(c).pow(-2))
