@@ -64,6 +64,22 @@ def conv_bias_shifts_statistics(norm_groups: int, channels: int) -> bool:
     return 0 < norm_groups < channels
 
 
+NO_ACTIVATION_SLOPE = 1.0  # what nn's fused runs without an activation pass (nn.fusion.IDENTITY_SLOPE): z * 1 = z
+
+
+def _recorded_activation_gradient(z, grad, negative_slope, relu):
+    """activation_gradient as torch's own backward ops compute it (threshold_backward, leaky_relu_backward), whose
+    derivative in z is a zero tensor, not none: differentiated again (an R1 or WGAN-GP penalty), everything z depends
+    on only through the activation's branch (the norm's bias; the conv bias in eval) gets a zero gradient, as torch
+    gives it, so an optimizer's step (momentum, Adam's state) updates it as torch's. Slope 1 is no activation (nn's
+    fused runs without one): torch's composite has no activation node there, and those parameters no gradient."""
+    if relu:
+        return torch.ops.aten.threshold_backward(grad, z, 0)
+    if negative_slope == NO_ACTIVATION_SLOPE:
+        return grad
+    return torch.ops.aten.leaky_relu_backward(grad, z, negative_slope, False)
+
+
 def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_result, input, weight, bn_weight,
                                                      bn_bias, mean, invstd, stride, padding, dilation, groups,
                                                      negative_slope, relu=False, transposed=False,
@@ -73,8 +89,12 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     x, w = input.to(c), weight.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     shifts = bias is not None and conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
-    y = conv2d(x, w, bias.to(c) if shifts else None, *geometry)  # otherwise the conv bias cancels in the statistics
+    y = conv2d(x, w, bias.to(c) if shifts else None, *geometry)
     batch_mean, variance = statistics(y, norm_groups)
+    if bias is not None and not shifts:
+        # cancelled by per-channel and per-instance statistics, the conv bias still has a gradient (torch's composite
+        # reaches it through the conv output, zero up to rounding): its exact one, zero, changing no value
+        batch_mean = batch_mean + bias.to(c) * 0
     # eps is no argument of the backward; the saved invstd carries it (variance + eps = invstd^-2): this has the
     # saved value and the derivatives of (variance + eps)^(-1/2)
     invstd = torch.rsqrt(variance - variance.detach() + invstd.detach().to(c).pow(-2))
@@ -83,7 +103,7 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
     grad = grad_out.to(c)
     z = pre_activation(y, statistic_view(batch_mean, y, norm_groups), statistic_view(invstd, y, norm_groups), gamma,
                        beta)
-    dz = activation_gradient(z, grad, negative_slope, relu)
+    dz = _recorded_activation_gradient(z, grad, negative_slope, relu)
     grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
     dy = normalised_gradient(dz * gamma, xhat, invstd, norm_groups)
     return (*_conv_gradients(dy, x, w, geometry, input, weight, weight, output_mask),
@@ -98,7 +118,7 @@ def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bia
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     pre = conv2d(x, w, bias.to(c), *geometry)
     grad = grad_out.to(c)
-    dz = activation_gradient(pre, grad, negative_slope, relu)
+    dz = _recorded_activation_gradient(pre, grad, negative_slope, relu)
     return _conv_gradients(dz, x, w, geometry, input, weight, bias, output_mask)
 
 

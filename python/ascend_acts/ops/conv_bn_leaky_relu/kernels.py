@@ -193,9 +193,10 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
     out, mean, invstd = batch_norm_leaky_relu(y, _channel_floats(bn_weight), _channel_floats(bn_bias), *staged,
                                               negative_slope, eps, momentum, relu, norm_groups)
     if update:
-        with torch.no_grad():
-            running_mean.copy_(staged[0])
-            running_var.copy_(staged[1])
+        with torch.no_grad():  # with torch's version bumps, not the copies' own
+            running_mean.data.copy_(staged[0])
+            running_var.data.copy_(staged[1])
+        platform.running_statistics_written(running_mean, running_var, norm_groups != 0)
     kept = input.new_empty(0) if save_output or recompute else y
     return out, kept, mean, invstd
 

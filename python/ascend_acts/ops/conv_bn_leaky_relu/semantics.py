@@ -359,6 +359,10 @@ class _Train(OpFunction):
         # a recomputed conv output needs it always
         shifts = derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0])
         kept_bias = bias if shifts or ctx.recompute else None
+        # for a backward that is differentiated again (R1, WGAN-GP), where torch's composite reaches the conv bias
+        # through the conv output it keeps: on ctx, not saved, as torch's convolution does not keep it (an in-place
+        # change of the bias before the backward is no error there)
+        ctx.conv_bias = bias
         kept = None if ctx.recompute else out if ctx.save_output else conv_out
         # the recomputation reads the conv weight and bias as the forward used them: torch keeps the conv output, so
         # a weight changed since without a version bump (a `.data` update, WGAN's clipping) must not change it. The
@@ -375,7 +379,10 @@ class _Train(OpFunction):
             saved = recomputed_conv_output(input, *snapshot, *ctx.geometry, ctx.transposed, ctx.output_padding,
                                            ctx.padding_mode)
             saved_is_result = False
-            bias = bias if derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]) else None
+        if torch.is_grad_enabled():  # recorded: the composite differentiates through the conv bias, as torch's
+            bias = ctx.conv_bias
+        elif not derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]):
+            bias = None  # the kernels never read it
         mask = conv_output_mask(ctx, ctx.has_bias)
         # BatchNorm's call as before norm_groups, the other options only where they are not the defaults
         if mask != ALL_GRADIENTS:
@@ -383,7 +390,7 @@ class _Train(OpFunction):
         elif padded:
             options = (ctx.norm_groups, bias, ctx.padding_mode)
         else:
-            options = (ctx.norm_groups, bias) if ctx.norm_groups else ()
+            options = (ctx.norm_groups, bias) if ctx.norm_groups or bias is not None else ()
         grads = ops.conv_bn_leaky_relu_train_backward(
             grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
             ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)

@@ -168,8 +168,8 @@ def update_running_statistics(running_mean, running_var, mean, variance, shape, 
     + momentum * batch value, the variance unbiased; `mean` and `variance` (biased) are the statistics of the
     (N, C, *spatial) `shape`: per channel, or per instance (N, C) as F.instance_norm updates them (the batch value
     is then the mean over the samples of each instance's value). Computed in mean's dtype (float32, or float64),
-    rounded once to the buffers' dtype. An empty batch leaves them, as torch's batch_norm does; one value per
-    channel (instance) gives NaN variance, as torch."""
+    rounded once to the buffers' dtype, with the version counters as torch's (running_statistics_written). An empty
+    batch leaves them, as torch's batch_norm does; one value per channel (instance) gives NaN variance, as torch."""
     per_instance = mean.dim() == 2
     count = math.prod(shape[2:]) if per_instance else math.prod(shape) // max(shape[1], 1)
     if running_mean is None or count == 0 or shape[0] == 0:
@@ -177,16 +177,27 @@ def update_running_statistics(running_mean, running_var, mean, variance, shape, 
     unbiased = variance * (count / (count - 1) if count > 1 else float("inf"))
     if per_instance:
         mean, unbiased = mean.mean(0), unbiased.mean(0)
+    # written through .data, which has a version counter of its own: running_statistics_written makes torch's bumps
+    buffers = [running_mean.data, running_var.data]
     with torch.no_grad():
         if running_mean.dtype == running_var.dtype == mean.dtype:
             # buffers in the computing dtype (the usual case): the same three roundings in place, both at once (the
             # op layer's per-call cost: these run once per fused block and step)
-            buffers = [running_mean, running_var]
             torch._foreach_mul_(buffers, 1 - momentum)
             torch._foreach_add_(buffers, torch._foreach_mul([mean, unbiased], momentum))
-            return
-        for running, batch in ((running_mean, mean), (running_var, unbiased)):
-            running.copy_(running.to(batch.dtype) * (1 - momentum) + batch * momentum)
+        else:
+            for running, batch in zip(buffers, (mean, unbiased)):
+                running.copy_(running.to(batch.dtype) * (1 - momentum) + batch * momentum)
+    running_statistics_written(running_mean, running_var, per_instance)
+
+
+def running_statistics_written(running_mean, running_var, per_instance: bool) -> None:
+    """The version bumps torch's norms give the running statistics they update, for an update written without any
+    (through `.data`, or by a kernel): none from batch_norm, whose kernel writes them, one each from instance_norm,
+    which copies its update in (torch 2.13 on the CPU, any dtype and layout). Code that watches the buffers, and
+    autograd's check of a saved buffer, then see what they see with torch's modules."""
+    if per_instance:
+        torch.autograd.graph.increment_version([running_mean, running_var])
 
 
 def activation(z: torch.Tensor, negative_slope: float, relu: bool) -> torch.Tensor:
