@@ -209,17 +209,37 @@ def _padding_mode(args, position: int) -> str:
     return args[position] if len(args) > position else "zeros"
 
 
+# (layout, shape and strides of input and weight, padding_mode) -> (derivatives.memory_format,
+# derivatives.input_gradient_format): functions of exactly these, whose stride walk in Python cost more than the rest of
+# a small call's layout; bounded, as the shapes a process sees may not be
+_FORMATS: dict[tuple, tuple[torch.memory_format, torch.memory_format]] = {}
+_FORMATS_KEPT = 1024
+
+
+def _memory_formats(input: torch.Tensor, weight: torch.Tensor, mode: str):
+    key = (input.layout, input.shape, input.stride(), weight.layout, weight.shape, weight.stride(), mode)
+    try:
+        formats = _FORMATS.get(key)
+    except TypeError:  # symbolic sizes are not hashable
+        return derivatives.memory_format(input, weight, mode), derivatives.input_gradient_format(input, weight, mode)
+    if formats is None:
+        if len(_FORMATS) >= _FORMATS_KEPT:
+            _FORMATS.clear()
+        formats = _FORMATS[key] = (derivatives.memory_format(input, weight, mode),
+                                   derivatives.input_gradient_format(input, weight, mode))
+    return formats
+
+
 def _conv_layout(input_index: int, laid_out: tuple[int, ...], mode_index: int, input_gradient: int | None = None):
     """Results at `laid_out` (the 4-D ones) in the layout torch's convolution gives them: channels_last when the
     op's input (at `input_index`; padded with the padding_mode at `mode_index`) or conv weight (the next argument)
     is; the result at `input_gradient` as torch's pad backward lays it out."""
 
     def layout(args, results):
-        input, weight, mode = args[input_index], args[input_index + 1], _padding_mode(args, mode_index)
-        memory_format = derivatives.memory_format(input, weight, mode)
+        memory_format, input_format = _memory_formats(args[input_index], args[input_index + 1],
+                                                      _padding_mode(args, mode_index))
         if memory_format == torch.contiguous_format:  # the input's gradient too
             return results
-        input_format = derivatives.input_gradient_format(input, weight, mode)
         return tuple(t.contiguous(memory_format=input_format if i == input_gradient else memory_format)
                      if i in laid_out and t.dim() == 4 else t for i, t in enumerate(results))
 

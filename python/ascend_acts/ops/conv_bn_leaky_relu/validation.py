@@ -55,13 +55,22 @@ def _int(name: str, value) -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{FN}(): argument '{name}' must be an int or a pair of ints, got {value!r}")
-    if not -(2**63) <= value < 2**63:
+    if not _in_int64(value):
         raise ValueError(f"{FN}(): argument '{name}' {value}: Overflow when unpacking long long")
     return value
 
 
+def _in_int64(value: int) -> bool:
+    return -(2**63) <= value < 2**63
+
+
 def _pair(name: str, value) -> list[int]:
     """conv2d's int[2]: one int (or a list of one) for both axes, or two."""
+    if type(value) in (tuple, list) and len(value) == 2 and type(value[0]) is int and type(value[1]) is int \
+            and _in_int64(value[0]) and _in_int64(value[1]):
+        return [value[0], value[1]]  # a module's own (the usual case): what the checks below give it
+    if type(value) is int and _in_int64(value):
+        return [value, value]
     single = isinstance(value, int) or (isinstance(value, torch.Tensor) and value.dim() == 0)
     values = [value] if single else list(value)
     pair = [_int(name, v) for v in values]
