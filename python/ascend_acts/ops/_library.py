@@ -127,6 +127,17 @@ def differentiating(args) -> bool:
     return any(has_forward_tangent(a) for a in args if isinstance(a, torch.Tensor))
 
 
+def call_in_backward(op: Callable, *args):
+    """op(*args) from an OpFunction's backward. Outside a differentiated backward (grad mode off, no forward-mode
+    level, no torch.func transform) `differentiating` is False whatever the arguments, and the op's Autograd kernel
+    would only redispatch below itself: the call goes there at once (dispatched below Autograd, as torch's own
+    backward formulas run their kernels), sparing a Python kernel and a redispatch per backward call."""
+    if torch.is_grad_enabled() or forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active():
+        return op(*args)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
+
+
 def _below_autograd(op_name: str) -> Callable:
     """`run(keyset, args)`: op `op_name` redispatched past the Autograd kernels (its overload found once)."""
     redispatch = getattr(torch.ops.ascend_acts, op_name).default.redispatch

@@ -26,6 +26,7 @@ from ...numerics.dtypes import FLOATING_DTYPES, compute_dtype
 from .._library import (
     OpFunction,
     autograd_function,
+    call_in_backward,
     composite_autograd,
     per_sample_vmap,
     run_below_autograd,
@@ -404,9 +405,9 @@ class _Train(OpFunction):
             options = (ctx.norm_groups, bias, ctx.padding_mode)
         else:
             options = (ctx.norm_groups, bias) if ctx.norm_groups else ()
-        grads = ops.conv_bn_leaky_relu_train_backward(
-            grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
-            ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
+        grads = call_in_backward(
+            ops.conv_bn_leaky_relu_train_backward, grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias,
+            mean, invstd, *ctx.geometry, ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
         return (*masked(grads[:3], mask), *grads[3:], *(None,) * (ctx.trailing_arguments - 5))
 
     @staticmethod
@@ -438,8 +439,8 @@ class _Eval(OpFunction):
             options = (ctx.padding_mode, mask)
         else:
             options = (ctx.padding_mode,) if ctx.padding_mode != "zeros" else ()
-        grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope,
-                                                     ctx.relu, ctx.transposed, ctx.output_padding, *options)
+        grads = call_in_backward(ops.conv_bn_leaky_relu_eval_backward, grad_out, input, weight, bias, *ctx.geometry,
+                                 ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
         return (*masked(grads, mask), *(None,) * (ctx.trailing_arguments - 3))
 
     @staticmethod
