@@ -8,7 +8,6 @@ F.group_norm's (G < C) instead of F.batch_norm's.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -275,9 +274,8 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     shape = _output_shape(input, weight, stride, pad, dilation)
     if _pair("output_padding", output_padding) != [0, 0]:
         raise RuntimeError(f"{FN}(): argument 'output_padding' is for a transposed convolution, got {output_padding}")
-    checked = _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-                       c_in, norm_groups)
-    return checked if padding_mode == "zeros" else dataclasses.replace(checked, padding_mode=padding_mode)
+    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in,
+                    norm_groups, padding_mode=padding_mode)
 
 
 def _check_transposed(input, weight, running_mean, training, momentum, eps, negative_slope, stride, padding, dilation,
@@ -298,9 +296,8 @@ def _check_transposed(input, weight, running_mean, training, momentum, eps, nega
     if min(output_padding) < 0:
         raise RuntimeError(f"{FN}(): argument 'output_padding' must be non-negative, got {output_padding}")
     shape = _transposed_output_shape(input, weight, stride, pad, dilation, output_padding, groups)
-    checked = _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-                       c_in, norm_groups)
-    return dataclasses.replace(checked, transposed=True, output_padding=output_padding)
+    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in,
+                    norm_groups, transposed=True, output_padding=output_padding)
 
 
 def _check_norm_groups(shape: torch.Size, norm_groups: int, running_mean, batch_stats: bool) -> None:
@@ -318,8 +315,9 @@ def _check_norm_groups(shape: torch.Size, norm_groups: int, running_mean, batch_
 
 
 def _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-             c_in, norm_groups) -> Checked:
-    """The normalisation's checks on the conv output's `shape`, and the Checked call."""
+             c_in, norm_groups, **geometry) -> Checked:
+    """The normalisation's checks on the conv output's `shape`, and the Checked call (`geometry`: Checked's
+    transposed, output_padding and padding_mode where they are not the defaults)."""
     batch_stats = training or running_mean is None
     if norm_groups:
         _check_norm_groups(shape, norm_groups, running_mean, batch_stats)
@@ -332,4 +330,4 @@ def _checked(shape, training, running_mean, momentum, eps, negative_slope, strid
     elif eps < 0:
         raise ValueError(f"{FN}(): argument 'eps' must be non-negative, got {eps}")
     return Checked(batch_stats, momentum, eps, negative_slope, stride, pad, dilation, groups, shape, bool(c_in == 0),
-                   norm_groups=norm_groups)
+                   norm_groups=norm_groups, **geometry)
