@@ -45,9 +45,6 @@ from ..sync_batch_norm import sync_conv_bn_leaky_relu
 from .activation import LeakyReLU
 from .sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
 
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                      "_global_backward_pre_hooks")
 _ACTIVATIONS = (nn.LeakyReLU, LeakyReLU)  # exact types: a user's subclass may change the forward
 # both run the synchronised op (sync_batch_norm.py); torch's is accepted for a model converted before
 # convert_sync_batchnorm put it in (DDP refuses it on the CPU until a second `convert` swaps in ours)
@@ -110,7 +107,8 @@ def _untouched(module: nn.Module) -> bool:
 
 def _touched(module: nn.Module, role: str) -> str | None:
     """Why the module's forward may not be its class's (a hook, an instance forward), or None."""
-    if any(getattr(module, name) for name in _HOOK_DICTS):
+    if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+            or module._backward_pre_hooks):  # nn.Module's hook dicts
         return f"a hook on the {role}"
     if "forward" in module.__dict__:
         return f"a custom forward on the {role}"
@@ -118,7 +116,8 @@ def _touched(module: nn.Module, role: str) -> str | None:
 
 
 def no_global_hooks() -> bool:
-    return not any(getattr(_module_globals, name) for name in _GLOBAL_HOOK_DICTS)
+    return not (_module_globals._global_forward_hooks or _module_globals._global_forward_pre_hooks
+                or _module_globals._global_backward_hooks or _module_globals._global_backward_pre_hooks)
 
 
 _NO_KERNEL_YET = (nn.BatchNorm3d, nn.InstanceNorm1d, nn.InstanceNorm3d, nn.LayerNorm)
@@ -403,7 +402,8 @@ def _decide_run(modules: list, i: int, input, pad: nn.Module | None) -> Decision
     recompute = (keeps_conv_output and type(bn) not in _SYNC_BATCH_NORMS and _batch_statistics(bn)
                  and recompute_is_cheaper(macs_per_output(conv, *size))
                  and _weight_copy_is_small(conv, _output_elements(conv, input, size)))
-    return Decision(2 if activation is None else 3, slope, relu, activation_obstacle(act, bn), recompute=recompute)
+    return Decision(2 if activation is None else 3, slope, relu, None if activation else activation_obstacle(act, bn),
+                    recompute=recompute)
 
 
 def _conv1d_input_obstacle(conv: nn.Conv1d, input: torch.Tensor) -> str | None:

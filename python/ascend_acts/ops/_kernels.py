@@ -105,7 +105,9 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
             semantics.check(*args)
         if inplace:
             return run_in_place(function, args[0], args[1:])
-        result = function(*(a if i in mutated else _prepared(a) for i, a in enumerate(args)))
+        # _prepared inlined (a call per argument of a ~20-argument op is most of this line's cost)
+        result = function(*[a.detach().contiguous() if i not in mutated and isinstance(a, torch.Tensor) else a
+                             for i, a in enumerate(args)])
         if semantics.layout is None:
             return result
         if isinstance(result, torch.Tensor):

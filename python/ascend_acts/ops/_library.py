@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
-from torch._functorch.utils import enable_single_level_autograd_function
+from torch._C._functorch import get_single_level_autograd_function_allowed, set_single_level_autograd_function_allowed
 from torch.autograd import forward_ad
 
 from ..numerics.dtypes import FLOATING_DTYPES
@@ -118,17 +118,35 @@ def has_forward_tangent(tensor: torch.Tensor) -> bool:
 
 def differentiating(args) -> bool:
     """Whether a call with `args` must record for autograd or propagate forward tangents."""
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return True
+    if torch.is_grad_enabled():
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.requires_grad:
+                return True
     if forward_ad._current_level < 0 and not torch._C._are_functorch_transforms_active():
         return False  # no tangent anywhere (has_forward_tangent's first test, once per call)
-    return any(has_forward_tangent(t) for t in tensors)
+    return any(has_forward_tangent(a) for a in args if isinstance(a, torch.Tensor))
 
 
-def _redispatch_below_autograd(op_name: str, keyset, args):
-    op = getattr(torch.ops.ascend_acts, op_name).default
-    return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+def call_in_backward(op: Callable, *args):
+    """op(*args) from an OpFunction's backward. Outside a differentiated backward (grad mode off, no forward-mode
+    level, no torch.func transform) `differentiating` is False whatever the arguments, and the op's Autograd kernel
+    would only redispatch below itself: the call goes there at once (dispatched below Autograd, as torch's own
+    backward formulas run their kernels), sparing a Python kernel and a redispatch per backward call."""
+    if torch.is_grad_enabled() or forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active():
+        return op(*args)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
+
+
+def _below_autograd(op_name: str) -> Callable:
+    """`run(keyset, args)`: op `op_name` redispatched past the Autograd kernels (its overload found once)."""
+    redispatch = getattr(torch.ops.ascend_acts, op_name).default.redispatch
+    after_autograd = torch._C._after_autograd_keyset
+
+    def run(keyset, args):
+        return redispatch(keyset & after_autograd, *args)
+
+    return run
 
 
 AutogradRule = Callable[[TorchOp], Callable]  # op -> its Autograd kernel `kernel(keyset, *args)`
@@ -143,17 +161,24 @@ def autograd_function(function: type[OpFunction], extra_arguments: Callable[...,
     backward needs that must be taken before an in-place write (`recording`: whether it will be needed)."""
 
     def kernel_of(op: TorchOp):
+        inplace, below_autograd = op.inplace, _below_autograd(op.name)
+
         def autograd_kernel(keyset, *args):
-            if op.inplace:
+            if inplace:
                 check_inplace_autograd(args[0])
             recording = differentiating(args)
-            if not recording and not op.inplace:
-                return _redispatch_below_autograd(op.name, keyset, args)
+            if not recording and not inplace:
+                return below_autograd(keyset, args)
             if extra_arguments is not None:
                 args = (*args, *extra_arguments(recording, *args))
-            with enable_single_level_autograd_function():
+            # enable_single_level_autograd_function's switch, without its generator-based context manager
+            allowed = get_single_level_autograd_function_allowed()
+            set_single_level_autograd_function_allowed(True)
+            try:
                 result = function.apply(*args)
-            return None if op.inplace else result
+            finally:
+                set_single_level_autograd_function_allowed(allowed)
+            return None if inplace else result
 
         return autograd_kernel
 
@@ -166,10 +191,12 @@ def composite_autograd(composite: Callable) -> AutogradRule:
     that; otherwise the device kernel runs."""
 
     def kernel_of(op: TorchOp):
+        below_autograd = _below_autograd(op.name)
+
         def autograd_kernel(keyset, *args):
             if differentiating(args):
                 return composite(*args)
-            return _redispatch_below_autograd(op.name, keyset, args)
+            return below_autograd(keyset, args)
 
         return autograd_kernel
 
@@ -180,8 +207,16 @@ def run_below_autograd(op: Callable, *args):
     """Runs `op` past the Autograd kernels of this level (inside an OpFunction's forward). Grad modes are
     switched back on, as torch's own autograd kernels leave them when they redispatch: under nested
     torch.func transforms the levels below record `op` in their turn (the autograd keys stay excluded here)."""
-    with torch.enable_grad(), forward_ad._set_fwd_grad_enabled(True), torch._C._AutoDispatchBelowAutograd():
-        return op(*args)
+    # torch.enable_grad() and forward_ad._set_fwd_grad_enabled(True)'s switches, without their context-manager objects
+    grad_enabled, fwd_grad_enabled = torch.is_grad_enabled(), torch._C._is_fwd_grad_enabled()
+    torch._C._set_grad_enabled(True)
+    torch._C._set_fwd_grad_enabled(True)
+    try:
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(*args)
+    finally:
+        torch._C._set_fwd_grad_enabled(fwd_grad_enabled)
+        torch._C._set_grad_enabled(grad_enabled)
 
 
 _PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)

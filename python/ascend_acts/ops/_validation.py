@@ -29,6 +29,8 @@ def check_number(fn: str, name: str, value, input: torch.Tensor | None = None) -
     1.0), or a 0-d tensor that does not require grad (its item()); a complex number only with imaginary part 0.
     A finite value outside float32's range raises torch's overflow error for a non-float64
     `input` given (torch's kernels convert it to float; float16/bfloat16 compute in float32)."""
+    if type(value) is float:  # the usual case, which none of the conversions below changes
+        return _fits_input(fn, name, value, input)
     if isinstance(value, torch.Tensor):
         if value.dim() != 0 or value.requires_grad:
             raise TypeError(f"{fn}(): argument '{name}' must be a number or a 0-d tensor that does not require "
@@ -48,7 +50,10 @@ def check_number(fn: str, name: str, value, input: torch.Tensor | None = None) -
             raise RuntimeError(f"{fn}(): argument '{name}' {value}: value cannot be converted to type float "
                                "without overflow")
         value = value.real
-    value = float(value)
+    return _fits_input(fn, name, float(value), input)
+
+
+def _fits_input(fn: str, name: str, value: float, input: torch.Tensor | None) -> float:
     if (input is not None and input.dtype != torch.float64 and not torch.compiler.is_compiling()
             and math.isfinite(value) and abs(value) > FLOAT32_MAX):
         raise RuntimeError(f"{fn}(): argument '{name}' {value}: value cannot be converted to type float without "

@@ -277,13 +277,13 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         grad = grad_out.detach().to(c).contiguous()
         copied = grad_out.dtype != c or not grad_out.is_contiguous()
         grad_y = grad if copied else torch.empty_like(grad)  # in place only in our own copy
-        gamma, beta, mean, invstd = (_array(t, c) for t in (bn_weight, bn_bias, mean, invstd))
+        gamma, beta, mean, invstd, saved = (_array(t, c) for t in (bn_weight, bn_bias, mean, invstd, saved))
         # read before the backward, which may write grad_y over grad
         exact = None if saved_is_result else _degenerate_affine_gradients(
-            grad.numpy(), _array(saved, c), gamma, beta, mean, invstd, negative_slope, relu, norm_groups)
+            grad.numpy(), saved, gamma, beta, mean, invstd, negative_slope, relu, norm_groups)
         grad_gamma, grad_beta = reference_batch_norm.backward(
-            grad.numpy(), _array(saved, c), saved_is_result, gamma, beta, mean, invstd, negative_slope, grad_y.numpy(),
-            relu, norm_groups)
+            grad.numpy(), saved, saved_is_result, gamma, beta, mean, invstd, negative_slope, grad_y.numpy(), relu,
+            norm_groups)
         if exact is not None:
             channels, grad_gamma[channels], grad_beta[channels] = exact
         grad_input, grad_weight, grad_bias = platform_conv2d_backward(

@@ -26,6 +26,7 @@ from ...numerics.dtypes import FLOATING_DTYPES, compute_dtype
 from .._library import (
     OpFunction,
     autograd_function,
+    call_in_backward,
     composite_autograd,
     per_sample_vmap,
     run_below_autograd,
@@ -209,17 +210,37 @@ def _padding_mode(args, position: int) -> str:
     return args[position] if len(args) > position else "zeros"
 
 
+# (layout, shape and strides of input and weight, padding_mode) -> (derivatives.memory_format,
+# derivatives.input_gradient_format): functions of exactly these, whose stride walk in Python cost more than the rest of
+# a small call's layout; bounded, as the shapes a process sees may not be
+_FORMATS: dict[tuple, tuple[torch.memory_format, torch.memory_format]] = {}
+_FORMATS_KEPT = 1024
+
+
+def _memory_formats(input: torch.Tensor, weight: torch.Tensor, mode: str):
+    key = (input.layout, input.shape, input.stride(), weight.layout, weight.shape, weight.stride(), mode)
+    try:
+        formats = _FORMATS.get(key)
+    except TypeError:  # symbolic sizes are not hashable
+        return derivatives.memory_format(input, weight, mode), derivatives.input_gradient_format(input, weight, mode)
+    if formats is None:
+        if len(_FORMATS) >= _FORMATS_KEPT:
+            _FORMATS.clear()
+        formats = _FORMATS[key] = (derivatives.memory_format(input, weight, mode),
+                                   derivatives.input_gradient_format(input, weight, mode))
+    return formats
+
+
 def _conv_layout(input_index: int, laid_out: tuple[int, ...], mode_index: int, input_gradient: int | None = None):
     """Results at `laid_out` (the 4-D ones) in the layout torch's convolution gives them: channels_last when the
     op's input (at `input_index`; padded with the padding_mode at `mode_index`) or conv weight (the next argument)
     is; the result at `input_gradient` as torch's pad backward lays it out."""
 
     def layout(args, results):
-        input, weight, mode = args[input_index], args[input_index + 1], _padding_mode(args, mode_index)
-        memory_format = derivatives.memory_format(input, weight, mode)
+        memory_format, input_format = _memory_formats(args[input_index], args[input_index + 1],
+                                                      _padding_mode(args, mode_index))
         if memory_format == torch.contiguous_format:  # the input's gradient too
             return results
-        input_format = derivatives.input_gradient_format(input, weight, mode)
         return tuple(t.contiguous(memory_format=input_format if i == input_gradient else memory_format)
                      if i in laid_out and t.dim() == 4 else t for i, t in enumerate(results))
 
@@ -391,9 +412,9 @@ class _Train(OpFunction):
             options = (ctx.norm_groups, bias, ctx.padding_mode)
         else:
             options = (ctx.norm_groups, bias) if ctx.norm_groups or bias is not None else ()
-        grads = ops.conv_bn_leaky_relu_train_backward(
-            grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias, mean, invstd, *ctx.geometry,
-            ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
+        grads = call_in_backward(
+            ops.conv_bn_leaky_relu_train_backward, grad_out, saved, saved_is_result, input, weight, bn_weight, bn_bias,
+            mean, invstd, *ctx.geometry, ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
         return (*masked(grads[:3], mask), *grads[3:], *(None,) * (ctx.trailing_arguments - 5))
 
     @staticmethod
@@ -425,8 +446,8 @@ class _Eval(OpFunction):
             options = (ctx.padding_mode, mask)
         else:
             options = (ctx.padding_mode,) if ctx.padding_mode != "zeros" else ()
-        grads = ops.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, *ctx.geometry, ctx.negative_slope,
-                                                     ctx.relu, ctx.transposed, ctx.output_padding, *options)
+        grads = call_in_backward(ops.conv_bn_leaky_relu_eval_backward, grad_out, input, weight, bias, *ctx.geometry,
+                                 ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
         return (*masked(grads, mask), *(None,) * (ctx.trailing_arguments - 3))
 
     @staticmethod

@@ -8,7 +8,6 @@ F.group_norm's (G < C) instead of F.batch_norm's.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from dataclasses import dataclass
 
@@ -55,13 +54,22 @@ def _int(name: str, value) -> int:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{FN}(): argument '{name}' must be an int or a pair of ints, got {value!r}")
-    if not -(2**63) <= value < 2**63:
+    if not _in_int64(value):
         raise ValueError(f"{FN}(): argument '{name}' {value}: Overflow when unpacking long long")
     return value
 
 
+def _in_int64(value: int) -> bool:
+    return -(2**63) <= value < 2**63
+
+
 def _pair(name: str, value) -> list[int]:
     """conv2d's int[2]: one int (or a list of one) for both axes, or two."""
+    if type(value) in (tuple, list) and len(value) == 2 and type(value[0]) is int and type(value[1]) is int \
+            and _in_int64(value[0]) and _in_int64(value[1]):
+        return [value[0], value[1]]  # a module's own (the usual case): what the checks below give it
+    if type(value) is int and _in_int64(value):
+        return [value, value]
     single = isinstance(value, int) or (isinstance(value, torch.Tensor) and value.dim() == 0)
     values = [value] if single else list(value)
     pair = [_int(name, v) for v in values]
@@ -266,9 +274,8 @@ def _check_arguments(input, weight, bias, running_mean, running_var, bn_weight, 
     shape = _output_shape(input, weight, stride, pad, dilation)
     if _pair("output_padding", output_padding) != [0, 0]:
         raise RuntimeError(f"{FN}(): argument 'output_padding' is for a transposed convolution, got {output_padding}")
-    checked = _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-                       c_in, norm_groups)
-    return checked if padding_mode == "zeros" else dataclasses.replace(checked, padding_mode=padding_mode)
+    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in,
+                    norm_groups, padding_mode=padding_mode)
 
 
 def _check_transposed(input, weight, running_mean, training, momentum, eps, negative_slope, stride, padding, dilation,
@@ -289,9 +296,8 @@ def _check_transposed(input, weight, running_mean, training, momentum, eps, nega
     if min(output_padding) < 0:
         raise RuntimeError(f"{FN}(): argument 'output_padding' must be non-negative, got {output_padding}")
     shape = _transposed_output_shape(input, weight, stride, pad, dilation, output_padding, groups)
-    checked = _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-                       c_in, norm_groups)
-    return dataclasses.replace(checked, transposed=True, output_padding=output_padding)
+    return _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups, c_in,
+                    norm_groups, transposed=True, output_padding=output_padding)
 
 
 def _check_norm_groups(shape: torch.Size, norm_groups: int, running_mean, batch_stats: bool) -> None:
@@ -309,8 +315,9 @@ def _check_norm_groups(shape: torch.Size, norm_groups: int, running_mean, batch_
 
 
 def _checked(shape, training, running_mean, momentum, eps, negative_slope, stride, pad, dilation, groups,
-             c_in, norm_groups) -> Checked:
-    """The normalisation's checks on the conv output's `shape`, and the Checked call."""
+             c_in, norm_groups, **geometry) -> Checked:
+    """The normalisation's checks on the conv output's `shape`, and the Checked call (`geometry`: Checked's
+    transposed, output_padding and padding_mode where they are not the defaults)."""
     batch_stats = training or running_mean is None
     if norm_groups:
         _check_norm_groups(shape, norm_groups, running_mean, batch_stats)
@@ -323,4 +330,4 @@ def _checked(shape, training, running_mean, momentum, eps, negative_slope, strid
     elif eps < 0:
         raise ValueError(f"{FN}(): argument 'eps' must be non-negative, got {eps}")
     return Checked(batch_stats, momentum, eps, negative_slope, stride, pad, dilation, groups, shape, bool(c_in == 0),
-                   norm_groups=norm_groups)
+                   norm_groups=norm_groups, **geometry)
