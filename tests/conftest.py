@@ -13,6 +13,16 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """A module of tiny models on one torch thread: more threads only contend (on 2 shared cores, 0.2 s for a step
+    that takes 5 ms on one). Use with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(params=backends.known_backends())
 def backend(request):
     """Runs the test once per CPU backend. CI sets ASCEND_ACTS_REQUIRE_SIM=1 so a missing emulator

@@ -34,13 +34,7 @@ ARGNAMES = "conv, norm, activation, bias, training"
 GRADIENT_TOLERANCE = 1e-5  # float32 gradients, relative to the model's largest one (measured: up to 6e-7)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models: threads only contend (on 2 shared cores, 0.2 s for a step that takes 5 ms on one)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def block(conv: str, norm: str, activation: str, bias: bool, seed: int = 0) -> tuple[nn.Sequential, torch.Tensor]:

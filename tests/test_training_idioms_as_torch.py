@@ -14,12 +14,7 @@ import ascend_acts
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def conv_bn_act(dtype=F64, seed=0, **bn_kwargs) -> nn.Sequential:
