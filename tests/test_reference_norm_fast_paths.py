@@ -129,8 +129,8 @@ def test_group_statistics_a_block_at_a_time_are_the_whole_tensor_passes_bit_for_
 
 # BatchNorm over short planes (reference_batch_norm._forward_short_planes / _backward_short_planes): (N, F) of one and
 # several of the blocks' passes' blocks, short sequences, an empty batch, one sample
-SHORT_PLANE_CASES = [(64, 256, 1, 1), (4096, 96, 1, 1), (8, 3, 1, 1), (0, 5, 1, 1), (1, 7, 1, 1), (32, 24, 1, 7),
-                     (5, 6, 1, 15), (300, 40, 3, 4)]
+SHORT_PLANE_CASES = [(64, 256, 1, 1), (4096, 96, 1, 1), (8, 3, 1, 1), (0, 5, 1, 1), (0, 5, 1, 3), (1, 7, 1, 1),
+                     (32, 24, 1, 7), (5, 6, 1, 15), (300, 40, 3, 4)]
 
 
 @pytest.mark.parametrize("shape", SHORT_PLANE_CASES, ids=str)

@@ -23,6 +23,11 @@ a group is C/G consecutive rows, so the same passes serve, only the merges and t
 statistics are then (N, G). Blocks then hold whole groups where a group fits in one: a block's statistics are its
 own, so all its passes run in one visit while it is near the core (_forward_per_block, _backward_per_block: the same
 operations in the same order, the same bits).
+Batch statistics over planes shorter than _SHORT_PLANE values (BatchNorm1d over (N, F): planes of one value; short
+sequences) take the same operations as whole-tensor passes over the (N, C * size) view (_forward_short_planes,
+_backward_short_planes): per-channel constants repeated over a sample's planes broadcast along its row, the row sums'
+batch totals added in float64 in the rows' order without a float64 copy of the (N, C) row sums, as many values as
+the tensor itself for planes of one value.
 Per-row constants broadcast as columns under numerics.elementwise.column_buffers (NumPy's default ufunc buffer makes
 a column over rows of <= 4096 values several times slower than a contiguous pass); per-channel constants shared by
 several samples are spread over a sample's small planes (`_Spread`), and planes too short for a column take spread
@@ -211,10 +216,10 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
     slope = dtype.type(slope)
     if not groups and 0 < size < _SHORT_PLANE:
         return _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, centre_on_mean)
+    sums, centred_sums, squares = (np.empty((n, c), _sums_dtype(dtype, size)) for _ in range(3))
     if _blocks_hold_groups(groups, per_group, size):
         return _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, groups, blocks,
                                   (sums, centred_sums, squares), count, centre_on_mean)
-    sums, centred_sums, squares = (np.empty((n, c), _sums_dtype(dtype, size)) for _ in range(3))
     keep = len(blocks) == 1 and not centre_on_mean  # pass (2) leaves the centred values in out for pass (3)
 
     def row_sums(block) -> None:
@@ -279,7 +284,7 @@ def _short_plane_sums(values: np.ndarray, other: np.ndarray | None, size: int) -
     makes them for short planes: its einsum; for planes of one value the values (or products) themselves."""
     if size == 1:
         return values if other is None else values * other
-    planes = values.reshape(values.shape[0], -1, size)
+    planes = values.reshape(values.shape[0], values.shape[1] // size, size)  # -1 is ambiguous in an empty batch
     if other is None:
         return np.einsum("ncs->nc", planes)
     return np.einsum("ncs,ncs->nc", planes, other.reshape(planes.shape))
