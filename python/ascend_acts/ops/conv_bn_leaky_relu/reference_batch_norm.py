@@ -44,7 +44,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from ...numerics.elementwise import column_buffers, quiet, relu_values, slope_factors, zero_where
-from ...numerics.parallel import CHUNK, for_chunks
+from ...numerics.parallel import CHUNK, for_chunks, thread_count
 
 # planes of at least this many values take a per-row constant as a column: under column_buffers its loop per row is
 # then about as fast as a contiguous pass
@@ -257,26 +257,45 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
 
 def _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, centre_on_mean):
     """_forward with batch statistics over planes shorter than _SHORT_PLANE (a BatchNorm1d over (N, F) above all): the
-    same operations on the same values, but each a NumPy pass over the (N, C * size) view with per-channel constants
-    repeated over one sample's planes (a contiguous broadcast along rows), and the batch totals summed in float64 in
-    the rows' order straight from the row sums. The blocks' passes make float64 copies of (N, C) row sums and
-    broadcast over planes of a few values: for planes of one value, several times the cost of the normalisation."""
+    same operations on the same values, but each a NumPy pass over a run of channels of the (N, C * size) view (one
+    run per thread, _channel_runs) with per-channel constants repeated over one sample's planes (a contiguous
+    broadcast along rows), and the batch totals summed in float64 in the rows' order straight from the row sums. The
+    blocks' passes make float64 copies of (N, C) row sums and broadcast over planes of a few values: for planes of one
+    value, several times the cost of the normalisation."""
     n, c, size = planes_in.shape
     dtype = planes_in.dtype
     values, target = planes_in.reshape(n, c * size), planes_out.reshape(n, c * size)
     count = n * size
-    shift = _shift(_batch_totals(_short_plane_sums(values, None, size)), 0, count, dtype)
-    centred = np.subtract(values, np.repeat(shift, size), out=None if centre_on_mean else target)
-    centred_sums = _batch_totals(_short_plane_sums(centred, None, size))
-    squares = _batch_totals(_short_plane_sums(centred, centred, size))
-    mean, invstd, variance, scale, bias = _normalisation(shift, centred_sums, squares, 0, count, gamma, beta, eps)
-    if centre_on_mean:
-        np.subtract(values, np.repeat(mean, size), out=target)
-        bias = beta
-    target *= np.repeat(scale, size)
-    target += np.repeat(bias, size)
-    _activate(target, relu, slope)
-    return mean, invstd, variance
+    statistics = tuple(np.empty(c, dtype) for _ in range(3))  # mean, invstd, variance
+
+    def normalise(channels) -> None:
+        columns = slice(channels.start * size, channels.stop * size)
+        run_in, run_out = values[:, columns], target[:, columns]  # run_out may be run_in
+        shift = _shift(_batch_totals(_short_plane_sums(run_in, None, size)), 0, count, dtype)
+        centred = np.subtract(run_in, np.repeat(shift, size), out=None if centre_on_mean else run_out)
+        centred_sums = _batch_totals(_short_plane_sums(centred, None, size))
+        squares = _batch_totals(_short_plane_sums(centred, centred, size))
+        mean, invstd, variance, scale, bias = _normalisation(shift, centred_sums, squares, 0, count, gamma[channels],
+                                                             beta[channels], eps)
+        if centre_on_mean:
+            np.subtract(run_in, np.repeat(mean, size), out=run_out)
+            bias = beta[channels]
+        run_out *= np.repeat(scale, size)
+        run_out += np.repeat(bias, size)
+        _activate(run_out, relu, slope)
+        for whole, run in zip(statistics, (mean, invstd, variance)):
+            whole[channels] = run
+
+    _for_blocks(_channel_runs(n, c, size), normalise)
+    return statistics
+
+
+def _channel_runs(n: int, c: int, size: int) -> list[slice]:
+    """Runs of whole channels, one per thread for a tensor of several chunks: a channel's statistics are its own, and
+    its rows are summed in their order on one thread."""
+    runs = max(1, min(thread_count(), n * c * size // CHUNK, c))
+    per = -(-c // runs) if c else 1
+    return [slice(first, min(first + per, c)) for first in range(0, c, per)] or [slice(0, 0)]
 
 
 def _short_plane_sums(values: np.ndarray, other: np.ndarray | None, size: int) -> np.ndarray:
@@ -429,29 +448,39 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
 def _backward_short_planes(planes_grad, planes_saved, saved_is_result, gamma, beta, mean, invstd, slope,
                            planes_result, relu):
     """_backward with batch statistics over planes shorter than _SHORT_PLANE, as _forward_short_planes: each pass over
-    the (N, C * size) views with per-channel constants repeated over one sample's planes, the row sums' batch totals
-    in float64 in the rows' order. The u of a conv output is centred on the totals (sum(dz u) - centre sum(dz)), not
-    row by row: the same float64 accuracy, not the same bits as the blocks' passes."""
+    a run of channels of the (N, C * size) views with per-channel constants repeated over one sample's planes, the
+    row sums' batch totals in float64 in the rows' order. The u of a conv output is centred on the totals (sum(dz u)
+    - centre sum(dz)), not row by row: the same float64 accuracy, not the same bits as the blocks' passes."""
     n, c, size = planes_grad.shape
     dtype = planes_grad.dtype
     grad, saved, result = (a.reshape(n, c * size) for a in (planes_grad, planes_saved, planes_result))
-    if saved_is_result:  # as _backward
-        u_to_xhat = 1 / gamma
-        recover = _recovery(grad, saved, True, _Repeated(beta, size), None, None, slope, relu)
-    else:
-        u_to_xhat = invstd.astype(np.float64)
-        recover = _recovery(grad, saved, False, _Repeated(mean, size),
-                            _Repeated((u_to_xhat * gamma).astype(dtype), size), _Repeated(beta, size), slope, relu)
-    dz, u = recover(...)
-    totals = [_batch_totals(_short_plane_sums(dz, None, size)), _batch_totals(_short_plane_sums(dz, u, size))]
-    if not saved_is_result:
-        totals.append(_batch_totals(_short_plane_sums(u, None, size)))
     count = n * size
-    sums_dz, sums_dz_u, centre = _centred(totals, saved_is_result, 0, count)
-    grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, count, dtype)
-    r = (r - q.astype(np.float64) * centre).astype(dtype)
-    _combine(dz, u, *(np.repeat(factor, size) for factor in (p, q, r)), result, nullcontext())
-    return grad_gamma.astype(dtype), grad_beta.astype(dtype)
+    grad_gamma, grad_beta = np.empty(c, dtype), np.empty(c, dtype)
+
+    def backward_run(channels) -> None:
+        columns = slice(channels.start * size, channels.stop * size)
+        run_grad, run_saved, run_result = grad[:, columns], saved[:, columns], result[:, columns]
+        run_gamma, run_beta = gamma[channels], beta[channels]
+        if saved_is_result:  # as _backward
+            u_to_xhat = 1 / run_gamma
+            recover = _recovery(run_grad, run_saved, True, _Repeated(run_beta, size), None, None, slope, relu)
+        else:
+            u_to_xhat = invstd[channels].astype(np.float64)
+            recover = _recovery(run_grad, run_saved, False, _Repeated(mean[channels], size),
+                                _Repeated((u_to_xhat * run_gamma).astype(dtype), size), _Repeated(run_beta, size),
+                                slope, relu)
+        dz, u = recover(...)
+        totals = [_batch_totals(_short_plane_sums(dz, None, size)), _batch_totals(_short_plane_sums(dz, u, size))]
+        if not saved_is_result:
+            totals.append(_batch_totals(_short_plane_sums(u, None, size)))
+        sums_dz, sums_dz_u, centre = _centred(totals, saved_is_result, 0, count)
+        grad_gamma[channels], grad_beta[channels], p, q, r = _batch_factors(
+            sums_dz, sums_dz_u, u_to_xhat, run_gamma, invstd[channels], count, dtype)
+        r = (r - q.astype(np.float64) * centre).astype(dtype)
+        _combine(dz, u, *(np.repeat(factor, size) for factor in (p, q, r)), run_result, nullcontext())
+
+    _for_blocks(_channel_runs(n, c, size), backward_run)
+    return grad_gamma, grad_beta
 
 
 class _Repeated:
