@@ -125,3 +125,32 @@ def test_group_statistics_a_block_at_a_time_are_the_whole_tensor_passes_bit_for_
             whole_tensor = _run(*arrays, relu, slope, groups)
         assert_same_bits(per_block, whole_tensor)
 
+
+
+# BatchNorm over short planes (reference_batch_norm._forward_short_planes / _backward_short_planes): (N, F) of one and
+# several of the blocks' passes' blocks, short sequences, an empty batch, one sample
+SHORT_PLANE_CASES = [(64, 256, 1, 1), (4096, 96, 1, 1), (8, 3, 1, 1), (0, 5, 1, 1), (0, 5, 1, 3), (1, 7, 1, 1),
+                     (32, 24, 1, 7), (5, 6, 1, 15), (300, 40, 3, 4)]
+
+
+@pytest.mark.parametrize("shape", SHORT_PLANE_CASES, ids=str)
+@pytest.mark.parametrize("dtype", fast_only([np.float32, np.float64], [np.float32]))
+def test_batch_statistics_over_short_planes_are_the_blocks_passes(monkeypatch, shape, dtype):
+    """The forward and the InPlace-ABN backward bit for bit; the backward from the conv output centres u on the batch
+    totals instead of row by row: the two orders' float64 roundings, a random walk over the batch's rows of units of
+    the largest gradient (the sums' terms are of its size; a gradient that cancels keeps their rounding)."""
+    for index, ((relu, slope), offset, special) in enumerate(
+            [(activation, 0.0, False) for activation in ACTIVATIONS] + [(ACTIVATIONS[1], 300.0, False),
+                                                                        (ACTIVATIONS[1], 0.0, True)]):
+        arrays = _inputs(shape, dtype, offset, special, seed=index)
+        short = _run(*arrays, relu, slope, 0)
+        with monkeypatch.context() as patch:
+            patch.setattr(reference_batch_norm, "_SHORT_PLANE", 0)
+            blocks = _run(*arrays, relu, slope, 0)
+        forward = 10  # two forwards of (out, in place, mean, invstd, variance)
+        assert_same_bits(short[:forward], blocks[:forward])
+        from_conv_output, from_result = short[forward:forward + 6], short[forward + 6:]
+        assert_same_bits(from_result, blocks[forward + 6:])
+        for ours, theirs in zip(from_conv_output, blocks[forward:forward + 6]):
+            unit = np.finfo(dtype).eps * max(1.0, float(np.nanmax(np.abs(theirs), initial=0)))
+            np.testing.assert_allclose(ours, theirs, rtol=0, atol=16 * unit * math.sqrt(max(shape[0], 1)))

@@ -142,3 +142,16 @@ def test_conv_weight_gradient_of_a_nearly_constant_channel_from_the_conv_output(
     # values centred on the rounded mean) is the mean's rounding times the input, unless that rounding is ~0
     terms = torch.einsum("ni,nj->ij", grad_conv_output.abs().flatten(1), x.double().abs().flatten(1))
     assert our_error <= 4 * torch.finfo(torch.float32).eps * terms.max().item(), (our_error, torch_error)
+
+
+# BatchNorm1d's planes (reference_batch_norm._forward_short_planes): (N, F) as planes of one value, and short
+# sequences, over batches large enough for the batch sums' rounding to show
+SHORT_PLANE_CASES = [((64, 8, 1, 1), 300.0, 1e-3), ((4096, 4, 1, 1), -5000.0, 1e-2), ((2, 4, 1, 1), 1e4, 1.0),
+                     ((16, 4, 1, 7), 1e4, 1e-2), ((512, 3, 1, 15), 300.0, 0.5)]
+
+
+@pytest.mark.parametrize("case", fast_only(SHORT_PLANE_CASES, SHORT_PLANE_CASES[1::2]), ids=str)
+@pytest.mark.parametrize("dtype", fast_only([torch.float32, torch.float16, torch.bfloat16], [torch.float32]))
+@pytest.mark.parametrize("relu", [False, True])
+def test_batch_norm_over_short_planes_at_most_twice_torch_error(case, dtype, relu):
+    assert_at_most_twice_torch_error(case, "batch", dtype, relu)

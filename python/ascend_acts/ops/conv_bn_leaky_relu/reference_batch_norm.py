@@ -23,6 +23,11 @@ a group is C/G consecutive rows, so the same passes serve, only the merges and t
 statistics are then (N, G). Blocks then hold whole groups where a group fits in one: a block's statistics are its
 own, so all its passes run in one visit while it is near the core (_forward_per_block, _backward_per_block: the same
 operations in the same order, the same bits).
+Batch statistics over planes shorter than _SHORT_PLANE values (BatchNorm1d over (N, F): planes of one value; short
+sequences) take the same operations as whole-tensor passes over the (N, C * size) view (_forward_short_planes,
+_backward_short_planes): per-channel constants repeated over a sample's planes broadcast along its row, the row sums'
+batch totals added in float64 in the rows' order without a float64 copy of the (N, C) row sums, as many values as
+the tensor itself for planes of one value.
 Per-row constants broadcast as columns under numerics.elementwise.column_buffers (NumPy's default ufunc buffer makes
 a column over rows of <= 4096 values several times slower than a contiguous pass); per-channel constants shared by
 several samples are spread over a sample's small planes (`_Spread`), and planes too short for a column take spread
@@ -39,7 +44,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from ...numerics.elementwise import column_buffers, quiet, relu_values, slope_factors, zero_where
-from ...numerics.parallel import CHUNK, for_chunks
+from ...numerics.parallel import CHUNK, for_chunks, thread_count
 
 # planes of at least this many values take a per-row constant as a column: under column_buffers its loop per row is
 # then about as fast as a contiguous pass
@@ -49,6 +54,9 @@ _COLUMN_PLANE = 256
 _SPREAD_PLANE = 4096
 # rows longer than twice this are summed in segments of this many values
 _SEGMENT = 256
+# batch statistics over planes shorter than this (BatchNorm1d over (N, F), or over short sequences) are summed over
+# the batch axis of the (N, C * size) view (_forward_short_planes)
+_SHORT_PLANE = 16
 
 
 class _Spread:
@@ -204,9 +212,11 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
     planes_in, planes_out = y.reshape(n, c, size), out.reshape(n, c, size)
     per_group = c // groups if groups else 1
     blocks = _blocks(n, c, size, per_group)
-    sums, centred_sums, squares = (np.empty((n, c), _sums_dtype(dtype, size)) for _ in range(3))
     count = (per_group if groups else n) * size
     slope = dtype.type(slope)
+    if not groups and 0 < size < _SHORT_PLANE:
+        return _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, centre_on_mean)
+    sums, centred_sums, squares = (np.empty((n, c), _sums_dtype(dtype, size)) for _ in range(3))
     if _blocks_hold_groups(groups, per_group, size):
         return _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, groups, blocks,
                                   (sums, centred_sums, squares), count, centre_on_mean)
@@ -245,6 +255,66 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
     return mean, invstd, variance
 
 
+def _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, centre_on_mean):
+    """_forward with batch statistics over planes shorter than _SHORT_PLANE (a BatchNorm1d over (N, F) above all): the
+    same operations on the same values, but each a NumPy pass over a run of channels of the (N, C * size) view (one
+    run per thread, _channel_runs) with per-channel constants repeated over one sample's planes (a contiguous
+    broadcast along rows), and the batch totals summed in float64 in the rows' order straight from the row sums. The
+    blocks' passes make float64 copies of (N, C) row sums and broadcast over planes of a few values: for planes of one
+    value, several times the cost of the normalisation."""
+    n, c, size = planes_in.shape
+    dtype = planes_in.dtype
+    values, target = planes_in.reshape(n, c * size), planes_out.reshape(n, c * size)
+    count = n * size
+    statistics = tuple(np.empty(c, dtype) for _ in range(3))  # mean, invstd, variance
+
+    def normalise(channels) -> None:
+        columns = slice(channels.start * size, channels.stop * size)
+        run_in, run_out = values[:, columns], target[:, columns]  # run_out may be run_in
+        shift = _shift(_batch_totals(_short_plane_sums(run_in, None, size)), 0, count, dtype)
+        centred = np.subtract(run_in, np.repeat(shift, size), out=None if centre_on_mean else run_out)
+        centred_sums = _batch_totals(_short_plane_sums(centred, None, size))
+        squares = _batch_totals(_short_plane_sums(centred, centred, size))
+        mean, invstd, variance, scale, bias = _normalisation(shift, centred_sums, squares, 0, count, gamma[channels],
+                                                             beta[channels], eps)
+        if centre_on_mean:
+            np.subtract(run_in, np.repeat(mean, size), out=run_out)
+            bias = beta[channels]
+        run_out *= np.repeat(scale, size)
+        run_out += np.repeat(bias, size)
+        _activate(run_out, relu, slope)
+        for whole, run in zip(statistics, (mean, invstd, variance)):
+            whole[channels] = run
+
+    _for_blocks(_channel_runs(n, c, size), normalise)
+    return statistics
+
+
+def _channel_runs(n: int, c: int, size: int) -> list[slice]:
+    """Runs of whole channels, one per thread for a tensor of several chunks: a channel's statistics are its own, and
+    its rows are summed in their order on one thread."""
+    runs = max(1, min(thread_count(), n * c * size // CHUNK, c))
+    per = -(-c // runs) if c else 1
+    return [slice(first, min(first + per, c)) for first in range(0, c, per)] or [slice(0, 0)]
+
+
+def _short_plane_sums(values: np.ndarray, other: np.ndarray | None, size: int) -> np.ndarray:
+    """The (N, C) sums per plane of a (N, C * size) view's values (or of their products with other's), as _row_sums
+    makes them for short planes: its einsum; for planes of one value the values (or products) themselves."""
+    if size == 1:
+        return values if other is None else values * other
+    planes = values.reshape(values.shape[0], values.shape[1] // size, size)  # -1 is ambiguous in an empty batch
+    if other is None:
+        return np.einsum("ncs->nc", planes)
+    return np.einsum("ncs,ncs->nc", planes, other.reshape(planes.shape))
+
+
+def _batch_totals(per_row: np.ndarray) -> np.ndarray:
+    """The (1, C) float64 totals over the batch of (N, C) per-row sums, added in the rows' order from +0 (as einsum
+    starts its sums), without the float64 copy of the rows."""
+    return per_row.sum(axis=0, dtype=np.float64, keepdims=True, initial=0.0)
+
+
 def _blocks_hold_groups(groups: int, per_group: int, size: int) -> bool:
     """Whether every block holds whole groups (see _blocks), so that one visit of a block can do all the passes."""
     return groups > 0 and (per_group == 1 or per_group * size <= CHUNK)
@@ -258,7 +328,8 @@ def _shift(sums: np.ndarray, groups: int, count: int, dtype: np.dtype) -> np.nda
 
 def _normalisation(shift, centred_sums, squares, groups, count, gamma, beta, eps):
     """(mean, invstd, variance) and the per-row (C,) or (N, C) scale and bias of out = centred * scale + bias, from
-    the rows' sums of the centred values and of their squares (rows of `groups` groups, or of the batch's channels)."""
+    the rows' sums of the centred values and of their squares (rows of `groups` groups, or of the batch's channels,
+    or their batch totals as one row)."""
     dtype = shift.dtype
     c = centred_sums.shape[1]
     # the centred values are (nearly) exact and small: their sums give the mean's offset from the shift and the
@@ -329,6 +400,9 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     size = math.prod(grad_out.shape[2:])
     planes_grad, planes_saved, planes_result = (a.reshape(n, c, size) for a in (grad_out, saved, grad_y))
     slope = dtype.type(slope)
+    if not groups and 0 < size < _SHORT_PLANE:
+        return _backward_short_planes(planes_grad, planes_saved, saved_is_result, gamma, beta, mean, invstd, slope,
+                                      planes_result, relu)
     row_invstd = _per_row(invstd.astype(np.float64), c, groups)  # (C,) or (N, C)
     if saved_is_result:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
         u_to_xhat = 1 / gamma
@@ -358,7 +432,7 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
         grad_gamma, grad_beta = _group_gradients(sums_dz, sums_dz_u, u_to_xhat, size)
         p, q, r = _group_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, row_invstd, size, per_group, dtype)
     else:
-        grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size,
+        grad_gamma, grad_beta, p, q, r = _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, n * size,
                                                         dtype)
     r = (r - q.astype(np.float64) * centre).astype(dtype)
     p, q, r = (_Spread(factor, size, n) for factor in (p, q, r))
@@ -369,6 +443,58 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
 
     _for_blocks(blocks, combine)
     return grad_gamma.astype(dtype), grad_beta.astype(dtype)
+
+
+def _backward_short_planes(planes_grad, planes_saved, saved_is_result, gamma, beta, mean, invstd, slope,
+                           planes_result, relu):
+    """_backward with batch statistics over planes shorter than _SHORT_PLANE, as _forward_short_planes: each pass over
+    a run of channels of the (N, C * size) views with per-channel constants repeated over one sample's planes, the
+    row sums' batch totals in float64 in the rows' order. The u of a conv output is centred on the totals (sum(dz u)
+    - centre sum(dz)), not row by row: the same float64 accuracy, not the same bits as the blocks' passes."""
+    n, c, size = planes_grad.shape
+    dtype = planes_grad.dtype
+    grad, saved, result = (a.reshape(n, c * size) for a in (planes_grad, planes_saved, planes_result))
+    count = n * size
+    grad_gamma, grad_beta = np.empty(c, dtype), np.empty(c, dtype)
+
+    def backward_run(channels) -> None:
+        columns = slice(channels.start * size, channels.stop * size)
+        run_grad, run_saved, run_result = grad[:, columns], saved[:, columns], result[:, columns]
+        run_gamma, run_beta = gamma[channels], beta[channels]
+        if saved_is_result:  # as _backward
+            u_to_xhat = 1 / run_gamma
+            recover = _recovery(run_grad, run_saved, True, _Repeated(run_beta, size), None, None, slope, relu)
+        else:
+            u_to_xhat = invstd[channels].astype(np.float64)
+            recover = _recovery(run_grad, run_saved, False, _Repeated(mean[channels], size),
+                                _Repeated((u_to_xhat * run_gamma).astype(dtype), size), _Repeated(run_beta, size),
+                                slope, relu)
+        dz, u = recover(...)
+        totals = [_batch_totals(_short_plane_sums(dz, None, size)), _batch_totals(_short_plane_sums(dz, u, size))]
+        if not saved_is_result:
+            totals.append(_batch_totals(_short_plane_sums(u, None, size)))
+        sums_dz, sums_dz_u, centre = _centred(totals, saved_is_result, 0, count)
+        grad_gamma[channels], grad_beta[channels], p, q, r = _batch_factors(
+            sums_dz, sums_dz_u, u_to_xhat, run_gamma, invstd[channels], count, dtype)
+        r = (r - q.astype(np.float64) * centre).astype(dtype)
+        _combine(dz, u, *(np.repeat(factor, size) for factor in (p, q, r)), run_result, nullcontext())
+
+    _for_blocks(_channel_runs(n, c, size), backward_run)
+    return grad_gamma, grad_beta
+
+
+class _Repeated:
+    """A per-channel (C,) constant repeated over one sample's planes of `size` values, for _recovery over (N, C * size)
+    views: it broadcasts along their rows, a contiguous pass."""
+
+    def __init__(self, values: np.ndarray, size: int):
+        self.array = np.repeat(values, size)
+
+    def buffers(self):
+        return nullcontext()
+
+    def __getitem__(self, block) -> np.ndarray:
+        return self.array
 
 
 def _reduce(dz, u, saved_is_result, sums) -> None:
@@ -472,11 +598,11 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
     return recover_in_buffers
 
 
-def _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, size, dtype):
-    """(grad_gamma, grad_beta) and the per-channel P, Q, R of grad_y = P dz + Q u + R from the (N, C) row sums, with
-    batch statistics: grad_y = k (dz - mean(dz) - x-hat mean(dz x-hat)), k = gamma * invstd, x-hat = u * u_to_xhat."""
+def _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, count, dtype):
+    """(grad_gamma, grad_beta) and the per-channel P, Q, R of grad_y = P dz + Q u + R from the (N, C) row sums (or
+    their batch totals as one row) of `count` values per channel, with batch statistics: grad_y = k (dz - mean(dz) -
+    x-hat mean(dz x-hat)), k = gamma * invstd, x-hat = u * u_to_xhat."""
     grad_beta = sums_dz.sum(axis=0)
-    count = sums_dz.shape[0] * size
     # an empty batch has NaN statistics (u_to_xhat may be NaN): its gradients are sums over nothing, 0
     grad_gamma = sums_dz_u.sum(axis=0) * (u_to_xhat if count else 0)
     k = gamma.astype(np.float64) * invstd
