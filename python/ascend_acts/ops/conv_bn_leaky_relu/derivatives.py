@@ -74,7 +74,9 @@ def _recorded_activation_gradient(z, grad, negative_slope, relu):
     gives it, so an optimizer's step (momentum, Adam's state) updates it as torch's. Slope 1 is no activation (nn's
     fused runs without one): torch's composite has no activation node there, and those parameters no gradient."""
     if relu:
-        return torch.ops.aten.threshold_backward(grad, z, 0)
+        # from the ReLU's result, as torch's relu backward: its zero derivative then flows back through the relu to z,
+        # so a third derivative finds the input used (zeros, torch's) even where z's graph alone does not reach it
+        return torch.ops.aten.threshold_backward(grad, torch.relu(z), 0)
     if negative_slope == NO_ACTIVATION_SLOPE:
         return grad
     return torch.ops.aten.leaky_relu_backward(grad, z, negative_slope, False)
