@@ -108,6 +108,11 @@ class OpFunction(torch.autograd.function._SingleLevelFunction):
     would re-enter functorch (and fail); like torch's own C++ autograd kernels, a single-level Function
     records at the current level, so torch.func.grad/vjp/jvp/jacfwd/hessian compose with the ops."""
 
+    @staticmethod
+    def _compiled_autograd_key(ctx):
+        # torch.autograd.Function's (compiled autograd keys a node by it); _SingleLevelFunction lacks it
+        return (ctx._autograd_function_id,)
+
 
 def has_forward_tangent(tensor: torch.Tensor) -> bool:
     """Whether `tensor` carries a forward-mode tangent (torch.autograd.forward_ad or torch.func.jvp)."""

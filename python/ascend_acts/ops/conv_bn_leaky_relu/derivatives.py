@@ -74,7 +74,9 @@ def _recorded_activation_gradient(z, grad, negative_slope, relu):
     gives it, so an optimizer's step (momentum, Adam's state) updates it as torch's. Slope 1 is no activation (nn's
     fused runs without one): torch's composite has no activation node there, and those parameters no gradient."""
     if relu:
-        return torch.ops.aten.threshold_backward(grad, z, 0)
+        # from the ReLU's result, as torch's relu backward: its zero derivative then flows back through the relu to z,
+        # so a third derivative finds the input used (zeros, torch's) even where z's graph alone does not reach it
+        return torch.ops.aten.threshold_backward(grad, torch.relu(z), 0)
     if negative_slope == NO_ACTIVATION_SLOPE:
         return grad
     return torch.ops.aten.leaky_relu_backward(grad, z, negative_slope, False)
@@ -161,7 +163,12 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
     shifts = conv_bias_shifts_statistics(norm_groups, bn_weight.shape[0])
     y = conv2d(x, w, bias.to(c) if shifts and bias is not None else None, *geometry)  # so not `mean` but y's own
-    mean_view, invstd_view = statistics_mean(y, norm_groups), statistic_view(invstd.to(c), y, norm_groups)
+    # the saved invstd is detached: a tangent differentiated again (reverse-over-forward) needs its dependence on the
+    # inputs too, which y's own variance carries; adding that zero keeps the saved value bit for bit
+    variance = statistics(y, norm_groups)[1]
+    reconnected = torch.rsqrt(variance - variance.detach() + invstd.detach().to(c).pow(-2))
+    invstd = invstd.to(c) + (reconnected - reconnected.detach())
+    mean_view, invstd_view = statistics_mean(y, norm_groups), statistic_view(invstd, y, norm_groups)
     xhat = (y - mean_view) * invstd_view
     gamma, beta = channel(bn_weight.to(c)), channel(bn_bias.to(c))
     z_t = torch.zeros_like(xhat)
@@ -169,7 +176,7 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
     if shifts and bias_t is not None:
         y_t = channel(bias_t).expand_as(y) if y_t is None else y_t + channel(bias_t)
     if y_t is not None:
-        z_t = z_t + normalised_gradient(y_t, xhat, invstd.to(c), norm_groups) * gamma
+        z_t = z_t + normalised_gradient(y_t, xhat, invstd, norm_groups) * gamma
     if gamma_t is not None:
         z_t = z_t + xhat * channel(gamma_t)
     if beta_t is not None:
