@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.autograd.graph import _CloneArgBeforeMutateMode
+from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from .._library import values_unknown
 from .._validation import check_bool
@@ -121,6 +123,8 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
     if overlapping_statistics(running_mean, running_var):
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
+    if running_mean is None and _clones_before_mutation():
+        return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)
 
     c_out = args.output_shape[1]
     gamma = bn_weight if bn_weight is not None else weight.new_ones(c_out)
@@ -169,11 +173,21 @@ def _is_empty(shape: torch.Size) -> bool:
     return shape.numel() == 0 if torch.jit.is_tracing() else math.prod(shape) == 0
 
 
+def _clones_before_mutation() -> bool:
+    """Whether torch.autograd.graph.allow_mutation_on_saved_tensors is active: its dispatch mode reads every
+    argument an op may write, and fails on a None one (torch 2.13), as the training op's running statistics are
+    without them (GroupNorm, an InstanceNorm that tracks none); torch's own norms have no such argument."""
+    if torch.compiler.is_compiling() or not torch._C._len_torch_dispatch_stack():
+        return False
+    return any(isinstance(mode, _CloneArgBeforeMutateMode) for mode in _get_current_dispatch_mode_stack())
+
+
 def _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args: Checked,
              relu: bool) -> torch.Tensor:
     """torch's own composite, for what only it reproduces: an empty training batch (an empty output still connected
-    to the parameters, zero gradients, running statistics untouched: pass None), an eval fold that is not finite, and
-    expanded running statistics in training (torch's batch_norm updates their shared elements in its own order);
+    to the parameters, zero gradients, running statistics untouched: pass None), an eval fold that is not finite,
+    a training run without running statistics under allow_mutation_on_saved_tensors, and expanded running statistics
+    in training (torch's batch_norm updates their shared elements in its own order);
     with norm_groups F.instance_norm or F.group_norm (whose empty batch with running statistics is torch's business:
     an IndexError)."""
     conv = platform_conv2d(input, weight, bias, *args.geometry)

@@ -363,6 +363,15 @@ def masked(gradients, mask) -> tuple:
     return tuple(g if wanted else None for g, wanted in zip(gradients, mask))
 
 
+def _forward_values(kept: torch.Tensor | None, parameter: torch.Tensor | None) -> torch.Tensor | None:
+    """`parameter` for the recorded backward: the values the forward used (`kept`, its copy; the parameter itself
+    where none was kept, as the backward then never reads its values) with the parameter's gradient. x - (+0) is
+    x exactly, signed zeros included."""
+    if kept is None or parameter is None:
+        return parameter
+    return kept - (parameter.detach() - parameter)
+
+
 class _Train(OpFunction):
     @staticmethod
     def forward(*args):
@@ -379,16 +388,18 @@ class _Train(OpFunction):
         # the conv bias only where it shifts the statistics (groups of several channels): to differentiate again;
         # a recomputed conv output needs it always
         shifts = derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0])
-        kept_bias = bias if shifts or ctx.recompute else None
+        # a copy of the C values the forward used, not the bias: torch keeps the conv output, not the bias, so an
+        # in-place change of the bias before the backward (a version bump, or a `.data` update) is no error there
+        # and does not change the gradient
+        kept_bias = bias.detach().clone() if bias is not None and (shifts or ctx.recompute) else None
         # for a backward that is differentiated again (R1, WGAN-GP), where torch's composite reaches the conv bias
-        # through the conv output it keeps: on ctx, not saved, as torch's convolution does not keep it (an in-place
-        # change of the bias before the backward is no error there)
+        # through the conv output it keeps: on ctx, not saved, as torch's convolution does not keep it
         ctx.conv_bias = bias
         kept = None if ctx.recompute else out if ctx.save_output else conv_out
         # the recomputation reads the conv weight and bias as the forward used them: torch keeps the conv output, so
         # a weight changed since without a version bump (a `.data` update, WGAN's clipping) must not change it. The
         # copies are small next to the conv output they replace (the nn layer recomputes only where they are)
-        snapshot = (weight.detach().clone(), None if bias is None else bias.detach().clone()) if ctx.recompute else ()
+        snapshot = (weight.detach().clone(), kept_bias) if ctx.recompute else ()
         ctx.save_for_backward(kept, input, weight, bn_weight, bn_bias, mean, invstd, kept_bias, *snapshot)
         ctx.save_for_forward(out, input, weight, bn_weight, bn_bias, invstd, kept_bias)
 
@@ -401,7 +412,7 @@ class _Train(OpFunction):
                                            ctx.padding_mode)
             saved_is_result = False
         if torch.is_grad_enabled():  # recorded: the composite differentiates through the conv bias, as torch's
-            bias = ctx.conv_bias
+            bias = _forward_values(bias, ctx.conv_bias)
         elif not derivatives.conv_bias_shifts_statistics(ctx.norm_groups, bn_weight.shape[0]):
             bias = None  # the kernels never read it
         mask = conv_output_mask(ctx, ctx.has_bias)

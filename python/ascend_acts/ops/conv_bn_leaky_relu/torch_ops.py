@@ -98,7 +98,7 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=Fa
     (aten::convolution's argument; its padding is always symmetric). A Linear seen as a convolution (_is_linear) runs
     as torch's Linear: oneDNN's 1x1 convolution over N rows is some 4x slower than the matrix product."""
     if _is_linear(input, weight, padding, groups, transposed):
-        return F.linear(input.flatten(1), weight.flatten(1), bias).reshape(*input.shape[:1], -1, 1, 1)
+        return F.linear(input.flatten(1), weight.flatten(1), bias).reshape(input.shape[0], weight.shape[0], 1, 1)
     symmetric = _symmetric(padding)
     if transposed:
         check_padding_mode("conv2d", padding_mode, transposed)

@@ -8,9 +8,12 @@ F.group_norm's (G < C) instead of F.batch_norm's.
 
 from __future__ import annotations
 
+import operator
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...numerics.dtypes import FLOATING_DTYPES
@@ -47,16 +50,33 @@ class Checked:
                 self.padding_mode)
 
 
-def _int(name: str, value) -> int:
-    """An int as conv2d's int[2] arguments take one: a Python int or a 0-d integer tensor, within int64."""
-    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point() \
-            and not value.is_complex() and value.dtype != torch.bool:
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
+def _index(value) -> int | None:
+    """value as torch's int arguments take one (what operator.index takes: a Python or NumPy int, a 0-d integer
+    tensor), else None; not a bool (torch refuses one) nor an array (torch's parser fails on a 0-d one)."""
+    if isinstance(value, (bool, np.bool_, np.ndarray)):
+        return None
+    if isinstance(value, torch.Tensor):
+        integral = value.dim() == 0 and not value.is_floating_point() and not value.is_complex() \
+            and value.dtype != torch.bool
+        return int(value) if integral else None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _int(name: str, value, position: int | None = None) -> int:
+    """An int as conv2d's int and int[2] arguments take one, within int64: beyond it torch's ValueError for a
+    single int, its TypeError for the element at `position` (from 1) of a sequence."""
+    index = _index(value)
+    if index is None:
         raise TypeError(f"{FN}(): argument '{name}' must be an int or a pair of ints, got {value!r}")
-    if not _in_int64(value):
-        raise ValueError(f"{FN}(): argument '{name}' {value}: Overflow when unpacking long long")
-    return value
+    if not _in_int64(index):
+        if position is None:
+            raise ValueError(f"{FN}(): argument '{name}' {index}: Overflow when unpacking long long")
+        raise TypeError(f"{FN}(): argument '{name}' failed to unpack the object at pos {position}: {index} is not an "
+                        "int64 (Overflow when unpacking long long)")
+    return index
 
 
 def _in_int64(value: int) -> bool:
@@ -70,9 +90,10 @@ def _pair(name: str, value) -> list[int]:
         return [value[0], value[1]]  # a module's own (the usual case): what the checks below give it
     if type(value) is int and _in_int64(value):
         return [value, value]
-    single = isinstance(value, int) or (isinstance(value, torch.Tensor) and value.dim() == 0)
-    values = [value] if single else list(value)
-    pair = [_int(name, v) for v in values]
+    if _index(value) is not None or not isinstance(value, Iterable):
+        pair = [_int(name, value)] * 2
+    else:
+        pair = [_int(name, v, position) for position, v in enumerate(value, start=1)]  # torch counts from 1
     if len(pair) == 1:
         pair *= 2
     if len(pair) != 2:  # conv2d's type for a wrong number of values
