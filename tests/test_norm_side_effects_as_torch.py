@@ -98,6 +98,20 @@ def test_a_gradient_penalty_only_backward_gives_torchs_gradients(conv, norm, act
     assert_gradients_as_torch(original, converted)
 
 
+@pytest.mark.parametrize(ARGNAMES, PARAMS)
+def test_a_gradient_penalty_through_a_next_layer_gives_torchs_gradients(conv, norm, activation, bias, training,
+                                                                       backend):
+    """The run followed by a layer, as in a critic (a ResNet block's second half): torch's convolution backward,
+    differentiated again, gives its input no gradient (it needs only the weight's path), so the run's output gets
+    none, and torch leaves the norm bias (in eval the conv bias too) of a run without activation with none."""
+    model, x = block(conv, norm, activation, bias)
+    model.append(nn.Linear(6, 2) if conv == "linear" else nn.Conv2d(6, 2, 3))
+    original, converted = torch_and_converted(model, training)
+    for model in (original, converted):
+        r1_only_backward(model, x)
+    assert_gradients_as_torch(original, converted)
+
+
 def conv_bias_gradient_is_noise(norm: str, training: bool) -> bool:
     """Whether the penalty's gradient of the conv bias is zero up to rounding: the norm's statistics then cancel the
     bias (BatchNorm in training, InstanceNorm whenever it normalises with the batch's statistics)."""

@@ -108,10 +108,44 @@ class OpFunction(torch.autograd.function._SingleLevelFunction):
     would re-enter functorch (and fail); like torch's own C++ autograd kernels, a single-level Function
     records at the current level, so torch.func.grad/vjp/jvp/jacfwd/hessian compose with the ops."""
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        setup_context, backward = cls.__dict__.get("setup_context"), cls.__dict__.get("backward")
+        if setup_context is not None and backward is not None:
+            cls.setup_context = staticmethod(_keeping_undefined_gradients(setup_context.__func__))
+            cls.backward = staticmethod(_none_without_gradients(backward.__func__))
+
     @staticmethod
     def _compiled_autograd_key(ctx):
         # torch.autograd.Function's (compiled autograd keys a node by it); _SingleLevelFunction lacks it
         return (ctx._autograd_function_id,)
+
+
+# Gradients that reach no output stay undefined, as through torch's own nodes: autograd would otherwise hand a Function
+# zeros for them and its backward would give its inputs zero gradients where torch's give none (an R1 penalty's own
+# backward through a conv that only needs its weight: the norm bias of the run before it), which the next Adam or
+# SGD-momentum step turns into a move torch's step does not make.
+def _keeping_undefined_gradients(setup_context: Callable) -> Callable:
+    def setup_context_keeping_undefined(ctx, inputs, output):
+        setup_context(ctx, inputs, output)
+        ctx.set_materialize_grads(False)
+        ctx.input_count = len(inputs)
+        ctx.outputs_like = [(o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None
+                            for o in (output if isinstance(output, tuple) else (output,))]
+
+    return setup_context_keeping_undefined
+
+
+def _none_without_gradients(backward: Callable) -> Callable:
+    def backward_of_defined(ctx, *grads):
+        if all(g is None for g in grads):
+            return (None,) * ctx.input_count
+        if any(g is None for g in grads):  # some defined: the others as autograd would materialise them
+            grads = tuple(torch.zeros(like[0], dtype=like[1], device=like[2]) if g is None and like else g
+                          for g, like in zip(grads, ctx.outputs_like))
+        return backward(ctx, *grads)
+
+    return backward_of_defined
 
 
 def has_forward_tangent(tensor: torch.Tensor) -> bool:
