@@ -265,8 +265,10 @@ def expected_saved(name, args, results):
         norm_groups, recompute = (*args[18:20], 0, False)[:2] if len(args) > 18 else (0, False)
         assert not (relu and save_output), "relu is not invertible: the conv output must be kept"
         kept = [] if recompute else [out if save_output else results[1]]
-        shifts = 0 < norm_groups < out.shape[1]  # a conv bias that shifts group statistics is kept to differentiate
-        kept_bias = [bias] if bias is not None and (recompute or shifts) else []
+        # a conv bias that shifts group statistics is kept to differentiate: a copy of its values (an in-place change
+        # of the bias before the backward is no error, as torch's convolution keeps no bias)
+        shifts = 0 < norm_groups < out.shape[1]
+        kept_bias = [("copy", bias)] if bias is not None and (recompute or shifts) else []
         # recompute reads the conv weight and bias as the forward used them: copies of them
         snapshot = [("copy", t) for t in (weight, bias) if t is not None] if recompute else []
         return [*kept, x, weight, bn_weight, bn_bias, results[2], results[3], *kept_bias, *snapshot]

@@ -414,7 +414,9 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     per_group = c // groups if groups else 1
     blocks = _blocks(n, c, size, per_group)
     sums_dtype = _sums_dtype(dtype, size)
-    sums = tuple(np.empty((n, c), sums_dtype) for _ in range(3))  # of dz, dz * u and u
+    # of dz, dz * u and u; zeros, the sums of nothing: a full-suite run once found recycled memory in the gradients of
+    # planes of no values (H = 0) through the per-block path, not reproduced since (tests/test_reference_norm_fast_paths)
+    sums = tuple(np.zeros((n, c), sums_dtype) for _ in range(3))
     if _blocks_hold_groups(groups, per_group, size):
         return _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups,
                                    blocks, sums)
@@ -541,7 +543,7 @@ def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xha
     once and combined while it is near the core (the same operations, in the same order)."""
     (n, c, size), dtype = planes_result.shape, planes_result.dtype
     per_group = c // groups
-    sums_dz, sums_dz_u = (np.empty((n, c)) for _ in range(2))  # float64, centred: for the gradients
+    sums_dz, sums_dz_u = (np.zeros((n, c)) for _ in range(2))  # float64, centred: for the gradients
 
     def reduce_and_combine(block) -> None:
         samples, channels = block

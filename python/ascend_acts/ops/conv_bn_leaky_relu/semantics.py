@@ -431,6 +431,8 @@ class _Train(OpFunction):
     @staticmethod
     def jvp(ctx, *tangents):
         out, input, weight, bn_weight, bn_bias, invstd, bias = ctx.saved_tensors
+        if torch.is_grad_enabled():  # a tangent differentiated in reverse mode reaches the conv bias, as the backward
+            bias = _forward_values(bias, ctx.conv_bias)
         out_tangent = derivatives.conv_bn_leaky_relu_train_jvp(
             input, weight, bn_weight, bn_bias, invstd, tangents[:5], *ctx.geometry, ctx.negative_slope, out, ctx.relu,
             ctx.transposed, ctx.output_padding, ctx.norm_groups, bias, ctx.padding_mode)
