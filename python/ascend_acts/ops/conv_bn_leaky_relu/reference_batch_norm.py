@@ -414,8 +414,8 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     per_group = c // groups if groups else 1
     blocks = _blocks(n, c, size, per_group)
     sums_dtype = _sums_dtype(dtype, size)
-    # of dz, dz * u and u; zeros, the sums of nothing: a full-suite run once found recycled memory in the gradients of
-    # planes of no values (H = 0) through the per-block path, not reproduced since (tests/test_reference_norm_fast_paths)
+    # of dz, dz * u and u; zeros, the sums of nothing: a full-suite run once found recycled memory in the gradients
+    # of planes of no values (H = 0) through the per-block path, not reproduced since (test_reference_norm_fast_paths)
     sums = tuple(np.zeros((n, c), sums_dtype) for _ in range(3))
     if _blocks_hold_groups(groups, per_group, size):
         return _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups,
