@@ -6,6 +6,7 @@ import copy
 import pytest
 import torch
 import torch.autograd.forward_ad as fwAD
+import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
@@ -164,3 +165,36 @@ def test_compiled_autograd_gives_eager_gradients(norm, training):
     for got, eager, torchs in zip(compiled, gradients(ours, False), gradients(theirs, False)):
         torch.testing.assert_close(got, eager)
         torch.testing.assert_close(got, torchs)
+
+
+# --- the activation ops: what autograd hands their backward (zeros for a gradient that reaches no output) ----------
+ACTIVATION_OPS = {
+    "leaky_relu": (lambda t: F.leaky_relu(t, 0.2), lambda t: AF.leaky_relu(t, 0.2)),
+    "rrelu eval": (lambda t: F.rrelu(t, training=False), lambda t: AF.rrelu(t, training=False)),
+}
+
+
+@pytest.mark.parametrize("op", ACTIVATION_OPS)
+def test_a_penalty_only_backward_through_an_activation_gives_the_bias_before_it_torchs_zero_gradient(op, backend):
+    """torch's leaky_relu_backward gives its input a zero gradient when differentiated again: an R1 penalty's own
+    backward then leaves a zero-filled .grad on the bias before the activation (Adam's momentum moves it)."""
+    if backend == "sim":
+        pytest.skip("float64")
+    grads = []
+    for f in ACTIVATION_OPS[op]:
+        x = torch.randn(2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).requires_grad_()
+        bias = torch.zeros(3, dtype=torch.float64, requires_grad=True)
+        (g,) = torch.autograd.grad(f(x + bias).sum(), x, create_graph=True)
+        g.square().sum().backward()
+        grads.append(bias.grad)
+    assert grads[1] is not None and grads[0] is not None
+    assert torch.equal(grads[1], grads[0])
+
+
+def test_a_hessian_vector_product_through_leaky_relu_is_torchs(backend):
+    if backend == "sim":
+        pytest.skip("float64")
+    x = torch.randn(2, 3, 2, 2, dtype=torch.float64)
+    products = [torch.func.jvp(torch.func.grad(lambda z, f=f: f(z).sum()), (x,), (torch.ones_like(x),))[1]
+                for f in ACTIVATION_OPS["leaky_relu"]]
+    assert torch.equal(products[1], products[0])

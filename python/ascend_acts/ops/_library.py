@@ -108,10 +108,15 @@ class OpFunction(torch.autograd.function._SingleLevelFunction):
     would re-enter functorch (and fail); like torch's own C++ autograd kernels, a single-level Function
     records at the current level, so torch.func.grad/vjp/jvp/jacfwd/hessian compose with the ops."""
 
+    # whether gradients that reach no output stay undefined (below); the activation ops' Functions leave autograd's
+    # zeros, which their backward ops' own derivatives need: torch's leaky_relu_backward gives its input a zero
+    # gradient, and their jvps read the tangents as tensors
+    undefined_gradients_stay_undefined = False
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         setup_context, backward = cls.__dict__.get("setup_context"), cls.__dict__.get("backward")
-        if setup_context is not None and backward is not None:
+        if cls.undefined_gradients_stay_undefined and setup_context is not None and backward is not None:
             cls.setup_context = staticmethod(_keeping_undefined_gradients(setup_context.__func__))
             cls.backward = staticmethod(_none_without_gradients(backward.__func__))
 
@@ -121,9 +126,10 @@ class OpFunction(torch.autograd.function._SingleLevelFunction):
         return (ctx._autograd_function_id,)
 
 
-# Gradients that reach no output stay undefined, as through torch's own nodes: autograd would otherwise hand a Function
-# zeros for them and its backward would give its inputs zero gradients where torch's give none (an R1 penalty's own
-# backward through a conv that only needs its weight: the norm bias of the run before it), which the next Adam or
+# Gradients that reach no output stay undefined, as through torch's own nodes (the fused conv + norm runs: their
+# composites give torch's zeros where torch has them): autograd would otherwise hand a Function zeros for them and its
+# backward would give its inputs zero gradients where torch's give none (an R1 penalty's own backward through a conv
+# that only needs its weight: the norm bias of the run before it, without activation), which the next Adam or
 # SGD-momentum step turns into a move torch's step does not make.
 def _keeping_undefined_gradients(setup_context: Callable) -> Callable:
     def setup_context_keeping_undefined(ctx, inputs, output):

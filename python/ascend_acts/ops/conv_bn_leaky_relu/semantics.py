@@ -373,6 +373,8 @@ def _forward_values(kept: torch.Tensor | None, parameter: torch.Tensor | None) -
 
 
 class _Train(OpFunction):
+    undefined_gradients_stay_undefined = True
+
     @staticmethod
     def forward(*args):
         return run_below_autograd(ops.conv_bn_leaky_relu_train, *args)
@@ -440,6 +442,8 @@ class _Train(OpFunction):
 
 
 class _Eval(OpFunction):
+    undefined_gradients_stay_undefined = True
+
     @staticmethod
     def forward(*args):
         return run_below_autograd(ops.conv_bn_leaky_relu_eval, *args)
