@@ -174,12 +174,14 @@ ACTIVATION_OPS = {
 }
 
 
+FLOAT64_BACKENDS = ("reference", "torch")  # sim runs the NPU kernels: no float64
+
+
+@pytest.mark.parametrize("backend", FLOAT64_BACKENDS, indirect=True)
 @pytest.mark.parametrize("op", ACTIVATION_OPS)
 def test_a_penalty_only_backward_through_an_activation_gives_the_bias_before_it_torchs_zero_gradient(op, backend):
     """torch's leaky_relu_backward gives its input a zero gradient when differentiated again: an R1 penalty's own
     backward then leaves a zero-filled .grad on the bias before the activation (Adam's momentum moves it)."""
-    if backend == "sim":
-        pytest.skip("float64")
     grads = []
     for f in ACTIVATION_OPS[op]:
         x = torch.randn(2, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).requires_grad_()
@@ -191,9 +193,8 @@ def test_a_penalty_only_backward_through_an_activation_gives_the_bias_before_it_
     assert torch.equal(grads[1], grads[0])
 
 
+@pytest.mark.parametrize("backend", FLOAT64_BACKENDS, indirect=True)
 def test_a_hessian_vector_product_through_leaky_relu_is_torchs(backend):
-    if backend == "sim":
-        pytest.skip("float64")
     x = torch.randn(2, 3, 2, 2, dtype=torch.float64)
     products = [torch.func.jvp(torch.func.grad(lambda z, f=f: f(z).sum()), (x,), (torch.ones_like(x),))[1]
                 for f in ACTIVATION_OPS["leaky_relu"]]
