@@ -400,6 +400,9 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     size = math.prod(grad_out.shape[2:])
     planes_grad, planes_saved, planes_result = (a.reshape(n, c, size) for a in (grad_out, saved, grad_y))
     slope = dtype.type(slope)
+    if size == 0:  # planes of no values: nothing to write, and the parameters' gradients are sums over nothing
+        # (taken here: two full-suite runs read recycled memory there, through either path, in 4 of 4 channels)
+        return np.zeros(c, dtype), np.zeros(c, dtype)
     if not groups and 0 < size < _SHORT_PLANE:
         return _backward_short_planes(planes_grad, planes_saved, saved_is_result, gamma, beta, mean, invstd, slope,
                                       planes_result, relu)
@@ -414,9 +417,7 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     per_group = c // groups if groups else 1
     blocks = _blocks(n, c, size, per_group)
     sums_dtype = _sums_dtype(dtype, size)
-    # of dz, dz * u and u; zeros, the sums of nothing: a full-suite run once found recycled memory in the gradients
-    # of planes of no values (H = 0) through the per-block path, not reproduced since (test_reference_norm_fast_paths)
-    sums = tuple(np.zeros((n, c), sums_dtype) for _ in range(3))
+    sums = tuple(np.empty((n, c), sums_dtype) for _ in range(3))  # of dz, dz * u and u
     if _blocks_hold_groups(groups, per_group, size):
         return _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups,
                                    blocks, sums)
@@ -543,7 +544,7 @@ def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xha
     once and combined while it is near the core (the same operations, in the same order)."""
     (n, c, size), dtype = planes_result.shape, planes_result.dtype
     per_group = c // groups
-    sums_dz, sums_dz_u = (np.zeros((n, c)) for _ in range(2))  # float64, centred: for the gradients
+    sums_dz, sums_dz_u = (np.empty((n, c)) for _ in range(2))  # float64, centred: for the gradients
 
     def reduce_and_combine(block) -> None:
         samples, channels = block
