@@ -108,7 +108,8 @@ class OpFunction(torch.autograd.function._SingleLevelFunction):
     would re-enter functorch (and fail); like torch's own C++ autograd kernels, a single-level Function
     records at the current level, so torch.func.grad/vjp/jvp/jacfwd/hessian compose with the ops."""
 
-    # whether gradients that reach no output stay undefined (below); the activation ops' Functions leave autograd's
+    # whether gradients that reach no output stay undefined (below; for a backward that reads only its first output's
+    # gradient, the fused conv + norm ops'); the activation ops' Functions leave autograd's
     # zeros, which their backward ops' own derivatives need: torch's leaky_relu_backward gives its input a zero
     # gradient, and their jvps read the tangents as tensors
     undefined_gradients_stay_undefined = False
@@ -131,25 +132,22 @@ class OpFunction(torch.autograd.function._SingleLevelFunction):
 # backward would give its inputs zero gradients where torch's give none (an R1 penalty's own backward through a conv
 # that only needs its weight: the norm bias of the run before it, without activation), which the next Adam or
 # SGD-momentum step turns into a move torch's step does not make.
+# The Functions that opt in read only their first output's gradient (the others are non-differentiable statistics),
+# so no other is materialised either: autograd's zeros for them were allocated on every backward for nothing.
 def _keeping_undefined_gradients(setup_context: Callable) -> Callable:
     def setup_context_keeping_undefined(ctx, inputs, output):
         setup_context(ctx, inputs, output)
         ctx.set_materialize_grads(False)
         ctx.input_count = len(inputs)
-        ctx.outputs_like = [(o.shape, o.dtype, o.device) if isinstance(o, torch.Tensor) else None
-                            for o in (output if isinstance(output, tuple) else (output,))]
 
     return setup_context_keeping_undefined
 
 
 def _none_without_gradients(backward: Callable) -> Callable:
-    def backward_of_defined(ctx, *grads):
-        if all(g is None for g in grads):
+    def backward_of_defined(ctx, grad, *others):
+        if grad is None:
             return (None,) * ctx.input_count
-        if any(g is None for g in grads):  # some defined: the others as autograd would materialise them
-            grads = tuple(torch.zeros(like[0], dtype=like[1], device=like[2]) if g is None and like else g
-                          for g, like in zip(grads, ctx.outputs_like))
-        return backward(ctx, *grads)
+        return backward(ctx, grad, *others)
 
     return backward_of_defined
 
