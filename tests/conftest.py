@@ -8,9 +8,14 @@ from ascend_acts import backends, op_table
 
 # Under pytest-xdist (pyproject's addopts: a worker per CPU) each worker gets its share of the CPUs: torch's OpenMP
 # threads spinning against another worker's on the same core make the whole run several times slower. Tests that
-# need several threads (tests/test_concurrency.py, test_reference_conv_speed_path.py) set them themselves.
+# need several threads (tests/test_concurrency.py, test_reference_conv_speed_path.py) set them themselves. The
+# interpreters tests start (examples, benchmarks, the selftest, multi-process runs) inherit the share through
+# OMP_NUM_THREADS, torch's default thread count: with torch's own default a quick benchmark run beside a busy worker
+# took 4x the CPU time.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    _threads = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    torch.set_num_threads(_threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(_threads))
 
 
 @pytest.fixture(scope="module")
