@@ -43,7 +43,14 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ...numerics.elementwise import column_buffers, quiet, relu_values, slope_factors, zero_where
+from ...numerics.elementwise import (
+    column_buffers,
+    quiet,
+    relu_of_sum_with_zero,
+    relu_values,
+    slope_factors,
+    zero_where,
+)
 from ...numerics.parallel import CHUNK, for_chunks, thread_count
 
 # planes of at least this many values take a per-row constant as a column: under column_buffers its loop per row is
@@ -118,6 +125,21 @@ def _for_blocks(blocks, body) -> None:
                 body(block)
 
     for_chunks(len(blocks), run, chunk=1)
+
+
+def _add_and_activate(z: np.ndarray, bias, bias_is_zero: bool, relu: bool, slope) -> None:
+    """z = activation(z + bias), in place: with bias_is_zero (every value +0.0) and ReLU in one pass (see
+    relu_of_sum_with_zero)."""
+    if relu and bias_is_zero:
+        relu_of_sum_with_zero(z, out=z)
+        return
+    z += bias
+    _activate(z, relu, slope)
+
+
+def _is_positive_zero(values: np.ndarray) -> bool:
+    """Whether every value is +0.0 (a norm without affine parameters: its beta)."""
+    return not (values.any() or np.signbit(values).any())
 
 
 def _activate(z: np.ndarray, relu: bool, slope) -> None:
@@ -241,6 +263,7 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
     if centre_on_mean:
         spread_shift, row_bias = _Spread(_per_row(mean, c, groups), size, n), beta
     scale, bias = _Spread(row_scale, size, n), _Spread(row_bias, size, n)
+    bias_is_zero = centre_on_mean and _is_positive_zero(beta)
 
     def normalise(block) -> None:
         target = planes_out[block]
@@ -248,8 +271,7 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
             if not keep:
                 np.subtract(planes_in[block], spread_shift[block], out=target)
             target *= scale[block]
-            target += bias[block]
-            _activate(target, relu, slope)
+            _add_and_activate(target, bias[block], bias_is_zero, relu, slope)
 
     _for_blocks(blocks, normalise)
     return mean, invstd, variance
@@ -267,6 +289,7 @@ def _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, 
     values, target = planes_in.reshape(n, c * size), planes_out.reshape(n, c * size)
     count = n * size
     statistics = tuple(np.empty(c, dtype) for _ in range(3))  # mean, invstd, variance
+    bias_is_zero = centre_on_mean and _is_positive_zero(beta)
 
     def normalise(channels) -> None:
         columns = slice(channels.start * size, channels.stop * size)
@@ -281,8 +304,7 @@ def _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, 
             np.subtract(run_in, np.repeat(mean, size), out=run_out)
             bias = beta[channels]
         run_out *= np.repeat(scale, size)
-        run_out += np.repeat(bias, size)
-        _activate(run_out, relu, slope)
+        _add_and_activate(run_out, np.repeat(bias, size), bias_is_zero, relu, slope)
         for whole, run in zip(statistics, (mean, invstd, variance)):
             whole[channels] = run
 
@@ -354,6 +376,7 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
     per_group = c // groups
     sums, centred_sums, squares = sums
     mean, invstd, variance = (np.empty((n, groups), dtype) for _ in range(3))
+    bias_is_zero = centre_on_mean and _is_positive_zero(beta)
 
     def normalise(block) -> None:
         samples, channels = block
@@ -377,8 +400,7 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
                 np.subtract(planes, _columns(_per_row(statistics[0], rows, block_groups), size), out=target)
                 bias = beta[None, channels]
             target *= _columns(statistics[3], size)
-            target += _columns(bias, size)
-            _activate(target, relu, slope)
+            _add_and_activate(target, _columns(bias, size), bias_is_zero, relu, slope)
 
     _for_blocks(blocks, normalise)
     return mean, invstd, variance
@@ -409,11 +431,13 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     row_invstd = _per_row(invstd.astype(np.float64), c, groups)  # (C,) or (N, C)
     if saved_is_result:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
         u_to_xhat = 1 / gamma
-        recover = _recovery(planes_grad, planes_saved, True, _Spread(beta, size, n), None, None, slope, relu)
+        recover, recover_u = _recovery(planes_grad, planes_saved, True, _Spread(beta, size, n), None, None, slope,
+                                       relu, beta)
     else:  # u = y - mean = x-hat / invstd; z = u * gamma * invstd + beta
         u_to_xhat = row_invstd
-        recover = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, c, groups), size, n),
-                            _Spread((row_invstd * gamma).astype(dtype), size, n), _Spread(beta, size, n), slope, relu)
+        recover, recover_u = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, c, groups), size, n),
+                                       _Spread((row_invstd * gamma).astype(dtype), size, n), _Spread(beta, size, n),
+                                       slope, relu, beta)
     per_group = c // groups if groups else 1
     blocks = _blocks(n, c, size, per_group)
     sums_dtype = _sums_dtype(dtype, size)
@@ -424,7 +448,9 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
 
     def reduce(block) -> None:
-        dz, u = recover(block)
+        # dz goes where the block's gradient will (grad_out's block may be that place: pass (2) reads dz instead),
+        # so that pass (2) recovers only u
+        dz, u = recover(block, planes_result[block])
         _reduce(dz, u, saved_is_result, tuple(row_sums[block] for row_sums in sums))
         if len(blocks) == 1:
             kept[0] = dz, u
@@ -441,7 +467,13 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     p, q, r = (_Spread(factor, size, n) for factor in (p, q, r))
 
     def combine(block) -> None:
-        dz, u = kept.pop(0) if kept else recover(block)
+        if kept:
+            dz, u = kept.pop(0)
+        else:
+            dz, u = planes_result[block], recover_u(block)
+            if not relu and slope == 1 and not saved_is_result:  # dz is grad_out (see _recovery), not yet written
+                dz = planes_grad[block].view()
+                dz.flags.writeable = False
         _combine(dz, u, p[block], q[block], r[block], planes_result[block], p.buffers())
 
     _for_blocks(blocks, combine)
@@ -466,12 +498,13 @@ def _backward_short_planes(planes_grad, planes_saved, saved_is_result, gamma, be
         run_gamma, run_beta = gamma[channels], beta[channels]
         if saved_is_result:  # as _backward
             u_to_xhat = 1 / run_gamma
-            recover = _recovery(run_grad, run_saved, True, _Repeated(run_beta, size), None, None, slope, relu)
+            recover = _recovery(run_grad, run_saved, True, _Repeated(run_beta, size), None, None, slope, relu,
+                                run_beta)[0]
         else:
             u_to_xhat = invstd[channels].astype(np.float64)
             recover = _recovery(run_grad, run_saved, False, _Repeated(mean[channels], size),
                                 _Repeated((u_to_xhat * run_gamma).astype(dtype), size), _Repeated(run_beta, size),
-                                slope, relu)
+                                slope, relu, run_beta)[0]
         dz, u = recover(...)
         totals = [_batch_totals(_short_plane_sums(dz, None, size)), _batch_totals(_short_plane_sums(dz, u, size))]
         if not saved_is_result:
@@ -566,39 +599,55 @@ def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xha
     return grad_gamma.astype(dtype), grad_beta.astype(dtype)
 
 
-def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, slope, relu):
-    """recover(block) -> (dz, u) of a block: dz is grad_out through the activation; u = z - beta from the output, or
-    y - mean from the conv output, with the spread constants `shift` (beta, or the mean), `scale` (gamma * invstd)
-    and `bias` (beta)."""
+def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, slope, relu, beta):
+    """recover(block, dz_out=None) -> (dz, u) of a block: dz is grad_out through the activation (written into dz_out
+    when given, unless it is grad_out itself); u = z - beta from the output, or y - mean from the conv output, with
+    the spread constants `shift` (beta, or the mean), `scale` (gamma * invstd) and `bias` (beta). recover_u(block) ->
+    u alone. A zero beta costs no pass: z - (+0) is z, bit for bit, and z = u * scale + (+-0) has the sign (and is 0)
+    where u * scale has (is), which is all the activation's gradient reads of z."""
     dtype = planes_grad.dtype
+    beta_is_zero = not beta.any()
+    beta_is_positive_zero = beta_is_zero and not np.signbit(beta).any()
 
-    def recover(block):
+    def recover_u(block):
         if saved_is_result:  # slope > 0: z = output where output > 0, else output / slope
             kept = planes_saved[block]
             u = np.divide(kept, slope)
             (np.minimum if slope <= 1 else np.maximum)(kept, u, out=u)
-            u -= shift[block]
-            dz = slope_factors(kept > 0, slope, dtype)
-            dz *= planes_grad[block]
-            return dz, u
-        u = planes_saved[block] - shift[block]
+            if not beta_is_positive_zero:
+                u -= shift[block]
+            return u
+        return planes_saved[block] - shift[block]
+
+    def recover(block, dz_out=None):
+        u = recover_u(block)
+        if saved_is_result:
+            return _leaky_relu_gradient(planes_saved[block] > 0, planes_grad[block], slope, dz_out), u
         if not relu and slope == 1:  # grad_out * 1 is grad_out: its block, read-only (see _combine)
             dz = planes_grad[block].view()
             dz.flags.writeable = False
             return dz, u
         z = u * scale[block]
-        z += bias[block]
+        if not beta_is_zero:
+            z += bias[block]
         if relu:
-            return relu_gradient(planes_grad[block], z, out=z), u
-        dz = slope_factors(z > 0, slope, dtype)
-        dz *= planes_grad[block]
-        return dz, u
+            return relu_gradient(planes_grad[block], z, out=z if dz_out is None else dz_out), u
+        return _leaky_relu_gradient(z > 0, planes_grad[block], slope, dz_out), u
 
-    def recover_in_buffers(block):
-        with shift.buffers():
-            return recover(block)
+    def in_buffers(function):
+        def run(*args):
+            with shift.buffers():
+                return function(*args)
 
-    return recover_in_buffers
+        return run
+
+    return in_buffers(recover), in_buffers(recover_u)
+
+
+def _leaky_relu_gradient(positive: np.ndarray, grad: np.ndarray, slope, out: np.ndarray | None) -> np.ndarray:
+    """grad * (1 where positive, else slope), into out (which may be grad) or a new array."""
+    factors = slope_factors(positive, slope, grad.dtype)
+    return np.multiply(factors, grad, out=factors if out is None else out)
 
 
 def _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, count, dtype):
