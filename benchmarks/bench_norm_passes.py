@@ -178,7 +178,7 @@ def main() -> None:
                     else:
                         times[name].append(timed(getattr(impl, phase)))
 
-            def ratio(a, b):
+            def ratio(a, b, times=times):
                 return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
             best = {name: min(values) for name, values in times.items()}

@@ -605,7 +605,6 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
     the spread constants `shift` (beta, or the mean), `scale` (gamma * invstd) and `bias` (beta). recover_u(block) ->
     u alone. A zero beta costs no pass: z - (+0) is z, bit for bit, and z = u * scale + (+-0) has the sign (and is 0)
     where u * scale has (is), which is all the activation's gradient reads of z."""
-    dtype = planes_grad.dtype
     beta_is_zero = not beta.any()
     beta_is_positive_zero = beta_is_zero and not np.signbit(beta).any()
 
