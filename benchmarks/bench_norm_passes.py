@@ -170,8 +170,11 @@ def main() -> None:
             for _ in range(2):  # warm-up
                 for impl in impls.values():
                     getattr(impl, phase)()
-            for _ in range(args.rounds):
-                for name, impl in impls.items():
+            names = list(impls)
+            for index in range(args.rounds):
+                # each in turn first: torch's OpenMP threads spin for a while after its op, slowing whatever follows
+                for name in names[index % len(names):] + names[:index % len(names)]:
+                    impl = impls[name]
                     if phase == "forward" and isinstance(impl, Ours):
                         np.copyto(impl.y, impl.y0)  # not timed: the in-place forward's input
                         times[name].append(timed(impl._forward))
