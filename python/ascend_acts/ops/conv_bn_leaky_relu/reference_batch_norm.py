@@ -38,6 +38,7 @@ activation (slope 1) costs no pass.
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import nullcontext
 
@@ -114,17 +115,23 @@ def _blocks(n: int, c: int, size: int, per_group: int = 1) -> list[tuple[slice, 
 
 
 def _for_blocks(blocks, body) -> None:
-    """body(block) for every block: one inline (under the caller's errstate), several on the threads (each quiet)."""
+    """body(block) for every block: one inline (under the caller's errstate), several on the threads (each quiet),
+    each thread taking the next block not yet taken, so that a thread the machine's other work slows takes fewer
+    (a block's results are its own: which thread runs it changes no bit)."""
     if len(blocks) == 1:
         body(blocks[0])
         return
+    taken = itertools.count()  # next() on it is atomic under the GIL
 
     def run(start: int, stop: int) -> None:
         with quiet():
-            for block in blocks[start:stop]:
-                body(block)
+            for index in iter(taken.__next__, None):
+                if index >= len(blocks):
+                    return
+                body(blocks[index])
 
-    for_chunks(len(blocks), run, chunk=1)
+    threads = min(thread_count(), len(blocks))
+    for_chunks(threads, run, chunk=1)
 
 
 def _add_and_activate(z: np.ndarray, bias, bias_is_zero: bool, relu: bool, slope) -> None:
