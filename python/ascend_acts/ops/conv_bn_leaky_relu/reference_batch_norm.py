@@ -190,14 +190,17 @@ def _row_sums(planes: np.ndarray, other: np.ndarray | None, out: np.ndarray) -> 
         np.einsum("ncs->nc", planes, out=out) if other is None else np.einsum("ncs,ncs->nc", planes, other, out=out)
         return
     whole = size - size % _SEGMENT
-    segments = [a[:, :, :whole].reshape(*a.shape[:2], -1, _SEGMENT) for a in (planes, planes if other is None
-                                                                              else other)]
+    shape = (*planes.shape[:2], -1, _SEGMENT)
     if other is None:
-        head, tail = np.einsum("ncks->nck", segments[0]), np.einsum("ncs->nc", planes[:, :, whole:])
+        head = np.einsum("ncks->nck", planes[:, :, :whole].reshape(shape))
     else:
-        head = np.einsum("ncks,ncks->nck", *segments)
-        tail = np.einsum("ncs,ncs->nc", planes[:, :, whole:], other[:, :, whole:])
-    np.add(head.sum(axis=2, dtype=np.float64), tail, out=out)
+        head = np.einsum("ncks,ncks->nck", planes[:, :, :whole].reshape(shape), other[:, :, :whole].reshape(shape))
+    np.add.reduce(head, axis=2, dtype=np.float64, out=out)
+    # a tail of no values would add einsum's +0, which changes no sum of segments: einsum's sums start from +0, so
+    # none is -0, nor is their total
+    if whole < size:
+        out += np.einsum("ncs->nc", planes[:, :, whole:]) if other is None else \
+            np.einsum("ncs,ncs->nc", planes[:, :, whole:], other[:, :, whole:])
 
 
 def _sums_dtype(dtype: np.dtype, size: int) -> np.dtype:
@@ -384,6 +387,7 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
     sums, centred_sums, squares = sums
     mean, invstd, variance = (np.empty((n, groups), dtype) for _ in range(3))
     bias_is_zero = centre_on_mean and _is_positive_zero(beta)
+    apart = not np.may_share_memory(planes_in, planes_out)
 
     def normalise(block) -> None:
         samples, channels = block
@@ -392,9 +396,11 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
         _row_sums(planes, None, sums[block])
         shift = _shift(sums[block], block_groups, count, dtype)
         rows = shift.shape[1] * per_group
-        with column_buffers(size):  # centring on the mean later reads planes again: target may be planes
+        # the centred values go into target, which centring on the mean overwrites later, unless target is planes,
+        # which that reads again (a temporary then)
+        with column_buffers(size):
             centred = np.subtract(planes, _columns(_per_row(shift, rows, block_groups), size),
-                                  out=None if centre_on_mean else target)
+                                  out=None if centre_on_mean and not apart else target)
         _row_sums(centred, None, centred_sums[block])
         _row_sums(centred, centred, squares[block])
         statistics = _normalisation(shift, centred_sums[block], squares[block], block_groups, count,
@@ -451,7 +457,8 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     sums = tuple(np.empty((n, c), sums_dtype) for _ in range(3))  # of dz, dz * u and u
     if _blocks_hold_groups(groups, per_group, size):
         return _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups,
-                                   blocks, sums)
+                                   blocks, sums, (planes_grad, planes_saved),
+                                   u_in_result=saved_is_result or relu or slope != 1)
     kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
 
     def reduce(block) -> None:
@@ -579,17 +586,20 @@ def _combine(dz, u, p, q, r, result, buffers) -> None:
 
 
 def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups, blocks,
-                        sums):
+                        sums, inputs, u_in_result):
     """_backward when every block holds whole groups: a block's factors need only its own sums, so it is recovered
     once and combined while it is near the core (the same operations, in the same order)."""
     (n, c, size), dtype = planes_result.shape, planes_result.dtype
     per_group = c // groups
     sums_dz, sums_dz_u = (np.empty((n, c)) for _ in range(2))  # float64, centred: for the gradients
+    u_in_result = u_in_result and not any(np.may_share_memory(planes_result, planes) for planes in inputs)
 
     def reduce_and_combine(block) -> None:
         samples, channels = block
         block_groups = (channels.stop - channels.start) // per_group
-        dz, u = recover(block)
+        # u in the block's gradient place, which _combine writes last (a temporary less near the core), unless that
+        # place is an input, or grad_out is dz itself (no activation), which _combine multiplies into it first
+        dz, u = recover(block, None, planes_result[block] if u_in_result else None)
         _reduce(dz, u, saved_is_result, tuple(row_sums[block] for row_sums in sums))
         block_dz, block_dz_u, centre = _centred(tuple(row_sums[block] for row_sums in sums), saved_is_result,
                                                 block_groups, per_group * size)
@@ -607,26 +617,27 @@ def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xha
 
 
 def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, slope, relu, beta):
-    """recover(block, dz_out=None) -> (dz, u) of a block: dz is grad_out through the activation (written into dz_out
-    when given, unless it is grad_out itself); u = z - beta from the output, or y - mean from the conv output, with
-    the spread constants `shift` (beta, or the mean), `scale` (gamma * invstd) and `bias` (beta). recover_u(block) ->
-    u alone. A zero beta costs no pass: z - (+0) is z, bit for bit, and z = u * scale + (+-0) has the sign (and is 0)
-    where u * scale has (is), which is all the activation's gradient reads of z."""
+    """recover(block, dz_out=None, u_out=None) -> (dz, u) of a block: dz is grad_out through the activation (written
+    into dz_out when given, unless it is grad_out itself), u into u_out when given; u = z - beta from the output, or
+    y - mean from the conv output, with the spread constants `shift` (beta, or the mean), `scale` (gamma * invstd)
+    and `bias` (beta). recover_u(block, out=None) -> u alone. A zero beta costs no pass: z - (+0) is z, bit for bit,
+    and z = u * scale + (+-0) has the sign (and is 0) where u * scale has (is), which is all the activation's
+    gradient reads of z."""
     beta_is_zero = not beta.any()
     beta_is_positive_zero = beta_is_zero and not np.signbit(beta).any()
 
-    def recover_u(block):
+    def recover_u(block, out=None):
         if saved_is_result:  # slope > 0: z = output where output > 0, else output / slope
             kept = planes_saved[block]
-            u = np.divide(kept, slope)
+            u = np.divide(kept, slope, out=out)
             (np.minimum if slope <= 1 else np.maximum)(kept, u, out=u)
             if not beta_is_positive_zero:
                 u -= shift[block]
             return u
-        return planes_saved[block] - shift[block]
+        return np.subtract(planes_saved[block], shift[block], out=out)
 
-    def recover(block, dz_out=None):
-        u = recover_u(block)
+    def recover(block, dz_out=None, u_out=None):
+        u = recover_u(block, u_out)
         if saved_is_result:
             return _leaky_relu_gradient(planes_saved[block] > 0, planes_grad[block], slope, dz_out), u
         if not relu and slope == 1:  # grad_out * 1 is grad_out: its block, read-only (see _combine)
