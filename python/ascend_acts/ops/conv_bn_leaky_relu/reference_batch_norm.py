@@ -17,7 +17,8 @@ numerics.parallel's threads:
   (2) grad_y = P dz + Q u + R with per-row P, Q, R.
 Rows longer than 2 * _SEGMENT are summed in segments merged in float64 (_row_sums).
 A tensor of one block keeps what pass (1) or (2) made for the next pass; a larger one recomputes it per block, so
-that each pass reads memory once and its temporaries stay near the core.
+that each pass reads memory once and its temporaries stay near the core, except the backward's dz, which pass (1)
+writes where the block's gradient goes (its recovery is most of the work; pass (2) recomputes only u).
 `groups` (norm_groups) G >= 1 normalises per sample over groups of C/G channels (InstanceNorm: G == C, GroupNorm):
 a group is C/G consecutive rows, so the same passes serve, only the merges and the per-row factors differ; the
 statistics are then (N, G). Blocks then hold whole groups where a group fits in one: a block's statistics are its
@@ -32,8 +33,9 @@ Per-row constants broadcast as columns under numerics.elementwise.column_buffers
 a column over rows of <= 4096 values several times slower than a contiguous pass); per-channel constants shared by
 several samples are spread over a sample's small planes (`_Spread`), and planes too short for a column take spread
 constants. Row sums use einsum (its own SIMD loops): BLAS gemv is faster alone but starts threads of its own inside
-ours. ReLU is one np.maximum where that is torch's relu bit for bit (numerics.elementwise.relu_values); no
-activation (slope 1) costs no pass.
+ours. ReLU is one np.maximum where that is torch's relu bit for bit (numerics.elementwise.relu_values), and with a
++0 beta (no affine) the add and the ReLU are one np.maximum (relu_of_sum_with_zero); no activation (slope 1) costs
+no pass, nor does a zero beta in the backward's recovery. Blocks go to whichever thread is free next.
 """
 
 from __future__ import annotations
