@@ -1,7 +1,9 @@
 """CPU time of the reference backend's norm + activation passes (reference_batch_norm.forward / backward) against
 torch's equivalent (native_batch_norm + relu / leaky_relu, and their backward through autograd), per op at the shapes
 CycleGAN's and DCGAN's steps normalise, interleaved round by round: the machine may be shared, so the ratio of each
-round's CPU times (process time: both threads) is the figure, its median over the rounds reported.
+round's CPU times (process time: both threads) is the figure, its median over the rounds reported, with the wall
+time's ratio and each one's best CPU time. torch's CPU time counts its OpenMP threads' spinning after each of its
+ops, which ours (a thread pool that blocks) does not have.
 
     python benchmarks/bench_norm_passes.py                  # every case, 15 rounds
     python benchmarks/bench_norm_passes.py --cases in_relu_256 --rounds 31
@@ -134,10 +136,11 @@ class Torch:
         return torch.autograd.grad(self.graph, self.leaf, self.grad, retain_graph=True)[0]
 
 
-def timed(fn) -> float:
-    start = time.process_time()
+def timed(fn) -> tuple[float, float]:
+    """(CPU time of the process, wall time) of fn()."""
+    cpu, wall = time.process_time(), time.perf_counter()
     fn()
-    return time.process_time() - start
+    return time.process_time() - cpu, time.perf_counter() - wall
 
 
 def main() -> None:
@@ -167,6 +170,7 @@ def main() -> None:
                     raise SystemExit(f"{case.name}: statistics or parameter gradients differ from the base module's")
         for phase in ("forward", "backward"):
             times = {name: [] for name in impls}
+            walls = {name: [] for name in impls}
             for _ in range(2):  # warm-up
                 for impl in impls.values():
                     getattr(impl, phase)()
@@ -177,21 +181,25 @@ def main() -> None:
                     impl = impls[name]
                     if phase == "forward" and isinstance(impl, Ours):
                         np.copyto(impl.y, impl.y0)  # not timed: the in-place forward's input
-                        times[name].append(timed(impl._forward))
+                        cpu, wall = timed(impl._forward)
                     else:
-                        times[name].append(timed(getattr(impl, phase)))
+                        cpu, wall = timed(getattr(impl, phase))
+                    times[name].append(cpu)
+                    walls[name].append(wall)
 
             def ratio(a, b, times=times):
                 return statistics.median(x / y for x, y in zip(times[a], times[b]))
 
             best = {name: min(values) for name, values in times.items()}
+            wall_ratio = statistics.median(x / y for x, y in zip(walls["ours"], walls["torch"]))
 
             line = (f"{case.name:<13} {phase:<8} {statistics.median(times['torch']) * 1e3:9.2f} "
                     f"{statistics.median(times['ours']) * 1e3:8.2f} {ratio('ours', 'torch'):10.3f}")
             if base:
                 line += (f" {statistics.median(times['base']) * 1e3:8.2f} {ratio('base', 'torch'):10.3f}"
                          f" {ratio('ours', 'base'):9.3f}")
-            line += "   best: " + " ".join(f"{name} {value * 1e3:.2f}" for name, value in best.items())
+            line += f"   wall ours/torch {wall_ratio:.3f}; best CPU: " + " ".join(
+                f"{name} {value * 1e3:.2f}" for name, value in best.items())
             print(line, flush=True)
 
 
