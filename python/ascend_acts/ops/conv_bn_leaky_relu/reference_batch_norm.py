@@ -146,9 +146,14 @@ def _add_and_activate(z: np.ndarray, bias, bias_is_zero: bool, relu: bool, slope
     _activate(z, relu, slope)
 
 
+def _is_zero(values: np.ndarray) -> bool:
+    """Whether every value is +0.0 or -0.0."""
+    return not values.any()
+
+
 def _is_positive_zero(values: np.ndarray) -> bool:
     """Whether every value is +0.0 (a norm without affine parameters: its beta)."""
-    return not (values.any() or np.signbit(values).any())
+    return _is_zero(values) and not np.signbit(values).any()
 
 
 def _activate(z: np.ndarray, relu: bool, slope) -> None:
@@ -625,8 +630,7 @@ def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, sl
     and `bias` (beta). recover_u(block, out=None) -> u alone. A zero beta costs no pass: z - (+0) is z, bit for bit,
     and z = u * scale + (+-0) has the sign (and is 0) where u * scale has (is), which is all the activation's
     gradient reads of z."""
-    beta_is_zero = not beta.any()
-    beta_is_positive_zero = beta_is_zero and not np.signbit(beta).any()
+    beta_is_zero, beta_is_positive_zero = _is_zero(beta), _is_positive_zero(beta)
 
     def recover_u(block, out=None):
         if saved_is_result:  # slope > 0: z = output where output > 0, else output / slope
