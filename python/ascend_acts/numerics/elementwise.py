@@ -51,29 +51,62 @@ def column_buffers(row: int):
     return nullcontext()
 
 
-def _maximum_is_relu() -> bool:
-    """Whether np.maximum(+0, z) is torch's relu (z < 0 ? +0 : z) bit for bit here, NaN payloads and -0.0 included:
-    IEEE leaves max(+0, -0) and max(0, NaN) to the implementation, so this NumPy's is probed on every dtype we compute
-    in, at lengths that reach its vector loops and their scalar tails."""
+def _zeros(values: np.ndarray) -> np.ndarray | np.generic:
+    """Zeros (+0.0) to take np.maximum with values: a read-only array of their shape where np.maximum(array, array)
+    runs some 2x faster than np.maximum(scalar, array) (NumPy 2.x; float32/float64 arrays of up to _ZEROS_SIZE
+    values), else the scalar. One calloc'd array per dtype, never written: its pages all map the kernel's zero page,
+    so reading it costs cache, not memory."""
+    dtype = values.dtype
+    if values.size > _ZEROS_SIZE or dtype not in (np.float32, np.float64):
+        return dtype.type(0)
+    zeros = _ZEROS.get(dtype)
+    if zeros is None:
+        zeros = np.zeros(_ZEROS_SIZE, dtype)
+        zeros.flags.writeable = False
+        zeros = _ZEROS.setdefault(dtype, zeros)
+    return zeros[:values.size].reshape(values.shape)
+
+
+_ZEROS_SIZE = 1 << 20
+_ZEROS: dict = {}
+
+
+def _maximum_matches(zeros_first: bool, expected: Callable[[np.ndarray, np.ndarray], None]) -> bool:
+    """Whether np.maximum of zeros and values (zeros first or second; a scalar and an array of zeros, see _zeros) is
+    expected(values, out) bit for bit here, NaN payloads and -0.0 included: IEEE leaves max(+0, -0) and max(0, NaN)
+    to the implementation, so this NumPy's is probed on every dtype we compute in, at lengths that reach its vector
+    loops and their scalar tails."""
     for dtype, int_type in ((np.float32, np.uint32), (np.float64, np.uint64)):
         nans = np.array([0x7FC00001, 0xFFC00123] if dtype == np.float32 else
                         [0x7FF8000000000001, 0xFFF8000000000123], int_type).view(dtype)
         special = np.concatenate([np.array([0.0, -0.0, np.inf, -np.inf, 1.5, -1.5, np.nan, -np.nan], dtype), nans])
         for length in (1, 3, 7, 16, 17, 31, 67, 1000):
             values = np.roll(np.resize(special, special.size + length), length)  # every value, at shifting lanes
-            expected = values.copy()
-            zero_where(values < 0, values, expected)
-            if not np.array_equal(np.maximum(dtype(0), values).view(int_type), expected.view(int_type)):
-                return False
+            wanted = values.copy()
+            expected(values, wanted)
+            for zeros in (dtype(0), _zeros(values)):
+                result = np.maximum(zeros, values) if zeros_first else np.maximum(values, zeros)
+                if not np.array_equal(result.view(int_type), wanted.view(int_type)):
+                    return False
     return True
 
 
 def relu_values(values: np.ndarray, out: np.ndarray) -> np.ndarray:
     """out = values < 0 ? +0 : values, torch's relu (-0.0 and NaN stay; -inf gives +0, where values * 0 would give
-    NaN); out may be values. One np.maximum pass where it is exactly that (see _maximum_is_relu), else a lane mask."""
+    NaN); out may be values. One np.maximum pass where it is exactly that (see _maximum_matches), else a lane mask."""
     if _MAXIMUM_IS_RELU:
-        return np.maximum(values.dtype.type(0), values, out=out)
+        return np.maximum(_zeros(values), values, out=out)
     return zero_where(values < 0, values, out)
+
+
+def relu_of_sum_with_zero(values: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = relu(values + 0.0), i.e. values <= 0 ? +0 : values (NaN stays): what adding a +0 bias and then relu make,
+    in one np.maximum pass where that is exactly it (its tie max(-0, +0) gives the second operand), else the two;
+    out may be values."""
+    if _MAXIMUM_ADDS_ZERO:
+        return np.maximum(values, _zeros(values), out=out)
+    np.add(values, values.dtype.type(0), out=out)
+    return relu_values(out, out)
 
 
 def take_where(mask: np.ndarray, source: np.ndarray, target: np.ndarray) -> None:
@@ -94,13 +127,14 @@ def zero_where(zero: np.ndarray, values: np.ndarray, out: np.ndarray) -> np.ndar
     is random. `zero` is read before out is written, so out may also be what zero was computed from."""
     int_type = np.dtype(f"i{values.dtype.itemsize}")
     lanes = np.empty(values.shape, int_type) if np.may_share_memory(out, values) else out.view(int_type)
-    np.copyto(lanes, zero.view(np.int8), casting="unsafe")  # 1 or 0 (a plain cast: a ufunc's would be buffered)
-    lanes -= 1  # 0 or all ones
+    keep = np.subtract(zero.view(np.int8), np.int8(1))  # 0 or all ones, in bytes: a quarter of a pass on wide lanes
+    np.copyto(lanes, keep, casting="unsafe")  # sign-extended (a plain cast: a ufunc's would be buffered)
     np.bitwise_and(values.view(int_type), lanes, out=out.view(int_type))
     return out
 
 
-_MAXIMUM_IS_RELU = _maximum_is_relu()
+_MAXIMUM_IS_RELU = _maximum_matches(True, lambda values, out: zero_where(values < 0, values, out))
+_MAXIMUM_ADDS_ZERO = _maximum_matches(False, lambda values, out: zero_where(values <= 0, values, out))
 
 
 def slope_factors(positive: np.ndarray, slope, dtype) -> np.ndarray:

@@ -17,7 +17,8 @@ numerics.parallel's threads:
   (2) grad_y = P dz + Q u + R with per-row P, Q, R.
 Rows longer than 2 * _SEGMENT are summed in segments merged in float64 (_row_sums).
 A tensor of one block keeps what pass (1) or (2) made for the next pass; a larger one recomputes it per block, so
-that each pass reads memory once and its temporaries stay near the core.
+that each pass reads memory once and its temporaries stay near the core, except the backward's dz, which pass (1)
+writes where the block's gradient goes (its recovery is most of the work; pass (2) recomputes only u).
 `groups` (norm_groups) G >= 1 normalises per sample over groups of C/G channels (InstanceNorm: G == C, GroupNorm):
 a group is C/G consecutive rows, so the same passes serve, only the merges and the per-row factors differ; the
 statistics are then (N, G). Blocks then hold whole groups where a group fits in one: a block's statistics are its
@@ -32,18 +33,27 @@ Per-row constants broadcast as columns under numerics.elementwise.column_buffers
 a column over rows of <= 4096 values several times slower than a contiguous pass); per-channel constants shared by
 several samples are spread over a sample's small planes (`_Spread`), and planes too short for a column take spread
 constants. Row sums use einsum (its own SIMD loops): BLAS gemv is faster alone but starts threads of its own inside
-ours. ReLU is one np.maximum where that is torch's relu bit for bit (numerics.elementwise.relu_values); no
-activation (slope 1) costs no pass.
+ours. ReLU is one np.maximum where that is torch's relu bit for bit (numerics.elementwise.relu_values), and with a
++0 beta (no affine) the add and the ReLU are one np.maximum (relu_of_sum_with_zero); no activation (slope 1) costs
+no pass, nor does a zero beta in the backward's recovery. Blocks go to whichever thread is free next.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from contextlib import nullcontext
 
 import numpy as np
 
-from ...numerics.elementwise import column_buffers, quiet, relu_values, slope_factors, zero_where
+from ...numerics.elementwise import (
+    column_buffers,
+    quiet,
+    relu_of_sum_with_zero,
+    relu_values,
+    slope_factors,
+    zero_where,
+)
 from ...numerics.parallel import CHUNK, for_chunks, thread_count
 
 # planes of at least this many values take a per-row constant as a column: under column_buffers its loop per row is
@@ -107,17 +117,43 @@ def _blocks(n: int, c: int, size: int, per_group: int = 1) -> list[tuple[slice, 
 
 
 def _for_blocks(blocks, body) -> None:
-    """body(block) for every block: one inline (under the caller's errstate), several on the threads (each quiet)."""
+    """body(block) for every block: one inline (under the caller's errstate), several on the threads (each quiet),
+    each thread taking the next block not yet taken, so that a thread the machine's other work slows takes fewer
+    (a block's results are its own: which thread runs it changes no bit)."""
     if len(blocks) == 1:
         body(blocks[0])
         return
+    taken = itertools.count()  # next() on it is atomic under the GIL
 
     def run(start: int, stop: int) -> None:
         with quiet():
-            for block in blocks[start:stop]:
-                body(block)
+            for index in iter(taken.__next__, None):
+                if index >= len(blocks):
+                    return
+                body(blocks[index])
 
-    for_chunks(len(blocks), run, chunk=1)
+    threads = min(thread_count(), len(blocks))
+    for_chunks(threads, run, chunk=1)
+
+
+def _add_and_activate(z: np.ndarray, bias, bias_is_zero: bool, relu: bool, slope) -> None:
+    """z = activation(z + bias), in place: with bias_is_zero (every value +0.0) and ReLU in one pass (see
+    relu_of_sum_with_zero)."""
+    if relu and bias_is_zero:
+        relu_of_sum_with_zero(z, out=z)
+        return
+    z += bias
+    _activate(z, relu, slope)
+
+
+def _is_zero(values: np.ndarray) -> bool:
+    """Whether every value is +0.0 or -0.0."""
+    return not values.any()
+
+
+def _is_positive_zero(values: np.ndarray) -> bool:
+    """Whether every value is +0.0 (a norm without affine parameters: its beta)."""
+    return _is_zero(values) and not np.signbit(values).any()
 
 
 def _activate(z: np.ndarray, relu: bool, slope) -> None:
@@ -161,14 +197,17 @@ def _row_sums(planes: np.ndarray, other: np.ndarray | None, out: np.ndarray) -> 
         np.einsum("ncs->nc", planes, out=out) if other is None else np.einsum("ncs,ncs->nc", planes, other, out=out)
         return
     whole = size - size % _SEGMENT
-    segments = [a[:, :, :whole].reshape(*a.shape[:2], -1, _SEGMENT) for a in (planes, planes if other is None
-                                                                              else other)]
+    shape = (*planes.shape[:2], -1, _SEGMENT)
     if other is None:
-        head, tail = np.einsum("ncks->nck", segments[0]), np.einsum("ncs->nc", planes[:, :, whole:])
+        head = np.einsum("ncks->nck", planes[:, :, :whole].reshape(shape))
     else:
-        head = np.einsum("ncks,ncks->nck", *segments)
-        tail = np.einsum("ncs,ncs->nc", planes[:, :, whole:], other[:, :, whole:])
-    np.add(head.sum(axis=2, dtype=np.float64), tail, out=out)
+        head = np.einsum("ncks,ncks->nck", planes[:, :, :whole].reshape(shape), other[:, :, :whole].reshape(shape))
+    np.add.reduce(head, axis=2, dtype=np.float64, out=out)
+    # a tail of no values would add einsum's +0, which changes no sum of segments: einsum's sums start from +0, so
+    # none is -0, nor is their total
+    if whole < size:
+        out += np.einsum("ncs->nc", planes[:, :, whole:]) if other is None else \
+            np.einsum("ncs,ncs->nc", planes[:, :, whole:], other[:, :, whole:])
 
 
 def _sums_dtype(dtype: np.dtype, size: int) -> np.dtype:
@@ -241,6 +280,7 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
     if centre_on_mean:
         spread_shift, row_bias = _Spread(_per_row(mean, c, groups), size, n), beta
     scale, bias = _Spread(row_scale, size, n), _Spread(row_bias, size, n)
+    bias_is_zero = centre_on_mean and _is_positive_zero(beta)
 
     def normalise(block) -> None:
         target = planes_out[block]
@@ -248,8 +288,7 @@ def _forward(y, gamma, beta, eps, slope, out, relu, groups, centre_on_mean):
             if not keep:
                 np.subtract(planes_in[block], spread_shift[block], out=target)
             target *= scale[block]
-            target += bias[block]
-            _activate(target, relu, slope)
+            _add_and_activate(target, bias[block], bias_is_zero, relu, slope)
 
     _for_blocks(blocks, normalise)
     return mean, invstd, variance
@@ -267,6 +306,7 @@ def _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, 
     values, target = planes_in.reshape(n, c * size), planes_out.reshape(n, c * size)
     count = n * size
     statistics = tuple(np.empty(c, dtype) for _ in range(3))  # mean, invstd, variance
+    bias_is_zero = centre_on_mean and _is_positive_zero(beta)
 
     def normalise(channels) -> None:
         columns = slice(channels.start * size, channels.stop * size)
@@ -281,8 +321,7 @@ def _forward_short_planes(planes_in, planes_out, gamma, beta, eps, slope, relu, 
             np.subtract(run_in, np.repeat(mean, size), out=run_out)
             bias = beta[channels]
         run_out *= np.repeat(scale, size)
-        run_out += np.repeat(bias, size)
-        _activate(run_out, relu, slope)
+        _add_and_activate(run_out, np.repeat(bias, size), bias_is_zero, relu, slope)
         for whole, run in zip(statistics, (mean, invstd, variance)):
             whole[channels] = run
 
@@ -354,6 +393,8 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
     per_group = c // groups
     sums, centred_sums, squares = sums
     mean, invstd, variance = (np.empty((n, groups), dtype) for _ in range(3))
+    bias_is_zero = centre_on_mean and _is_positive_zero(beta)
+    apart = not np.may_share_memory(planes_in, planes_out)
 
     def normalise(block) -> None:
         samples, channels = block
@@ -362,9 +403,11 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
         _row_sums(planes, None, sums[block])
         shift = _shift(sums[block], block_groups, count, dtype)
         rows = shift.shape[1] * per_group
-        with column_buffers(size):  # centring on the mean later reads planes again: target may be planes
+        # the centred values go into target, which centring on the mean overwrites later, unless target is planes,
+        # which that reads again (a temporary then)
+        with column_buffers(size):
             centred = np.subtract(planes, _columns(_per_row(shift, rows, block_groups), size),
-                                  out=None if centre_on_mean else target)
+                                  out=None if centre_on_mean and not apart else target)
         _row_sums(centred, None, centred_sums[block])
         _row_sums(centred, centred, squares[block])
         statistics = _normalisation(shift, centred_sums[block], squares[block], block_groups, count,
@@ -377,8 +420,7 @@ def _forward_per_block(planes_in, planes_out, gamma, beta, eps, slope, relu, gro
                 np.subtract(planes, _columns(_per_row(statistics[0], rows, block_groups), size), out=target)
                 bias = beta[None, channels]
             target *= _columns(statistics[3], size)
-            target += _columns(bias, size)
-            _activate(target, relu, slope)
+            _add_and_activate(target, _columns(bias, size), bias_is_zero, relu, slope)
 
     _for_blocks(blocks, normalise)
     return mean, invstd, variance
@@ -409,22 +451,27 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     row_invstd = _per_row(invstd.astype(np.float64), c, groups)  # (C,) or (N, C)
     if saved_is_result:  # z = output / LeakyReLU'; u = z - beta = gamma * x-hat
         u_to_xhat = 1 / gamma
-        recover = _recovery(planes_grad, planes_saved, True, _Spread(beta, size, n), None, None, slope, relu)
+        recover, recover_u = _recovery(planes_grad, planes_saved, True, _Spread(beta, size, n), None, None, slope,
+                                       relu, beta)
     else:  # u = y - mean = x-hat / invstd; z = u * gamma * invstd + beta
         u_to_xhat = row_invstd
-        recover = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, c, groups), size, n),
-                            _Spread((row_invstd * gamma).astype(dtype), size, n), _Spread(beta, size, n), slope, relu)
+        recover, recover_u = _recovery(planes_grad, planes_saved, False, _Spread(_per_row(mean, c, groups), size, n),
+                                       _Spread((row_invstd * gamma).astype(dtype), size, n), _Spread(beta, size, n),
+                                       slope, relu, beta)
     per_group = c // groups if groups else 1
     blocks = _blocks(n, c, size, per_group)
     sums_dtype = _sums_dtype(dtype, size)
     sums = tuple(np.empty((n, c), sums_dtype) for _ in range(3))  # of dz, dz * u and u
     if _blocks_hold_groups(groups, per_group, size):
         return _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups,
-                                   blocks, sums)
+                                   blocks, sums, (planes_grad, planes_saved),
+                                   u_in_result=saved_is_result or relu or slope != 1)
     kept = {}  # a tensor of one block: (dz, u) of pass (1) for pass (2)
 
     def reduce(block) -> None:
-        dz, u = recover(block)
+        # dz goes where the block's gradient will (grad_out's block may be that place: pass (2) reads dz instead),
+        # so that pass (2) recovers only u
+        dz, u = recover(block, planes_result[block])
         _reduce(dz, u, saved_is_result, tuple(row_sums[block] for row_sums in sums))
         if len(blocks) == 1:
             kept[0] = dz, u
@@ -441,7 +488,13 @@ def _backward(grad_out, saved, saved_is_result, gamma, beta, mean, invstd, slope
     p, q, r = (_Spread(factor, size, n) for factor in (p, q, r))
 
     def combine(block) -> None:
-        dz, u = kept.pop(0) if kept else recover(block)
+        if kept:
+            dz, u = kept.pop(0)
+        else:
+            dz, u = planes_result[block], recover_u(block)
+            if not relu and slope == 1 and not saved_is_result:  # dz is grad_out (see _recovery), not yet written
+                dz = planes_grad[block].view()
+                dz.flags.writeable = False
         _combine(dz, u, p[block], q[block], r[block], planes_result[block], p.buffers())
 
     _for_blocks(blocks, combine)
@@ -466,12 +519,13 @@ def _backward_short_planes(planes_grad, planes_saved, saved_is_result, gamma, be
         run_gamma, run_beta = gamma[channels], beta[channels]
         if saved_is_result:  # as _backward
             u_to_xhat = 1 / run_gamma
-            recover = _recovery(run_grad, run_saved, True, _Repeated(run_beta, size), None, None, slope, relu)
+            recover = _recovery(run_grad, run_saved, True, _Repeated(run_beta, size), None, None, slope, relu,
+                                run_beta)[0]
         else:
             u_to_xhat = invstd[channels].astype(np.float64)
             recover = _recovery(run_grad, run_saved, False, _Repeated(mean[channels], size),
                                 _Repeated((u_to_xhat * run_gamma).astype(dtype), size), _Repeated(run_beta, size),
-                                slope, relu)
+                                slope, relu, run_beta)[0]
         dz, u = recover(...)
         totals = [_batch_totals(_short_plane_sums(dz, None, size)), _batch_totals(_short_plane_sums(dz, u, size))]
         if not saved_is_result:
@@ -539,17 +593,20 @@ def _combine(dz, u, p, q, r, result, buffers) -> None:
 
 
 def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xhat, row_invstd, groups, blocks,
-                        sums):
+                        sums, inputs, u_in_result):
     """_backward when every block holds whole groups: a block's factors need only its own sums, so it is recovered
     once and combined while it is near the core (the same operations, in the same order)."""
     (n, c, size), dtype = planes_result.shape, planes_result.dtype
     per_group = c // groups
     sums_dz, sums_dz_u = (np.empty((n, c)) for _ in range(2))  # float64, centred: for the gradients
+    u_in_result = u_in_result and not any(np.may_share_memory(planes_result, planes) for planes in inputs)
 
     def reduce_and_combine(block) -> None:
         samples, channels = block
         block_groups = (channels.stop - channels.start) // per_group
-        dz, u = recover(block)
+        # u in the block's gradient place, which _combine writes last (a temporary less near the core), unless that
+        # place is an input, or grad_out is dz itself (no activation), which _combine multiplies into it first
+        dz, u = recover(block, None, planes_result[block] if u_in_result else None)
         _reduce(dz, u, saved_is_result, tuple(row_sums[block] for row_sums in sums))
         block_dz, block_dz_u, centre = _centred(tuple(row_sums[block] for row_sums in sums), saved_is_result,
                                                 block_groups, per_group * size)
@@ -566,39 +623,54 @@ def _backward_per_block(recover, planes_result, saved_is_result, gamma, u_to_xha
     return grad_gamma.astype(dtype), grad_beta.astype(dtype)
 
 
-def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, slope, relu):
-    """recover(block) -> (dz, u) of a block: dz is grad_out through the activation; u = z - beta from the output, or
+def _recovery(planes_grad, planes_saved, saved_is_result, shift, scale, bias, slope, relu, beta):
+    """recover(block, dz_out=None, u_out=None) -> (dz, u) of a block: dz is grad_out through the activation (written
+    into dz_out when given, unless it is grad_out itself), u into u_out when given; u = z - beta from the output, or
     y - mean from the conv output, with the spread constants `shift` (beta, or the mean), `scale` (gamma * invstd)
-    and `bias` (beta)."""
-    dtype = planes_grad.dtype
+    and `bias` (beta). recover_u(block, out=None) -> u alone. A zero beta costs no pass: z - (+0) is z, bit for bit,
+    and z = u * scale + (+-0) has the sign (and is 0) where u * scale has (is), which is all the activation's
+    gradient reads of z."""
+    beta_is_zero, beta_is_positive_zero = _is_zero(beta), _is_positive_zero(beta)
 
-    def recover(block):
+    def recover_u(block, out=None):
         if saved_is_result:  # slope > 0: z = output where output > 0, else output / slope
             kept = planes_saved[block]
-            u = np.divide(kept, slope)
+            u = np.divide(kept, slope, out=out)
             (np.minimum if slope <= 1 else np.maximum)(kept, u, out=u)
-            u -= shift[block]
-            dz = slope_factors(kept > 0, slope, dtype)
-            dz *= planes_grad[block]
-            return dz, u
-        u = planes_saved[block] - shift[block]
+            if not beta_is_positive_zero:
+                u -= shift[block]
+            return u
+        return np.subtract(planes_saved[block], shift[block], out=out)
+
+    def recover(block, dz_out=None, u_out=None):
+        u = recover_u(block, u_out)
+        if saved_is_result:
+            return _leaky_relu_gradient(planes_saved[block] > 0, planes_grad[block], slope, dz_out), u
         if not relu and slope == 1:  # grad_out * 1 is grad_out: its block, read-only (see _combine)
             dz = planes_grad[block].view()
             dz.flags.writeable = False
             return dz, u
         z = u * scale[block]
-        z += bias[block]
+        if not beta_is_zero:
+            z += bias[block]
         if relu:
-            return relu_gradient(planes_grad[block], z, out=z), u
-        dz = slope_factors(z > 0, slope, dtype)
-        dz *= planes_grad[block]
-        return dz, u
+            return relu_gradient(planes_grad[block], z, out=z if dz_out is None else dz_out), u
+        return _leaky_relu_gradient(z > 0, planes_grad[block], slope, dz_out), u
 
-    def recover_in_buffers(block):
-        with shift.buffers():
-            return recover(block)
+    def in_buffers(function):
+        def run(*args):
+            with shift.buffers():
+                return function(*args)
 
-    return recover_in_buffers
+        return run
+
+    return in_buffers(recover), in_buffers(recover_u)
+
+
+def _leaky_relu_gradient(positive: np.ndarray, grad: np.ndarray, slope, out: np.ndarray | None) -> np.ndarray:
+    """grad * (1 where positive, else slope), into out (which may be grad) or a new array."""
+    factors = slope_factors(positive, slope, grad.dtype)
+    return np.multiply(factors, grad, out=factors if out is None else out)
 
 
 def _batch_factors(sums_dz, sums_dz_u, u_to_xhat, gamma, invstd, count, dtype):

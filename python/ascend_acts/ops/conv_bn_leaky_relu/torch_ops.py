@@ -48,9 +48,24 @@ def check_padding_mode(where: str, padding_mode, transposed: bool = False) -> No
 
 def check_pad(input: torch.Tensor, padding, padding_mode: str) -> None:
     """torch's own error (F.pad's, on a meta tensor of the input's shape: nothing is computed) for a pad its mode
-    cannot make, e.g. a reflect pad as large as the input."""
-    if padding_mode != "zeros":
-        pad(torch.empty(input.shape, dtype=input.dtype, device="meta"), padding, padding_mode)
+    cannot make, e.g. a reflect pad as large as the input. A pad that passed is remembered by its shape, dtype,
+    padding and mode (the meta F.pad costs some 20 us, every fused op's call checks it, the forward's and the
+    backward's): an error is raised again each time."""
+    if padding_mode == "zeros":
+        return
+    key = (tuple(input.shape), input.dtype, tuple(padding), padding_mode)
+    concrete = all(type(size) is int for size in key[0] + key[2])  # not a traced (symbolic) shape
+    if concrete and key in _PADS_CHECKED:
+        return
+    pad(torch.empty(input.shape, dtype=input.dtype, device="meta"), padding, padding_mode)
+    if concrete:
+        if len(_PADS_CHECKED) >= _PADS_CHECKED_SIZE:  # a bound for shapes that keep changing
+            _PADS_CHECKED.clear()
+        _PADS_CHECKED.add(key)
+
+
+_PADS_CHECKED: set = set()
+_PADS_CHECKED_SIZE = 4096
 
 
 def _fold_circular(grad: torch.Tensor, before: int, after: int, dim: int) -> torch.Tensor:
