@@ -143,13 +143,13 @@ def timed(fn) -> tuple[float, float]:
     return time.process_time() - cpu, time.perf_counter() - wall
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", default=[case.name for case in CASES])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--base", help="an older reference_batch_norm.py to measure side by side")
     parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     base = load_module(args.base) if args.base else None
     print(f"{'case':<13} {'phase':<8} {'torch ms':>9} {'ours ms':>8} {'ours/torch':>10}"

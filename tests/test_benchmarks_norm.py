@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.slow  # each runs a script in a fresh interpreter
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,3 +88,23 @@ def test_norm_activation_benchmark_covers_every_pattern_and_runs_kernels_at_the_
     assert {row["phase"] for row in batch_norm if row["part"] == "model" and row["impl"] == "ours"} == \
         {"forward", "backward"}
     assert "fused" in {row["fused"] for row in rows if row["pattern"] == patterns[0] and row["impl"] != "torch"}
+
+
+def test_norm_passes_benchmark_times_both_sides_and_checks_a_base_copy_bit_for_bit(capsys):
+    """The developer benchmark of the reference's norm passes runs (in process: no step is timed that matters here),
+    its --base copy (here the module itself) checked bit for bit against the current module."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_norm_passes
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    base = ROOT / "python/ascend_acts/ops/conv_bn_leaky_relu/reference_batch_norm.py"
+    threads = torch.get_num_threads()
+    try:
+        bench_norm_passes.main(["--cases", "in_leaky_32", "bn_relu_8", "--rounds", "1", "--threads", "1",
+                                "--base", str(base)])
+    finally:
+        torch.set_num_threads(threads)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines[1:]] == [["in_leaky_32", "forward"], ["in_leaky_32", "backward"],
+                                                        ["bn_relu_8", "forward"], ["bn_relu_8", "backward"]]
