@@ -232,7 +232,8 @@ def statistics_sum(t: torch.Tensor, norm_groups: int = 0) -> torch.Tensor:
 def _compensated_sum(rows: torch.Tensor) -> torch.Tensor:
     """rows (M, C) summed over M within about a rounding, whatever M: zero rows appended up to a power of two, then
     halves added, the rounding error of every addition (Knuth's TwoSum, exact in float arithmetic) summed alongside
-    and added once at the end; 8 elementwise operations on ever halving rows per halving."""
+    and added once at the end; 8 elementwise operations on ever halving rows per halving. A total that is not
+    finite is the plain sum's (the errors of infinite terms are NaN)."""
     count = rows.shape[0]
     if count <= 1:
         return rows.sum(0)
@@ -245,7 +246,8 @@ def _compensated_sum(rows: torch.Tensor) -> torch.Tensor:
         second_part = rows - first
         rounding = (first - (rows - second_part)) + (second - second_part)
         error = rounding if error is None else error[:half] + error[half:] + rounding
-    return rows[0] + error[0]
+    total = rows[0]
+    return torch.where(total.isfinite(), total + error[0], total)
 
 
 def _values_per_statistic(t: torch.Tensor, norm_groups: int) -> int:
