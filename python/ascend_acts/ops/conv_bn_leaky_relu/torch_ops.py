@@ -256,13 +256,14 @@ def _values_per_statistic(t: torch.Tensor, norm_groups: int) -> int:
 
 def statistics(y: torch.Tensor, norm_groups: int = 0):
     """(mean, biased variance) of y (N, C, H, W): per channel over N, H, W, or per sample and group (N, G). Both from
-    the values centred on a first mean (whose rounding and cancellation the centred sum then corrects): the mean
+    the values centred on a first mean (whose rounding and cancellation the centred sums then correct): the mean
     within about half a unit, as torch's float64 accumulation gives it, and the variance with no cancellation of
     large values (mean(d^2) - mean(d)^2 with d = y - shift, where mean(d) is tiny). A shift that is not finite (an
     infinite value, an overflowing sum) is the mean, as a plain mean gives it. Differentiable (the shift is a
     constant: the derivatives are those of the mean and variance)."""
     count = _values_per_statistic(y, norm_groups)
-    shift = (statistics_sum(y, norm_groups) / count).detach()
+    # any rough mean will do (the centred sums correct it): the platform's own
+    shift = (_grouped(y, norm_groups).mean(2) if norm_groups else y.mean((0, 2, 3))).detach()
     centred = y - statistic_view(shift, y, norm_groups)
     centred_mean = statistics_sum(centred, norm_groups) / count
     variance = statistics_sum(centred * centred, norm_groups) / count - centred_mean * centred_mean
