@@ -1,9 +1,10 @@
-"""BatchNorm's sums over the batch are as accurate as torch's: a converted Conv1d -> BatchNorm1d (short planes), Linear ->
-BatchNorm1d ((N, F): planes of one value) and Conv2d -> BatchNorm2d (small planes) block, and the two-layer Conv1d
-critic of the report that found it, have output, running statistics and gradients whose error against a float64 torch
-model is at most 2x torch's own float32 error, on every backend (but the sim gaps below). torch's CPU norms accumulate in float64; the torch
-backend's float32 sums over dims (0, 2, 3) added short planes one after another (BatchNorm1d's weight and bias
-gradients over (512, C, 7) were 35-58x torch's error, the running mean over (4096, C, 15) 20x)."""
+"""BatchNorm's sums over the batch are as accurate as torch's: a converted Conv1d -> BatchNorm1d (short planes),
+Linear -> BatchNorm1d ((N, F): planes of one value) and Conv2d -> BatchNorm2d (small planes) block, and the two-layer
+Conv1d critic of the report that found it, have output, running statistics and gradients whose error against a
+float64 torch model is at most 2x torch's own float32 error, on every backend (but the sim gaps below). torch's CPU
+norms accumulate in float64; the torch backend's float32 sums over dims (0, 2, 3) added short planes one after another
+(BatchNorm1d's weight and bias gradients over (512, C, 7) were 35-58x torch's error, the running mean over
+(4096, C, 15) 20x)."""
 
 import copy
 
