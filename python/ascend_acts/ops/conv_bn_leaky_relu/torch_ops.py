@@ -230,10 +230,11 @@ def statistics_sum(t: torch.Tensor, norm_groups: int = 0) -> torch.Tensor:
 
 
 def _compensated_sum(rows: torch.Tensor) -> torch.Tensor:
-    """rows (M, C) summed over M within about a rounding, whatever M: zero rows appended up to a power of two, then
-    halves added, the rounding error of every addition (Knuth's TwoSum, exact in float arithmetic) summed alongside
-    and added once at the end; 8 elementwise operations on ever halving rows per halving. A total that is not
-    finite is the plain sum's (the errors of infinite terms are NaN)."""
+    """rows (M, C) summed over M with an error that does not grow with M: zero rows appended up to a power of two,
+    then halves added, the rounding error of every addition (Knuth's TwoSum, exact in float arithmetic) summed
+    alongside and added once at the end (8 elementwise operations on ever halving rows per halving); only the
+    platform's sums of short blocks (and planes) round. A total that is not finite is the plain sum's (the errors of
+    infinite terms are NaN)."""
     count = rows.shape[0]
     if count > _BLOCK * _BLOCK:  # blocks of rows first, as short planes are: the halvings' cost then about a sum's
         rows = F.pad(rows, (0, 0, 0, -count % _BLOCK)).reshape(-1, _BLOCK, rows.shape[1]).sum(1)
