@@ -233,12 +233,63 @@ def _grouped(t: torch.Tensor, norm_groups: int) -> torch.Tensor:
     return t.reshape(t.shape[0], norm_groups, math.prod(t.shape[1:]) // norm_groups)
 
 
-def statistics(y: torch.Tensor, norm_groups: int = 0):
-    """(mean, biased variance) of y (N, C, H, W): per channel over N, H, W, or per sample and group (N, G)."""
+def statistics_sum(t: torch.Tensor, norm_groups: int = 0) -> torch.Tensor:
+    """The sum of t (N, C, H, W) over the values that share statistics, (C,) or (N, G), in t's dtype. Groups
+    (contiguous values) by the platform's reduction. BatchNorm's planes too, then their N sums by _compensated_sum:
+    torch's sum over dims (0, 2, 3) on the CPU adds short planes one after another, so BatchNorm1d's weight and bias
+    gradients over (512, C, 7) were 35-58x torch's error (its CPU norms accumulate in float64, which the NPU has
+    little of). Differentiable."""
     if norm_groups:
-        grouped = _grouped(y, norm_groups)
-        return grouped.mean(2), grouped.var(2, unbiased=False)
-    return y.mean((0, 2, 3)), y.var((0, 2, 3), unbiased=False)
+        return _grouped(t, norm_groups).sum(2)
+    return _compensated_sum(t.sum((2, 3)))
+
+
+def _compensated_sum(rows: torch.Tensor) -> torch.Tensor:
+    """rows (M, C) summed over M with an error that does not grow with M: zero rows appended up to a power of two,
+    then halves added, the rounding error of every addition (Knuth's TwoSum, exact in float arithmetic) summed
+    alongside and added once at the end (8 elementwise operations on ever halving rows per halving); only the
+    platform's sums of short blocks (and planes) round. A total that is not finite is the plain sum's (the errors of
+    infinite terms are NaN)."""
+    count = rows.shape[0]
+    if count > _BLOCK * _BLOCK:  # blocks of rows first, as short planes are: the halvings' cost then about a sum's
+        rows = F.pad(rows, (0, 0, 0, -count % _BLOCK)).reshape(-1, _BLOCK, rows.shape[1]).sum(1)
+        count = rows.shape[0]
+    if count <= 1:
+        return rows.sum(0)
+    rows = F.pad(rows, (0, 0, 0, (1 << (count - 1).bit_length()) - count))
+    error = None
+    while rows.shape[0] > 1:
+        half = rows.shape[0] // 2
+        first, second = rows[:half], rows[half:]
+        rows = first + second
+        second_part = rows - first
+        rounding = (first - (rows - second_part)) + (second - second_part)
+        error = rounding if error is None else error[:half] + error[half:] + rounding
+    total = rows[0]
+    return torch.where(total.isfinite(), total + error[0], total)
+
+
+_BLOCK = 8  # rows summed by the platform before the compensated halvings, in a batch of more than _BLOCK ** 2
+
+
+def _values_per_statistic(t: torch.Tensor, norm_groups: int) -> int:
+    return t.numel() // max(t.shape[1] if not norm_groups else t.shape[0] * norm_groups, 1)
+
+
+def statistics(y: torch.Tensor, norm_groups: int = 0):
+    """(mean, biased variance) of y (N, C, H, W): per channel over N, H, W, or per sample and group (N, G). Both from
+    the values centred on a first mean (whose rounding and cancellation the centred sums then correct): the mean
+    within about half a unit, as torch's float64 accumulation gives it, and the variance with no cancellation of
+    large values (mean(d^2) - mean(d)^2 with d = y - shift, where mean(d) is tiny). A shift that is not finite (an
+    infinite value, an overflowing sum) is the mean, as a plain mean gives it. Differentiable (the shift is a
+    constant: the derivatives are those of the mean and variance)."""
+    count = _values_per_statistic(y, norm_groups)
+    # any rough mean will do (the centred sums correct it): the platform's own
+    shift = (_grouped(y, norm_groups).mean(2) if norm_groups else y.mean((0, 2, 3))).detach()
+    centred = y - statistic_view(shift, y, norm_groups)
+    centred_mean = statistics_sum(centred, norm_groups) / count
+    variance = statistics_sum(centred * centred, norm_groups) / count - centred_mean * centred_mean
+    return torch.where(shift.isfinite(), shift + centred_mean, shift), variance.clamp(min=0)
 
 
 def statistic_view(values: torch.Tensor, like: torch.Tensor, norm_groups: int = 0) -> torch.Tensor:
@@ -250,9 +301,7 @@ def statistic_view(values: torch.Tensor, like: torch.Tensor, norm_groups: int = 
 
 def statistics_mean(t: torch.Tensor, norm_groups: int = 0) -> torch.Tensor:
     """The mean of t over the values that share statistics, broadcastable over t."""
-    if norm_groups:
-        return statistic_view(_grouped(t, norm_groups).mean(2), t, norm_groups)
-    return t.mean((0, 2, 3), keepdim=True)
+    return statistic_view(statistics_sum(t, norm_groups) / _values_per_statistic(t, norm_groups), t, norm_groups)
 
 
 def normalised_gradient(dxhat: torch.Tensor, xhat: torch.Tensor, invstd: torch.Tensor,
@@ -315,7 +364,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         xhat = (saved - mean_view) * invstd_view
         z = pre_activation(saved, mean_view, invstd_view, gamma, beta)
     dz = activation_gradient(z, grad, negative_slope, relu)
-    grad_gamma, grad_beta = (dz * xhat).sum((0, 2, 3)), dz.sum((0, 2, 3))
+    grad_gamma, grad_beta = statistics_sum(dz * xhat), statistics_sum(dz)
     # x-hat centred exactly: with a float32 mean one unit off (values far from 0), x-hat sums to far from 0 and so
     # would dy, which the weight gradient multiplies by the conv input (the activation branch keeps the uncentred z)
     dy = normalised_gradient(dz * gamma, xhat - statistics_mean(xhat, norm_groups), invstd.to(c), norm_groups)
