@@ -59,18 +59,17 @@ def _results(model: nn.Sequential, x: torch.Tensor, grad: torch.Tensor) -> dict:
 
 # The sim backend (the AscendC batch-norm kernels, so the NPU too) is 2.1-3x torch's error in these cases, on the BN
 # weight's gradient (the critic: the first BN's running mean, 2.4x): a gap of the kernels' own sums, left to them.
-# Checked to be there, so that closing it shows here.
+# Strict expected failures, so that closing it shows here.
 SIM_GAPS = {("conv1d", 4096, 7, False), ("conv1d", 512, 2, False), ("conv1d", 64, 16, False),
             ("conv1d", 256, 15, False), ("conv1d", 512, 2, True), ("conv1d", 64, 16, True), ("conv2d", 256, 3, False),
             ("critic",)}
 
 
-def check(backend: str, case: tuple, make_model, input_shape, grad_shape):
+def check(request, backend: str, case: tuple, make_model, input_shape, grad_shape):
     if backend == "sim" and case in SIM_GAPS:
-        with pytest.raises(AssertionError):
-            assert_at_most_twice_torch_error(make_model, input_shape, grad_shape)
-    else:
-        assert_at_most_twice_torch_error(make_model, input_shape, grad_shape)
+        request.applymarker(pytest.mark.xfail(raises=AssertionError, strict=True,
+                                              reason="the AscendC kernels' BN weight gradient sums"))
+    assert_at_most_twice_torch_error(make_model, input_shape, grad_shape)
 
 
 def assert_at_most_twice_torch_error(make_model, input_shape, grad_shape):
@@ -104,21 +103,21 @@ CONV1D_CASES = [(512, 7), (4096, 7), (2, 7), (16, 33), (512, 2), (64, 16), (4096
 
 @pytest.mark.parametrize("batch, length", fast_only(CONV1D_CASES, CONV1D_CASES[:2], unpack=True), ids=str)
 @pytest.mark.parametrize("relu", [False, True], ids=["leaky", "relu"])
-def test_conv1d_batch_norm_over_short_planes_at_most_twice_torch_error(batch, length, relu, backend):
-    check(backend, ("conv1d", batch, length, relu), lambda: _block("conv1d", relu), (batch, 4, length),
+def test_conv1d_batch_norm_over_short_planes_at_most_twice_torch_error(batch, length, relu, backend, request):
+    check(request, backend, ("conv1d", batch, length, relu), lambda: _block("conv1d", relu), (batch, 4, length),
           (batch, 16, length))
 
 
 @pytest.mark.parametrize("batch", fast_only([4096, 512, 64], [4096]))
 @pytest.mark.parametrize("relu", [False, True], ids=["leaky", "relu"])
-def test_linear_batch_norm_rows_at_most_twice_torch_error(batch, relu, backend):
-    check(backend, ("linear", batch, relu), lambda: _block("linear", relu), (batch, 4), (batch, 16))
+def test_linear_batch_norm_rows_at_most_twice_torch_error(batch, relu, backend, request):
+    check(request, backend, ("linear", batch, relu), lambda: _block("linear", relu), (batch, 4), (batch, 16))
 
 
 @pytest.mark.parametrize("batch, size", fast_only([(256, 3), (64, 8), (2, 5)], [(256, 3)], unpack=True), ids=str)
 @pytest.mark.parametrize("relu", [False, True], ids=["leaky", "relu"])
-def test_conv2d_batch_norm_over_small_planes_at_most_twice_torch_error(batch, size, relu, backend):
-    check(backend, ("conv2d", batch, size, relu), lambda: _block("conv2d", relu), (batch, 4, size, size),
+def test_conv2d_batch_norm_over_small_planes_at_most_twice_torch_error(batch, size, relu, backend, request):
+    check(request, backend, ("conv2d", batch, size, relu), lambda: _block("conv2d", relu), (batch, 4, size, size),
           (batch, 16, size, size))
 
 
@@ -129,5 +128,5 @@ def _critic() -> nn.Sequential:
                          nn.Conv1d(16, 8, 3, padding=1), nn.BatchNorm1d(8), nn.ReLU())
 
 
-def test_two_layer_conv1d_critic_at_most_twice_torch_error(backend):
-    check(backend, ("critic",), _critic, (512, 4, 7), (512, 8, 7))
+def test_two_layer_conv1d_critic_at_most_twice_torch_error(backend, request):
+    check(request, backend, ("critic",), _critic, (512, 4, 7), (512, 8, 7))
