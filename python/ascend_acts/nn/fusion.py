@@ -31,6 +31,7 @@ the backward instead, where the convolution is cheap enough on the NPU (recomput
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import torch
@@ -41,6 +42,8 @@ from torch.nn.utils import parametrize
 
 from ..ops._library import values_unknown
 from ..ops.conv_bn_leaky_relu.function import conv_bn_activation, conv_bn_leaky_relu_tensor_momentum
+from ..ops.conv_bn_leaky_relu.torch_ops import output_channels
+from ..ops.conv_bn_leaky_relu.validation import _index as int_argument
 from ..sync_batch_norm import sync_conv_bn_leaky_relu
 from .activation import LeakyReLU
 from .sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
@@ -155,7 +158,16 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
         return "the BatchNorm's num_features differs from the conv's out_channels"
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
-    return _touched(conv, "conv") or _touched(bn, "norm")
+    return _batch_norm_eps_obstacle(bn) or _touched(conv, "conv") or _touched(bn, "norm")
+
+
+def _batch_norm_eps_obstacle(bn: nn.Module) -> str | None:
+    """An eps batch_norm refuses (< 0; 0 with batch statistics), or None: its module raises torch's message, after
+    counting the batch as torch's BatchNorm does."""
+    eps = _readable_number(bn.eps)
+    if isinstance(eps, numbers.Real) and (eps < 0 or eps == 0 and _batch_statistics(bn)):
+        return f"eps={bn.eps}: batch_norm's own error"
+    return None
 
 
 def _negative_padding(conv: nn.Module) -> str | None:
@@ -168,12 +180,15 @@ def _negative_padding(conv: nn.Module) -> str | None:
 
 def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
     """conv_bn_obstacle's rules for an exact InstanceNorm2d or GroupNorm after an exact Conv2d / ConvTranspose2d."""
-    if isinstance(norm.eps, (int, float)) and not norm.eps > 0:
+    eps = _readable_number(norm.eps)
+    if isinstance(eps, numbers.Real) and not eps > 0:  # NumPy scalars and 0-d tensors too
         # instance_norm and group_norm take it (only batch_norm refuses it in training); the fused op does not
         return f"eps={norm.eps}: only torch's per-sample norms take an eps <= 0"
     if type(norm) is nn.GroupNorm:
         if norm.num_channels != conv.out_channels:
             return "the GroupNorm's num_channels differs from the conv's out_channels"
+        if _num_groups(norm) is None:  # a float, a bool, a 1-element tensor: group_norm's own TypeError
+            return f"num_groups={norm.num_groups!r}, which torch's group_norm takes for no int"
         if conv.out_channels % norm.num_groups:  # a num_groups set after construction: group_norm's own error
             return "the GroupNorm's num_groups does not divide the channels"
         return None
@@ -191,6 +206,22 @@ def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.Grou
     return None
 
 
+def _readable_number(value):
+    """A 0-d tensor's value where it can be read (not in a graph: readable_numbers sends those to the modules), else
+    the value as it is."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not values_unknown(value):
+        return value.item()
+    return value
+
+
+def _num_groups(norm: nn.GroupNorm) -> int | None:
+    """num_groups as torch's group_norm reads it (a NumPy int or a 0-d integer tensor is its value; the fused op
+    takes a Python int), or None where torch refuses it or a graph cannot read it."""
+    if isinstance(norm.num_groups, torch.Tensor) and values_unknown(norm.num_groups):
+        return None
+    return int_argument(norm.num_groups)
+
+
 def _linear_bn_obstacle(linear: nn.Linear, bn: nn.Module | None) -> str | None:
     """conv_bn_obstacle for a Linear: an exact nn.BatchNorm1d after it (a synchronised one runs as modules)."""
     if bn is None:
@@ -203,7 +234,7 @@ def _linear_bn_obstacle(linear: nn.Linear, bn: nn.Module | None) -> str | None:
         return "the BatchNorm's num_features differs from the Linear's out_features"
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
-    return _touched(linear, "Linear") or _touched(bn, "norm")
+    return _batch_norm_eps_obstacle(bn) or _touched(linear, "Linear") or _touched(bn, "norm")
 
 
 def plain_conv_bn(conv: nn.Module, bn: nn.Module) -> bool:
@@ -610,9 +641,12 @@ def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.Inst
     if type(conv) is nn.ConvTranspose2d:
         options |= {"transposed": True, "output_padding": conv.output_padding}
     if type(norm) is nn.GroupNorm:
-        groups, training, momentum, statistics = norm.num_groups, True, 0.0, (None, None)
+        groups, training, momentum, statistics = _num_groups(norm), True, 0.0, (None, None)
     else:
-        groups, training = norm.num_features, norm.training or not norm.track_running_stats
+        # one group per channel of the conv output: what instance_norm normalises, whatever type num_features has
+        # (a NumPy int; a float torch takes with affine=False, where it only warns on a mismatch)
+        groups = int(output_channels(conv.weight, conv.groups, options.get("transposed", False)))
+        training = norm.training or not norm.track_running_stats
         momentum = 0.0 if norm.momentum is None else _number(norm.momentum)
         statistics = (norm.running_mean, norm.running_var)  # as torch passes them (None without track_running_stats)
     return conv_bn_activation(input, conv.weight, conv.bias, *statistics, norm.weight, norm.bias, training, momentum,
