@@ -57,7 +57,7 @@ def input_gradient_in_format(grad_input: torch.Tensor, layout: torch.memory_form
     """The input's gradient in `layout` with the strides torch's convolution backward allocates it with (torch.empty's
     for the format): where a dim has size 1 a tensor is contiguous in both formats, and .contiguous() keeps the strides
     it has ((N, C, 1, 1) from a permuted input: torch's (C, 1, C, C), not (C, 1, 1, 1)). Autograd's accumulation into
-    the input's .grad keeps them as they are. Only tensors with a size-1 dim can differ: the check costs nothing else."""
+    the input's .grad keeps them as they are. Only tensors with a size-1 dim can differ: nothing else is checked."""
     grad_input = grad_input.contiguous(memory_format=layout)
     if layout == torch.channels_last and grad_input.dim() == 4 and 1 in grad_input.shape:
         shape = grad_input.shape
