@@ -116,7 +116,7 @@ class _LeakyReluBackward(OpFunction):
     def backward(ctx, grad_grad_input):
         (saved,) = ctx.saved_tensors
         grad = ops.leaky_relu_backward(grad_grad_input, saved, ctx.negative_slope, ctx.saved_is_result)
-        return grad, zero_derivative(ctx, 1, grad_grad_input), None, None
+        return grad, zero_derivative(ctx, 1, grad_grad_input, ctx.saved_is_result), None, None
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, _saved_tangent, _slope, _flag):

@@ -164,7 +164,7 @@ class _RreluBackward(OpFunction):
     def backward(ctx, grad_grad_input):
         saved, seed = ctx.saved_tensors
         grad = _grad_of(grad_grad_input, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result)
-        return grad, zero_derivative(ctx, 1, grad_grad_input), None, None, None, None
+        return grad, zero_derivative(ctx, 1, grad_grad_input, ctx.saved_is_result), None, None, None, None
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, *_):
