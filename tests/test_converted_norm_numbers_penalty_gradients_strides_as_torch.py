@@ -1,8 +1,8 @@
 """Converted models judged against the unconverted torch model run alongside, at four edges: norm arguments given as
-NumPy scalars or 0-d tensors (num_groups, num_features, eps, momentum) and the eps values batch_norm refuses; which
-parameters get a gradient (None or a zero tensor) after a gradient penalty's backward, of second and third order,
-through an explicit slope-1 LeakyReLU, other activations or none; and the strides of the input's gradient where a
-dim has size 1 (permuted and channels_last inputs)."""
+NumPy scalars or 0-d tensors (num_groups, num_features, eps, momentum); which parameters get a gradient (None or a
+zero tensor) after a gradient penalty's backward, of second and third order, through an explicit slope-1 LeakyReLU,
+other activations or none; and the strides of the input's gradient where a dim has size 1 (permuted and
+channels_last inputs)."""
 
 import copy
 
@@ -42,8 +42,6 @@ NUMBER_MODELS = {
                                                              eps=np.float64(1e-3), momentum=np.float32(0.3)),
     "instancenorm-float-features": lambda: nn.InstanceNorm2d(8.0),
     "batchnorm-numpy": lambda: nn.BatchNorm2d(np.int64(8), eps=np.float64(1e-3), momentum=np.float32(0.3)),
-    "batchnorm-eps-zero": lambda: nn.BatchNorm2d(8, eps=np.float32(0)),  # batch_norm's ValueError in training
-    "batchnorm-eps-negative": lambda: nn.BatchNorm2d(8, eps=-1e-3),  # ... and in eval
 }
 
 

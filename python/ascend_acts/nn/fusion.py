@@ -159,16 +159,7 @@ def conv_bn_obstacle(conv: nn.Module, bn: nn.Module | None) -> str | None:
         return "the BatchNorm's num_features differs from the conv's out_channels"
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
-    return _batch_norm_eps_obstacle(bn) or _touched(conv, "conv") or _touched(bn, "norm")
-
-
-def _batch_norm_eps_obstacle(bn: nn.Module) -> str | None:
-    """An eps batch_norm refuses (< 0; 0 with batch statistics), or None: its module raises torch's message, after
-    counting the batch as torch's BatchNorm does."""
-    eps = _readable_number(bn.eps)
-    if isinstance(eps, numbers.Real) and (eps < 0 or eps == 0 and _batch_statistics(bn)):
-        return f"eps={bn.eps}: batch_norm's own error"
-    return None
+    return _touched(conv, "conv") or _touched(bn, "norm")
 
 
 def _negative_padding(conv: nn.Module) -> str | None:
@@ -235,7 +226,7 @@ def _linear_bn_obstacle(linear: nn.Linear, bn: nn.Module | None) -> str | None:
         return "the BatchNorm's num_features differs from the Linear's out_features"
     if (bn.running_mean is None) != (bn.running_var is None):
         return "only one of running_mean and running_var"
-    return _batch_norm_eps_obstacle(bn) or _touched(linear, "Linear") or _touched(bn, "norm")
+    return _touched(linear, "Linear") or _touched(bn, "norm")
 
 
 def plain_conv_bn(conv: nn.Module, bn: nn.Module) -> bool:
