@@ -31,6 +31,7 @@ the backward instead, where the convolution is cheap enough on the NPU (recomput
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import torch
@@ -39,8 +40,11 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _module_globals
 from torch.nn.utils import parametrize
 
+from ..functional import leaky_relu
 from ..ops._library import values_unknown
 from ..ops.conv_bn_leaky_relu.function import conv_bn_activation, conv_bn_leaky_relu_tensor_momentum
+from ..ops.conv_bn_leaky_relu.torch_ops import output_channels
+from ..ops.conv_bn_leaky_relu.validation import _index as int_argument
 from ..sync_batch_norm import sync_conv_bn_leaky_relu
 from .activation import LeakyReLU
 from .sync_batch_norm import RECOMPUTATION_STOPPED, SyncBatchNorm
@@ -168,12 +172,15 @@ def _negative_padding(conv: nn.Module) -> str | None:
 
 def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.GroupNorm) -> str | None:
     """conv_bn_obstacle's rules for an exact InstanceNorm2d or GroupNorm after an exact Conv2d / ConvTranspose2d."""
-    if isinstance(norm.eps, (int, float)) and not norm.eps > 0:
+    eps = _readable_number(norm.eps)
+    if isinstance(eps, numbers.Real) and not eps > 0:  # NumPy scalars and 0-d tensors too
         # instance_norm and group_norm take it (only batch_norm refuses it in training); the fused op does not
         return f"eps={norm.eps}: only torch's per-sample norms take an eps <= 0"
     if type(norm) is nn.GroupNorm:
         if norm.num_channels != conv.out_channels:
             return "the GroupNorm's num_channels differs from the conv's out_channels"
+        if _num_groups(norm) is None:  # a float, a bool, a 1-element tensor: group_norm's own TypeError
+            return f"num_groups={norm.num_groups!r}, which torch's group_norm takes for no int"
         if conv.out_channels % norm.num_groups:  # a num_groups set after construction: group_norm's own error
             return "the GroupNorm's num_groups does not divide the channels"
         return None
@@ -189,6 +196,22 @@ def _per_sample_norm_obstacle(conv: nn.Module, norm: nn.InstanceNorm2d | nn.Grou
         # torch's instance_norm takes them with affine=False (it updates copies of another dtype); the op does not
         return "running statistics of another dtype than the conv's weight"
     return None
+
+
+def _readable_number(value):
+    """A 0-d tensor's value where it can be read (not in a graph: readable_numbers sends those to the modules), else
+    the value as it is."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not values_unknown(value):
+        return value.item()
+    return value
+
+
+def _num_groups(norm: nn.GroupNorm) -> int | None:
+    """num_groups as torch's group_norm reads it (a NumPy int or a 0-d integer tensor is its value; the fused op
+    takes a Python int), or None where torch refuses it or a graph cannot read it."""
+    if isinstance(norm.num_groups, torch.Tensor) and values_unknown(norm.num_groups):
+        return None
+    return int_argument(norm.num_groups)
 
 
 def _linear_bn_obstacle(linear: nn.Linear, bn: nn.Module | None) -> str | None:
@@ -540,6 +563,12 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     A torch.utils.checkpoint recomputation stops inside the op (after its running-statistics update) and counts the
     batch again, as torch's does. An InstanceNorm2d or GroupNorm follows its own module's rules instead
     (_per_sample_norm_modules)."""
+    if keep_output and not relu and _number(negative_slope) == IDENTITY_SLOPE:
+        # an activation module of slope 1: the op computes it as no activation, whose second derivative leaves the
+        # parameters only the activation's branch reaches (the norm bias; the conv bias in eval) no gradient; torch's
+        # leaky_relu_backward gives them zeros (an optimizer's step moves them): our leaky_relu op as well
+        output = conv_bn_leaky_relu_modules(conv, bn, IDENTITY_SLOPE, input, keep_output=False, pad=pad)
+        return leaky_relu(output, IDENTITY_SLOPE)
     if type(conv) in (nn.Linear, nn.Conv1d):
         return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output, recompute)
     if pad is None and conv.padding_mode == "circular":
@@ -610,9 +639,12 @@ def _per_sample_norm_modules(conv: nn.Conv2d | nn.ConvTranspose2d, norm: nn.Inst
     if type(conv) is nn.ConvTranspose2d:
         options |= {"transposed": True, "output_padding": conv.output_padding}
     if type(norm) is nn.GroupNorm:
-        groups, training, momentum, statistics = norm.num_groups, True, 0.0, (None, None)
+        groups, training, momentum, statistics = _num_groups(norm), True, 0.0, (None, None)
     else:
-        groups, training = norm.num_features, norm.training or not norm.track_running_stats
+        # one group per channel of the conv output: what instance_norm normalises, whatever type num_features has
+        # (a NumPy int; a float torch takes with affine=False, where it only warns on a mismatch)
+        groups = int(output_channels(conv.weight, conv.groups, options.get("transposed", False)))
+        training = norm.training or not norm.track_running_stats
         momentum = 0.0 if norm.momentum is None else _number(norm.momentum)
         statistics = (norm.running_mean, norm.running_var)  # as torch passes them (None without track_running_stats)
     return conv_bn_activation(input, conv.weight, conv.bias, *statistics, norm.weight, norm.bias, training, momentum,

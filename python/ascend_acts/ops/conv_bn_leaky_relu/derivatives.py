@@ -53,6 +53,19 @@ def in_format(t: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
     return t.contiguous(memory_format=layout)
 
 
+def input_gradient_in_format(grad_input: torch.Tensor, layout: torch.memory_format) -> torch.Tensor:
+    """The input's gradient in `layout` with the strides torch's convolution backward allocates it with (torch.empty's
+    for the format): where a dim has size 1 a tensor is contiguous in both formats, and .contiguous() keeps the strides
+    it has ((N, C, 1, 1) from a permuted input: torch's (C, 1, C, C), not (C, 1, 1, 1)). Autograd's accumulation into
+    the input's .grad keeps them as they are. Only tensors with a size-1 dim can differ: nothing else is checked."""
+    grad_input = grad_input.contiguous(memory_format=layout)
+    if layout == torch.channels_last and grad_input.dim() == 4 and 1 in grad_input.shape:
+        shape = grad_input.shape
+        if grad_input.stride() != (shape[1] * shape[2] * shape[3], 1, shape[3] * shape[1], shape[1]):
+            return torch.empty_like(grad_input, memory_format=layout).copy_(grad_input)
+    return grad_input
+
+
 # --- the backward ops as differentiable functions of the forward's inputs -----------------------
 # What the ops' autograd runs when a backward op is itself differentiated (double backward, forward-over-
 # reverse, torch.func): everything is recomputed from input, weight and the BN parameters, so the
@@ -129,7 +142,7 @@ def _conv_gradients(grad, x, w, geometry, input, weight, bias_like, output_mask)
     input, weight and `bias_like`; those `output_mask` does not ask for empty, as the backends give them."""
     grad_input, grad_weight, grad_bias = conv2d_backward(grad, x, w, *geometry, output_mask)
     padding_mode, (wants_input, wants_weight, _) = geometry[-1], output_mask
-    return (in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode))
+    return (input_gradient_in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode))
             if wants_input else grad_input.to(input.dtype),
             in_format(grad_weight.to(weight.dtype), memory_format(input, weight, padding_mode))
             if wants_weight else grad_weight.to(weight.dtype),

@@ -241,8 +241,9 @@ def _conv_layout(input_index: int, laid_out: tuple[int, ...], mode_index: int, i
                                                       _padding_mode(args, mode_index))
         if memory_format == torch.contiguous_format:  # the input's gradient too
             return results
-        return tuple(t.contiguous(memory_format=input_format if i == input_gradient else memory_format)
-                     if i in laid_out and t.dim() == 4 else t for i, t in enumerate(results))
+        return tuple(derivatives.input_gradient_in_format(t, input_format) if i == input_gradient and t.dim() == 4
+                     else t.contiguous(memory_format=memory_format) if i in laid_out and t.dim() == 4 else t
+                     for i, t in enumerate(results))
 
     return layout
 
