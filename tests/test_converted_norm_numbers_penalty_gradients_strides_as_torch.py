@@ -165,6 +165,31 @@ def test_third_derivative_through_standalone_activation_as_torch(backend, activa
     assert got["0.bias"] is None
 
 
+@pytest.mark.parametrize("activation", [lambda: nn.LeakyReLU(0.2), lambda: nn.LeakyReLU(0.2, inplace=True),
+                                        lambda: nn.RReLU().eval()], ids=["leaky", "leaky-inplace", "rrelu-eval"])
+def test_wgan_gp_through_standalone_activation_and_a_second_nonlinearity_as_torch(backend, activation):
+    """A WGAN-GP penalty through a converted standalone activation, then a Tanh (pix2pix's UNetDown(normalize=False)
+    shape): every parameter gradient torch's. The activation's marked zeros (third-order None-ness) must not swallow
+    a real gradient autograd accumulated into them in place (the bias before the activation got exactly 0)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 4, 2, 1), activation(), nn.Conv2d(8, 16, 4, 2, 1), nn.Tanh(),
+                          nn.Conv2d(16, 1, 4, 1, 0))
+    ours, theirs = ours_and_torch(model)
+    real, fake, alpha = torch.randn(4, 3, 16, 16), torch.randn(4, 3, 16, 16), torch.rand(4, 1, 1, 1)
+
+    def penalty_gradients_of(m):
+        x = (alpha * real + (1 - alpha) * fake).requires_grad_()
+        (g,) = torch.autograd.grad(m(x).sum(), x, create_graph=True)
+        ((g.flatten(1).norm(2, dim=1) - 1) ** 2).mean().backward()
+        return {n: p.grad for n, p in m.named_parameters()}
+
+    got, expected = penalty_gradients_of(ours), penalty_gradients_of(theirs)
+    assert {n: g is None for n, g in got.items()} == {n: g is None for n, g in expected.items()}
+    for name, want in expected.items():
+        if want is not None:
+            torch.testing.assert_close(got[name], want, rtol=1e-4, atol=1e-4 * want.abs().max().item(), msg=name)
+
+
 # --- 4. the input gradient's strides where a dim has size 1 ---------------------------------------------------------
 STRIDED_INPUTS = {
     "permuted-n-c-1-1": lambda: torch.randn(5, 1, 1, 3).permute(0, 3, 1, 2),
