@@ -130,3 +130,22 @@ def _critic() -> nn.Sequential:
 
 def test_two_layer_conv1d_critic_at_most_twice_torch_error(backend, request):
     check(request, backend, ("critic",), _critic, (512, 4, 7), (512, 8, 7))
+
+
+@pytest.mark.parametrize("dtype, scale", [(torch.float32, 1e30), (torch.float64, 1e300)], ids=["float32", "float64"])
+def test_values_whose_squares_overflow_give_torchs_infinite_variance(backend, dtype, scale, request):
+    """The centred sums' variance of values near the dtype's range: torch's is inf (so the output is the activation of
+    beta), not the NaN of two overflowed terms' difference."""
+    if dtype == torch.float64 and backend == "sim":
+        pytest.skip("the AscendC kernels compute in float32")
+    if backend == "sim":
+        request.applymarker(pytest.mark.xfail(raises=AssertionError, strict=True,
+                                              reason="the AscendC kernels' variance of overflowing squares is NaN"))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 3, 1, groups=3, bias=False), nn.BatchNorm2d(3), nn.LeakyReLU(0.2)).to(dtype)
+    nn.init.ones_(model[0].weight), nn.init.constant_(model[1].bias, -0.3)
+    ours = ascend_acts.convert(copy.deepcopy(model))
+    x = torch.randn(4, 3, 5, 5, dtype=dtype) * scale
+    torch.testing.assert_close(ours(x), model(x))
+    torch.testing.assert_close(ours[1].running_var, model[1].running_var)
+    assert model[1].running_var.isinf().all()

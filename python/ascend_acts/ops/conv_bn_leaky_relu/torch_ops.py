@@ -288,7 +288,10 @@ def statistics(y: torch.Tensor, norm_groups: int = 0):
     shift = (_grouped(y, norm_groups).mean(2) if norm_groups else y.mean((0, 2, 3))).detach()
     centred = y - statistic_view(shift, y, norm_groups)
     centred_mean = statistics_sum(centred, norm_groups) / count
-    variance = statistics_sum(centred * centred, norm_groups) / count - centred_mean * centred_mean
+    square_mean = statistics_sum(centred * centred, norm_groups) / count
+    # values whose squares overflow (1e30 in float32): torch's variance is inf there, where the difference of the two
+    # overflowed terms would be inf - inf
+    variance = torch.where(square_mean == math.inf, square_mean, square_mean - centred_mean * centred_mean)
     return torch.where(shift.isfinite(), shift + centred_mean, shift), variance.clamp(min=0)
 
 
