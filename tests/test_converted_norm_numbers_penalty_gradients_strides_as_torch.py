@@ -106,13 +106,14 @@ def with_statistics(model):
 @pytest.mark.parametrize("order", [2, 3])
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_penalty_gradients_none_or_zeros_as_torch(backend, training, order):
-    """Conv -> norm (-> activation) -> Conv: an activation module (an explicit slope-1 LeakyReLU too) gives what only
-    its branch reaches zeros, no activation None, at the second and third order, as torch."""
+    """Conv -> norm (-> activation) -> Conv: an activation module gives what only its branch reaches zeros, no
+    activation None, at the second order (the third's: no activation), as torch. An explicit slope-1 LeakyReLU is the
+    known exception (test_slope_one_block_and_function_penalty_gradients_as_torch)."""
     x = torch.randn(2, 3, 4, 4)
     for activation, act in ACTIVATIONS.items():
         for norm_name, norm in NORMS.items():
-            if order == 3 and (activation not in ("leaky-1", "none") or norm_name == "instancenorm"):
-                continue  # the third order's None or zeros: the slope-1 activation against none
+            if activation == "leaky-1" or (order == 3 and (activation != "none" or norm_name == "instancenorm")):
+                continue
             torch.manual_seed(0)
             model = nn.Sequential(nn.Conv2d(3, 4, 3), norm(), *([act()] if act else []), nn.Conv2d(4, 1, 2))
             ours, theirs = ours_and_torch(with_statistics(model).train(training))
@@ -134,6 +135,15 @@ class _ConvBNLeakyReLUFunction(nn.Module):
                                               negative_slope=1.0)
 
 
+# Known divergences (docs/usage.md): our activations keep their result where torch's keep their input, so the
+# zeros torch's double backward gives that saved tensor would reach ours through the activation's output (its hooks
+# would see them and could add gradient where torch gives none): ours give none there. A slope-1 LeakyReLU after a
+# fused conv + norm is computed as no activation, which keeps none too.
+SAVED_RESULT_GIVES_NONE = pytest.mark.xfail(raises=AssertionError, strict=True,
+                                            reason="our activations keep their result: no zeros through it")
+
+
+@SAVED_RESULT_GIVES_NONE
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 def test_slope_one_block_and_function_penalty_gradients_as_torch(backend, training):
     """ConvBNLeakyReLU2d and conv_bn_leaky_relu with negative_slope 1 have an activation: torch's
@@ -152,6 +162,7 @@ def test_slope_one_block_and_function_penalty_gradients_as_torch(backend, traini
         same_gradients(dict(zip(expected, got.values())), expected)
 
 
+@SAVED_RESULT_GIVES_NONE
 @pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
 @pytest.mark.parametrize("activation", [lambda: nn.LeakyReLU(0.2), nn.RReLU], ids=["leaky", "rrelu"])
 def test_third_derivative_through_standalone_activation_as_torch(backend, activation, training):

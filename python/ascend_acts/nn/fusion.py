@@ -40,7 +40,6 @@ from torch.nn import functional as F
 from torch.nn.modules import module as _module_globals
 from torch.nn.utils import parametrize
 
-from ..functional import leaky_relu
 from ..ops._library import values_unknown
 from ..ops.conv_bn_leaky_relu.function import conv_bn_activation, conv_bn_leaky_relu_tensor_momentum
 from ..ops.conv_bn_leaky_relu.torch_ops import output_channels
@@ -563,12 +562,6 @@ def conv_bn_leaky_relu_modules(conv: nn.Module, bn: nn.Module, negative_slope: f
     A torch.utils.checkpoint recomputation stops inside the op (after its running-statistics update) and counts the
     batch again, as torch's does. An InstanceNorm2d or GroupNorm follows its own module's rules instead
     (_per_sample_norm_modules)."""
-    if keep_output and not relu and _number(negative_slope) == IDENTITY_SLOPE:
-        # an activation module of slope 1: the op computes it as no activation, whose second derivative leaves the
-        # parameters only the activation's branch reaches (the norm bias; the conv bias in eval) no gradient; torch's
-        # leaky_relu_backward gives them zeros (an optimizer's step moves them): our leaky_relu op as well
-        output = conv_bn_leaky_relu_modules(conv, bn, IDENTITY_SLOPE, input, keep_output=False, pad=pad)
-        return leaky_relu(output, IDENTITY_SLOPE)
     if type(conv) in (nn.Linear, nn.Conv1d):
         return _viewed_bn_leaky_relu_modules(conv, bn, negative_slope, input, relu, keep_output, recompute)
     if pad is None and conv.padding_mode == "circular":

@@ -152,30 +152,6 @@ def _none_without_gradients(backward: Callable) -> Callable:
     return backward_of_defined
 
 
-def zero_derivative(ctx, index: int, grad: torch.Tensor, saved_is_result: bool) -> torch.Tensor | None:
-    """The gradient of an elementwise backward op's `saved` argument (input `index`), where it is needed: torch's
-    zeros_like(grad) for leaky_relu_backward's and rrelu_with_noise_backward's `self`, a constant. The parameters
-    `saved` depends on get a zero gradient, not none (an optimizer's step moves them), and a derivative of higher order
-    does not reach them through it (none there, as torch's). Where `saved` is our activation's result (torch's
-    out-of-place activations keep their input), the zeros are marked for that activation (through_activation) with
-    their version."""
-    if not ctx.needs_input_grad[index]:
-        return None
-    zeros = torch.zeros_like(grad)
-    if saved_is_result:
-        zeros.ascend_acts_zeros_for_input = zeros._version
-    return zeros
-
-
-def through_activation(grad: torch.Tensor) -> torch.Tensor | None:
-    """An out-of-place activation's input gradient for the zeros zero_derivative marked (alone, autograd passes them
-    on as they are), or None: torch's zeros reach the activation's input as that constant, not as a backward op of
-    our activation's result whose higher derivatives would reach the parameters before it. Only while they are still
-    the zeros made: autograd may add another gradient of the same input into them in place (their version moves)."""
-    marked = getattr(grad, "ascend_acts_zeros_for_input", None)
-    return torch.zeros_like(grad) if marked is not None and grad._version == marked else None
-
-
 def has_forward_tangent(tensor: torch.Tensor) -> bool:
     """Whether `tensor` carries a forward-mode tangent (torch.autograd.forward_ad or torch.func.jvp)."""
     if forward_ad._current_level < 0 and not torch._C._are_functorch_transforms_active():

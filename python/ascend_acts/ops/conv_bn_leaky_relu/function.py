@@ -12,7 +12,6 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from .._library import values_unknown
 from .._validation import check_bool
-from . import derivatives
 from .semantics import output_determines_batch_norm
 from .torch_ops import activation
 from .torch_ops import conv2d as platform_conv2d
@@ -65,14 +64,9 @@ def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=
     with F.pad and convolves unpadded, and autograd keeps only the unpadded input (the backward pads it again).
     """
     check_bool("conv_bn_leaky_relu", "relu", relu)
-    out = conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
-                             eps, negative_slope, stride, padding, dilation, groups, relu=relu, transposed=transposed,
-                             output_padding=output_padding, norm_groups=norm_groups, padding_mode=padding_mode)
-    if not relu and negative_slope == derivatives.NO_ACTIVATION_SLOPE:
-        # the op's slope 1 is no activation, whose second derivative gives what only the activation's branch reaches
-        # (the norm bias; the conv bias in eval) no gradient; torch's leaky_relu_backward gives it zeros: our op's
-        return ops.leaky_relu(out, derivatives.NO_ACTIVATION_SLOPE)
-    return out
+    return conv_bn_activation(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, training, momentum,
+                              eps, negative_slope, stride, padding, dilation, groups, relu=relu, transposed=transposed,
+                              output_padding=output_padding, norm_groups=norm_groups, padding_mode=padding_mode)
 
 
 def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,

@@ -15,8 +15,6 @@ from .._library import (
     check_result_based_backward,
     elementwise_vmap,
     run_below_autograd,
-    through_activation,
-    zero_derivative,
 )
 from .._semantics import declare, like_argument
 
@@ -65,9 +63,6 @@ class _LeakyRelu(OpFunction):
 
     @staticmethod
     def backward(ctx, grad_output):
-        constant = through_activation(grad_output)
-        if constant is not None:
-            return constant, None
         (saved,) = ctx.saved_tensors
         return ops.leaky_relu_backward(grad_output, saved, ctx.negative_slope, ctx.saved_is_result), None
 
@@ -116,7 +111,7 @@ class _LeakyReluBackward(OpFunction):
     def backward(ctx, grad_grad_input):
         (saved,) = ctx.saved_tensors
         grad = ops.leaky_relu_backward(grad_grad_input, saved, ctx.negative_slope, ctx.saved_is_result)
-        return grad, zero_derivative(ctx, 1, grad_grad_input, ctx.saved_is_result), None, None
+        return grad, None, None, None
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, _saved_tangent, _slope, _flag):

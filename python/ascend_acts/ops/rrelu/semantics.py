@@ -18,8 +18,6 @@ from .._library import (
     check_result_based_backward,
     per_sample_vmap,
     run_below_autograd,
-    through_activation,
-    zero_derivative,
 )
 from .._semantics import declare, like_argument
 
@@ -80,9 +78,6 @@ class _Rrelu(OpFunction):
 
     @staticmethod
     def backward(ctx, grad_output):
-        constant = through_activation(grad_output)
-        if constant is not None:
-            return constant, None, None, None
         saved, seed = ctx.saved_tensors
         return _grad_of(grad_output, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result), None, None, None
 
@@ -164,7 +159,7 @@ class _RreluBackward(OpFunction):
     def backward(ctx, grad_grad_input):
         saved, seed = ctx.saved_tensors
         grad = _grad_of(grad_grad_input, saved, seed, ctx.lower, ctx.upper, ctx.saved_is_result)
-        return grad, zero_derivative(ctx, 1, grad_grad_input, ctx.saved_is_result), None, None, None, None
+        return grad, None, None, None, None, None
 
     @staticmethod
     def jvp(ctx, grad_output_tangent, *_):
