@@ -1,5 +1,5 @@
 """Builds, as part of `pip install` / `pip wheel` (editable or not):
-- the AscendC emulator modules (pybind11) with CMake, always;
+- the AscendC emulator modules and the reference backend's compiled passes (pybind11) with CMake, always;
 - on a machine with CANN and torch_npu, the torch_npu extension ascend_acts._npu_ops (python/ascend_acts/csrc/) and
   the custom op package it calls: command build_op_package runs scripts/build_npu.sh, then installs the package with
   scripts/install_npu.sh --install-path into ascend_acts/packages of the build (of the source tree for an editable
@@ -26,7 +26,8 @@ from setuptools import Command, Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).resolve().parent
-LIBRARIES = {"ascend_acts._sim": "ASCEND_ACTS_SIM_FILE", "ascend_acts._sim_tests": "ASCEND_ACTS_SIM_TESTS_FILE"}
+LIBRARIES = {"ascend_acts._sim": "ASCEND_ACTS_SIM_FILE", "ascend_acts._sim_tests": "ASCEND_ACTS_SIM_TESTS_FILE",
+             "ascend_acts._cpu": "ASCEND_ACTS_CPU_FILE"}
 NPU_EXTENSION = "ascend_acts._npu_ops"
 VENDOR = "ascend_acts"  # scripts/build_npu.sh's vendor_name, as in ascend_acts.backends.npu.VENDOR
 # where the wheel carries the op package, in the ascend_acts package (ascend_acts.backends.npu.VENDORED_PACKAGE)
@@ -174,9 +175,9 @@ class BuildOpPackage(Command):
 
 
 class CMakeBuild(BuildBase):
-    """One CMake build makes both emulator modules (ascend_acts._sim, ascend_acts._sim_tests), named as
-    setuptools expects the extension files; the torch_npu extension, if any, builds as usual, after
-    build_op_package when the wheel carries the op package."""
+    """One CMake build makes the emulator modules (ascend_acts._sim, ascend_acts._sim_tests) and the compiled passes
+    (ascend_acts._cpu), named as setuptools expects the extension files; the torch_npu extension, if any, builds as
+    usual, after build_op_package when the wheel carries the op package."""
 
     def run(self):
         if NPU is not None and INSTALLED_PACKAGE is None:

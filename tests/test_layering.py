@@ -16,7 +16,7 @@ from pathlib import Path
 import ascend_acts
 
 PACKAGE = Path(ascend_acts.__file__).parent
-COMPILED = ("ascend_acts._sim", "ascend_acts._sim_tests", "ascend_acts._npu_ops")
+COMPILED = ("ascend_acts._sim", "ascend_acts._sim_tests", "ascend_acts._cpu", "ascend_acts._npu_ops")
 LAYERS = (
     ("ascend_acts.op_table", *COMPILED),
     ("ascend_acts.numerics",),

@@ -19,8 +19,8 @@ def checkout_copy(target: Path) -> Path:
 
 def reuse_emulator_env() -> dict[str, str]:
     """ASCEND_ACTS_REUSE_EMULATOR=<the directory of this tree's built emulator modules>, or nothing (then the wheel
-    build runs CMake) when they are not both built."""
-    specs = [importlib.util.find_spec(name) for name in ("ascend_acts._sim", "ascend_acts._sim_tests")]
+    build runs CMake) when they are not all built."""
+    specs = [importlib.util.find_spec(f"ascend_acts.{name}") for name in ("_sim", "_sim_tests", "_cpu")]
     if None in specs:
         return {}
     folders = {str(Path(spec.origin).parent) for spec in specs}

@@ -30,7 +30,7 @@ from ...numerics.dtypes import compute_dtype, to_array
 from ...numerics.elementwise import quiet
 from ...numerics.layout import channel_view
 from ..leaky_relu import reference as leaky_relu_reference
-from . import reference_batch_norm
+from . import cpu_batch_norm, reference_batch_norm
 from .torch_ops import ALL_GRADIENTS, update_running_statistics
 from .torch_ops import conv2d as torch_conv2d
 from .torch_ops import conv2d_backward as platform_conv2d_backward
@@ -209,6 +209,12 @@ def _tensor(a: np.ndarray, like: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
 
 
+def _passes(values: np.ndarray, norm_groups: int):
+    """The normalisation + activation passes for values: compiled (cpu_batch_norm) where they handle them, else
+    NumPy's (reference_batch_norm), their oracle."""
+    return cpu_batch_norm if cpu_batch_norm.handles(values, norm_groups) else reference_batch_norm
+
+
 def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_mean, running_var, stride, padding,
                              dilation, groups, momentum, eps, negative_slope, save_output, relu=False, transposed=False,
                              output_padding=(0, 0), norm_groups=0, recompute=False, padding_mode="zeros"):
@@ -228,8 +234,8 @@ def conv_bn_leaky_relu_train(input, weight, bias, bn_weight, bn_bias, running_me
         out = torch.empty_like(y) if kept is y or degenerate else y
         # without the output kept, the backward recovers z from the conv output: normalised as it will be (centred on
         # the mean), so that its activation's branch is the forward's
-        mean, invstd, variance = reference_batch_norm.forward(y.numpy(), gamma, beta, eps, negative_slope, out.numpy(),
-                                                              relu, norm_groups, centre_on_mean=not save_output)
+        mean, invstd, variance = _passes(y.numpy(), norm_groups).forward(
+            y.numpy(), gamma, beta, eps, negative_slope, out.numpy(), relu, norm_groups, centre_on_mean=not save_output)
         if degenerate:
             _degenerate_affine(y.numpy(), out.numpy(), gamma, beta, mean, invstd, negative_slope, relu, norm_groups)
         mean, invstd = torch.from_numpy(mean), torch.from_numpy(invstd)
@@ -281,7 +287,7 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
         # read before the backward, which may write grad_y over grad
         exact = None if saved_is_result else _degenerate_affine_gradients(
             grad.numpy(), saved, gamma, beta, mean, invstd, negative_slope, relu, norm_groups)
-        grad_gamma, grad_beta = reference_batch_norm.backward(
+        grad_gamma, grad_beta = _passes(grad.numpy(), norm_groups).backward(
             grad.numpy(), saved, saved_is_result, gamma, beta, mean, invstd, negative_slope, grad_y.numpy(), relu,
             norm_groups)
         if exact is not None:

@@ -1,0 +1,370 @@
+// See norm_activation.h. Each formula below is reference_batch_norm.py's (named there), in the same dtypes and
+// order of roundings; only the row sums are more accurate (float32 lanes of 32 values, merged in float64).
+#include "norm_activation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace ascend_acts_cpu {
+namespace ASCEND_ACTS_CPU_ISA {
+namespace {
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+// Eight float32 lanes: one AVX2 register in the avx2 build, two SSE registers in the baseline one (GCC's vector
+// extension), the same IEEE operations per lane in both, so both give the same bits.
+#ifdef ASCEND_ACTS_CPU_AVX2
+using V = float __attribute__((vector_size(32)));
+#define LANES_NATIVE 1
+#else
+#define LANES_NATIVE 0
+#endif
+constexpr int64_t kLanes = 8;
+constexpr int64_t kSegment = 256;
+
+#if LANES_NATIVE
+ALWAYS_INLINE V Load(const float* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+ALWAYS_INLINE void Store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
+ALWAYS_INLINE V Splat(float x) { return V{} + x; }
+ALWAYS_INLINE float Lane(V v, int64_t lane) { return v[lane]; }
+ALWAYS_INLINE V IfLess(V a, V b, V then, V otherwise) { return a < b ? then : otherwise; }
+ALWAYS_INLINE V IfGreater(V a, V b, V then, V otherwise) { return a > b ? then : otherwise; }
+ALWAYS_INLINE V IfLessEqual(V a, V b, V then, V otherwise) { return a <= b ? then : otherwise; }
+#else
+using Half = float __attribute__((vector_size(16)));
+struct V {
+    Half lo, hi;
+};
+ALWAYS_INLINE V operator+(V a, V b) { return {a.lo + b.lo, a.hi + b.hi}; }
+ALWAYS_INLINE V operator-(V a, V b) { return {a.lo - b.lo, a.hi - b.hi}; }
+ALWAYS_INLINE V operator*(V a, V b) { return {a.lo * b.lo, a.hi * b.hi}; }
+ALWAYS_INLINE V operator/(V a, V b) { return {a.lo / b.lo, a.hi / b.hi}; }
+ALWAYS_INLINE V& operator+=(V& a, V b) { return a = a + b; }
+ALWAYS_INLINE V Load(const float* p) {
+    V v;
+    std::memcpy(&v.lo, p, sizeof v.lo);
+    std::memcpy(&v.hi, p + 4, sizeof v.hi);
+    return v;
+}
+ALWAYS_INLINE void Store(float* p, V v) {
+    std::memcpy(p, &v.lo, sizeof v.lo);
+    std::memcpy(p + 4, &v.hi, sizeof v.hi);
+}
+ALWAYS_INLINE V Splat(float x) { return {Half{} + x, Half{} + x}; }
+ALWAYS_INLINE float Lane(V v, int64_t lane) { return lane < 4 ? v.lo[lane] : v.hi[lane - 4]; }
+ALWAYS_INLINE V IfLess(V a, V b, V then, V otherwise) {
+    return {a.lo < b.lo ? then.lo : otherwise.lo, a.hi < b.hi ? then.hi : otherwise.hi};
+}
+ALWAYS_INLINE V IfGreater(V a, V b, V then, V otherwise) {
+    return {a.lo > b.lo ? then.lo : otherwise.lo, a.hi > b.hi ? then.hi : otherwise.hi};
+}
+ALWAYS_INLINE V IfLessEqual(V a, V b, V then, V otherwise) {
+    return {a.lo <= b.lo ? then.lo : otherwise.lo, a.hi <= b.hi ? then.hi : otherwise.hi};
+}
+#endif
+ALWAYS_INLINE float IfLess(float a, float b, float then, float otherwise) { return a < b ? then : otherwise; }
+ALWAYS_INLINE float IfGreater(float a, float b, float then, float otherwise) { return a > b ? then : otherwise; }
+ALWAYS_INLINE float IfLessEqual(float a, float b, float then, float otherwise) { return a <= b ? then : otherwise; }
+
+ALWAYS_INLINE double Total(V v) {
+    double total = 0;
+    for (int64_t lane = 0; lane < kLanes; ++lane) total += Lane(v, lane);
+    return total;
+}
+
+// totals[k] += the sums over [0, size) of the K terms that terms(i, ...) adds at i: eight values at a time into
+// float32 lanes (vector_terms) or one (scalar_terms), each segment of kSegment values merged in float64.
+template <int K, typename VectorTerms, typename ScalarTerms>
+ALWAYS_INLINE void SumTerms(int64_t size, VectorTerms vector_terms, ScalarTerms scalar_terms, double (&totals)[K]) {
+    for (int64_t start = 0; start < size; start += kSegment) {
+        const int64_t end = std::min(size, start + kSegment);
+        V lanes[K] = {};
+        float rest[K] = {};
+        int64_t i = start;
+        for (; i + kLanes <= end; i += kLanes) vector_terms(i, lanes);
+        for (; i < end; ++i) scalar_terms(i, rest);
+        for (int k = 0; k < K; ++k) totals[k] += Total(lanes[k]) + static_cast<double>(rest[k]);
+    }
+}
+
+// The activation of z: torch's relu (z < 0 ? +0 : z; -0 and NaN stay) and leaky_relu (z > 0 ? z : z * slope).
+template <Activation A, typename T>
+ALWAYS_INLINE T Activate(T z, T zero, T slope) {
+    if constexpr (A == Activation::kRelu) return IfLess(z, zero, zero, z);
+    if constexpr (A == Activation::kLeakyRelu) return IfGreater(z, zero, z, z * slope);
+    return z;
+}
+
+// The statistics set's rows: fn(row, channel) for each, in the rows' order.
+template <typename Fn>
+ALWAYS_INLINE void ForRows(const Sets& sets, int64_t set, Fn fn) {
+    if (sets.groups == 0) {
+        for (int64_t sample = 0; sample < sets.n; ++sample) fn(sample * sets.c + set, set);
+        return;
+    }
+    const int64_t per_group = sets.c / sets.groups;
+    const int64_t first = (set / sets.groups) * sets.c + (set % sets.groups) * per_group;
+    for (int64_t r = 0; r < per_group; ++r) fn(first + r, first % sets.c + r);
+}
+
+int64_t Count(const Sets& sets) { return (sets.groups == 0 ? sets.n : sets.c / sets.groups) * sets.size; }
+
+template <Activation A>
+void ForwardSets(const float* y, float* out, const Sets& sets, int64_t first, int64_t last, const float* gamma,
+                 const float* beta, float eps, float slope, bool centre_on_mean, float* mean_out, float* invstd_out,
+                 float* variance_out) {
+    const int64_t size = sets.size;
+    const double count = static_cast<double>(Count(sets));
+    const V zero{}, slopes = Splat(slope);
+    for (int64_t set = first; set < last; ++set) {
+        // _shift: the estimate of the mean from the rows' sums
+        double sums[1] = {0};
+        ForRows(sets, set, [&](int64_t row, int64_t) {
+            const float* p = y + row * size;
+            SumTerms<1>(
+                size, [&](int64_t i, V* lanes) { lanes[0] += Load(p + i); },
+                [&](int64_t i, float* rest) { rest[0] += p[i]; }, sums);
+        });
+        const float shift = static_cast<float>(sums[0] / count);
+        // the centred values' sums and squares
+        double moments[2] = {0, 0};
+        const V shifts = Splat(shift);
+        ForRows(sets, set, [&](int64_t row, int64_t) {
+            const float* p = y + row * size;
+            SumTerms<2>(
+                size,
+                [&](int64_t i, V* lanes) {
+                    const V d = Load(p + i) - shifts;
+                    lanes[0] += d;
+                    lanes[1] += d * d;
+                },
+                [&](int64_t i, float* rest) {
+                    const float d = p[i] - shift;
+                    rest[0] += d;
+                    rest[1] += d * d;
+                },
+                moments);
+        });
+        // _normalisation
+        double offset = moments[0] / count;
+        if (!std::isfinite(offset)) offset = 0;
+        const float mean = static_cast<float>(static_cast<double>(shift) + offset);
+        const double square_mean = moments[1] / count;
+        double variance = square_mean == std::numeric_limits<double>::infinity() ? square_mean
+                                                                                 : square_mean - offset * offset;
+        if (variance < 0) variance = 0;  // NaN stays
+        const float variance32 = static_cast<float>(variance);
+        const float invstd = 1.0f / std::sqrt(variance32 + eps);
+        mean_out[set] = mean;
+        invstd_out[set] = invstd;
+        variance_out[set] = variance32;
+        // out = act((y - shift) * scale + bias)
+        ForRows(sets, set, [&](int64_t row, int64_t channel) {
+            const float scale = gamma[channel] * invstd;
+            const float bias = centre_on_mean ? beta[channel]
+                                              : static_cast<float>(static_cast<double>(beta[channel]) -
+                                                                   offset * static_cast<double>(scale));
+            const float centre = centre_on_mean ? mean : shift;
+            const float* p = y + row * size;
+            float* o = out + row * size;
+            const V centres = Splat(centre), scales = Splat(scale), biases = Splat(bias);
+            int64_t i = 0;
+            for (; i + kLanes <= size; i += kLanes) {
+                V z = (Load(p + i) - centres) * scales;
+                Store(o + i, Activate<A>(z + biases, zero, slopes));
+            }
+            for (; i < size; ++i) {
+                float z = (p[i] - centre) * scale;
+                o[i] = Activate<A>(z + bias, 0.0f, slope);
+            }
+        });
+    }
+}
+
+// What the backward recovers of a row: u (x-hat up to the row's factor) and dz (grad_out through the activation),
+// from the output (kResult: z = out > 0 ? out : out / slope, u = z - beta, dz = out > 0 ? g : g * slope) or from the
+// conv output (u = y - mean, z = u * scale + beta, dz from z's sign).
+struct Recovery {
+    float shift, scale, bias, slope;
+};
+
+template <bool kResult, Activation A, typename T>
+ALWAYS_INLINE void Recover(T saved, T grad, T shift, T scale, T bias, T slope, T zero, T& u, T& dz) {
+    if constexpr (kResult) {
+        const T z = IfGreater(saved, zero, saved, saved / slope);
+        u = z - shift;
+        dz = IfGreater(saved, zero, grad, grad * slope);
+    } else {
+        u = saved - shift;
+        if constexpr (A == Activation::kNone) {
+            dz = grad;
+        } else {
+            const T z = u * scale + bias;
+            if constexpr (A == Activation::kRelu) dz = IfLessEqual(z, zero, zero, grad);
+            if constexpr (A == Activation::kLeakyRelu) dz = IfGreater(z, zero, grad, grad * slope);
+        }
+    }
+}
+
+template <bool kResult, Activation A>
+void BackwardSets(const float* grad_out, const float* saved, float* grad_y, const Sets& sets, int64_t first,
+                  int64_t last, const float* gamma, const float* beta, const float* mean, const float* invstd,
+                  float slope, double* grad_gamma, double* grad_beta) {
+    const int64_t size = sets.size;
+    const int64_t count = Count(sets);
+    const V zero{}, slopes = Splat(slope);
+    std::vector<double> row_sums;  // per row of the set: dz, dz * u, u
+    auto recovery = [&](int64_t set, int64_t channel) {
+        if constexpr (kResult) return Recovery{beta[channel], 0.0f, 0.0f, slope};
+        const float scale = static_cast<float>(static_cast<double>(invstd[set]) * gamma[channel]);
+        return Recovery{mean[set], scale, beta[channel], slope};
+    };
+    for (int64_t set = first; set < last; ++set) {
+        row_sums.clear();
+        // pass (1): the row sums of dz, dz * u and u
+        ForRows(sets, set, [&](int64_t row, int64_t channel) {
+            const Recovery k = recovery(set, channel);
+            const float* g = grad_out + row * size;
+            const float* s = saved + row * size;
+            const V shift = Splat(k.shift), scale = Splat(k.scale), bias = Splat(k.bias);
+            double sums[3] = {0, 0, 0};
+            SumTerms<3>(
+                size,
+                [&](int64_t i, V* lanes) {
+                    V u, dz;
+                    Recover<kResult, A>(Load(s + i), Load(g + i), shift, scale, bias, slopes, zero, u, dz);
+                    lanes[0] += dz;
+                    lanes[1] += dz * u;
+                    lanes[2] += u;
+                },
+                [&](int64_t i, float* rest) {
+                    float u, dz;
+                    Recover<kResult, A>(s[i], g[i], k.shift, k.scale, k.bias, k.slope, 0.0f, u, dz);
+                    rest[0] += dz;
+                    rest[1] += dz * u;
+                    rest[2] += u;
+                },
+                sums);
+            row_sums.insert(row_sums.end(), {sums[0], sums[1], sums[2]});
+        });
+        const int64_t rows = static_cast<int64_t>(row_sums.size() / 3);
+        // _centred: u of a conv output centred exactly (the rounded mean leaves it a little off)
+        double centre = 0;
+        if (!kResult) {
+            double total_u = 0;
+            for (int64_t r = 0; r < rows; ++r) total_u += row_sums[3 * r + 2];
+            centre = total_u / static_cast<double>(count);
+            if (!std::isfinite(centre)) centre = 0;
+            for (int64_t r = 0; r < rows; ++r) row_sums[3 * r + 1] -= centre * row_sums[3 * r];
+        }
+        const double set_invstd = invstd[set];
+        // u_to_xhat: 1 / gamma (from the output), or invstd
+        auto u_to_xhat = [&](int64_t channel) {
+            return kResult ? static_cast<double>(1.0f / gamma[channel]) : set_invstd;
+        };
+        // the factors of grad_y = P dz + Q u + R per row (_batch_factors, _group_factors)
+        std::vector<float> factors;
+        if (sets.groups == 0) {
+            double sum_dz = 0, sum_dz_u = 0;
+            for (int64_t r = 0; r < rows; ++r) {
+                sum_dz += row_sums[3 * r];
+                sum_dz_u += row_sums[3 * r + 1];
+            }
+            const double channel_gamma = sum_dz_u * (count ? u_to_xhat(set) : 0.0);
+            const double k = static_cast<double>(gamma[set]) * set_invstd;
+            const float q = static_cast<float>(-k * u_to_xhat(set) * channel_gamma / static_cast<double>(count));
+            const float r = static_cast<float>(-k * sum_dz / static_cast<double>(count));
+            factors = {static_cast<float>(k), q, static_cast<float>(r - static_cast<double>(q) * centre)};
+            grad_gamma[set] = channel_gamma;
+            grad_beta[set] = sum_dz;
+        } else {
+            double a = 0, b = 0;
+            int64_t r = 0;
+            ForRows(sets, set, [&](int64_t row, int64_t channel) {
+                const double dz_xhat = row_sums[3 * r + 1] * u_to_xhat(channel);
+                a += row_sums[3 * r] * static_cast<double>(gamma[channel]);
+                b += dz_xhat * static_cast<double>(gamma[channel]);
+                grad_gamma[row] = dz_xhat;
+                grad_beta[row] = row_sums[3 * r];
+                ++r;
+            });
+            a /= static_cast<double>(count);
+            b /= static_cast<double>(count);
+            ForRows(sets, set, [&](int64_t, int64_t channel) {
+                const float q = static_cast<float>(-set_invstd * b * u_to_xhat(channel));
+                const float rr = static_cast<float>(-set_invstd * a);
+                factors.insert(factors.end(), {static_cast<float>(set_invstd * gamma[channel]), q,
+                                               static_cast<float>(rr - static_cast<double>(q) * centre)});
+            });
+        }
+        // pass (2): grad_y = (P dz + Q u) + R
+        int64_t r = 0;
+        ForRows(sets, set, [&](int64_t row, int64_t channel) {
+            const Recovery k = recovery(set, channel);
+            const float* f = sets.groups == 0 ? factors.data() : factors.data() + 3 * r++;
+            const float* g = grad_out + row * size;
+            const float* s = saved + row * size;
+            float* out = grad_y + row * size;
+            const V shift = Splat(k.shift), scale = Splat(k.scale), bias = Splat(k.bias);
+            const V p = Splat(f[0]), q = Splat(f[1]), rr = Splat(f[2]);
+            int64_t i = 0;
+            for (; i + kLanes <= size; i += kLanes) {
+                V u, dz;
+                Recover<kResult, A>(Load(s + i), Load(g + i), shift, scale, bias, slopes, zero, u, dz);
+                const V pd = dz * p, qu = u * q;
+                Store(out + i, (pd + qu) + rr);
+            }
+            for (; i < size; ++i) {
+                float u, dz;
+                Recover<kResult, A>(s[i], g[i], k.shift, k.scale, k.bias, k.slope, 0.0f, u, dz);
+                const float pd = dz * f[0], qu = u * f[1];
+                out[i] = (pd + qu) + f[2];
+            }
+        });
+    }
+}
+
+}  // namespace
+
+void Forward(const float* y, float* out, Sets sets, int64_t first, int64_t last, const float* gamma, const float* beta,
+             float eps, Activation act, float slope, bool centre_on_mean, float* mean, float* invstd, float* variance) {
+    switch (act) {
+        case Activation::kRelu:
+            return ForwardSets<Activation::kRelu>(y, out, sets, first, last, gamma, beta, eps, slope, centre_on_mean,
+                                                  mean, invstd, variance);
+        case Activation::kLeakyRelu:
+            return ForwardSets<Activation::kLeakyRelu>(y, out, sets, first, last, gamma, beta, eps, slope,
+                                                       centre_on_mean, mean, invstd, variance);
+        default:
+            return ForwardSets<Activation::kNone>(y, out, sets, first, last, gamma, beta, eps, slope, centre_on_mean,
+                                                  mean, invstd, variance);
+    }
+}
+
+void Backward(const float* grad_out, const float* saved, float* grad_y, bool saved_is_result, Sets sets, int64_t first,
+              int64_t last, const float* gamma, const float* beta, const float* mean, const float* invstd,
+              Activation act, float slope, double* grad_gamma, double* grad_beta) {
+    auto run = [&](auto result, auto activation) {
+        BackwardSets<decltype(result)::value, decltype(activation)::value>(
+            grad_out, saved, grad_y, sets, first, last, gamma, beta, mean, invstd, slope, grad_gamma, grad_beta);
+    };
+    using Relu = std::integral_constant<Activation, Activation::kRelu>;
+    using Leaky = std::integral_constant<Activation, Activation::kLeakyRelu>;
+    using None = std::integral_constant<Activation, Activation::kNone>;
+    if (saved_is_result) return run(std::true_type{}, Leaky{});  // slope > 0; slope 1 recovers as no activation
+    switch (act) {
+        case Activation::kRelu: return run(std::false_type{}, Relu{});
+        case Activation::kLeakyRelu: return run(std::false_type{}, Leaky{});
+        default: return run(std::false_type{}, None{});
+    }
+}
+
+}  // namespace ASCEND_ACTS_CPU_ISA
+}  // namespace ascend_acts_cpu
