@@ -1,4 +1,4 @@
-// ascend_acts._cpu: the reference backend's compiled float32 passes (norm_activation.h), for Python. The arrays come
+// ascend_acts._cpu: the reference backend's compiled float32 passes (norm_activation.h, leaky_relu.h), for Python. The arrays come
 // as addresses of C-contiguous float32 (tensors, statistics, parameters) and float64 (gradient sums) buffers that
 // ops/conv_bn_leaky_relu/cpu_batch_norm.py checks and keeps alive; the GIL is released, so its threads run these
 // calls in parallel.
@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "leaky_relu.h"
 #include "norm_activation.h"
 
 namespace py = pybind11;
@@ -23,11 +24,19 @@ struct Build {
     const char* name;
     decltype(&ascend_acts_cpu::baseline::Forward) forward;
     decltype(&ascend_acts_cpu::baseline::Backward) backward;
+    decltype(&ascend_acts_cpu::baseline::LeakyRelu) leaky_relu;
+    decltype(&ascend_acts_cpu::baseline::LeakyReluBackward) leaky_relu_backward;
 };
 
-const Build kBaseline{"baseline", ascend_acts_cpu::baseline::Forward, ascend_acts_cpu::baseline::Backward};
+#define ASCEND_ACTS_CPU_BUILD(isa)                                                                            \
+    Build {                                                                                                   \
+#isa, ascend_acts_cpu::isa::Forward, ascend_acts_cpu::isa::Backward, ascend_acts_cpu::isa::LeakyRelu, \
+            ascend_acts_cpu::isa::LeakyReluBackward                                                           \
+    }
+
+const Build kBaseline = ASCEND_ACTS_CPU_BUILD(baseline);
 #ifdef ASCEND_ACTS_CPU_AVX2_BUILT
-const Build kAvx2{"avx2", ascend_acts_cpu::avx2::Forward, ascend_acts_cpu::avx2::Backward};
+const Build kAvx2 = ASCEND_ACTS_CPU_BUILD(avx2);
 bool HasAvx2() { return __builtin_cpu_supports("avx2"); }
 #else
 const Build kAvx2 = kBaseline;
@@ -54,6 +63,14 @@ void Backward(uintptr_t grad_out, uintptr_t saved, uintptr_t grad_y, bool saved_
                     At<double>(grad_gamma), At<double>(grad_beta));
 }
 
+void LeakyRelu(uintptr_t x, uintptr_t out, int64_t count, float slope) {
+    build->leaky_relu(At<const float>(x), At<float>(out), count, slope);
+}
+
+void LeakyReluBackward(uintptr_t grad, uintptr_t saved, uintptr_t out, int64_t count, float slope) {
+    build->leaky_relu_backward(At<const float>(grad), At<const float>(saved), At<float>(out), count, slope);
+}
+
 void UseIsa(const std::string& isa) {
     if (isa == "baseline") {
         build = &kBaseline;
@@ -68,9 +85,11 @@ void UseIsa(const std::string& isa) {
 }  // namespace
 
 PYBIND11_MODULE(_cpu, m) {
-    m.doc() = "the reference backend's compiled float32 normalisation + activation passes";
+    m.doc() = "the reference backend's compiled float32 passes: normalisation + activation, LeakyReLU";
     m.def("forward", &Forward, py::call_guard<py::gil_scoped_release>());
     m.def("backward", &Backward, py::call_guard<py::gil_scoped_release>());
+    m.def("leaky_relu", &LeakyRelu, py::call_guard<py::gil_scoped_release>());
+    m.def("leaky_relu_backward", &LeakyReluBackward, py::call_guard<py::gil_scoped_release>());
     m.def(
         "isa", [] { return build->name; }, "the build of the passes that runs: avx2 or baseline");
     m.def("use_isa", &UseIsa, "runs the given build of the passes (for tests); not thread-safe");

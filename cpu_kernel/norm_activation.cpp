@@ -2,6 +2,8 @@
 // order of roundings; only the row sums are more accurate (float32 lanes of 32 values, merged in float64).
 #include "norm_activation.h"
 
+#include "lanes.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,73 +13,6 @@
 namespace ascend_acts_cpu {
 namespace ASCEND_ACTS_CPU_ISA {
 namespace {
-
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-
-// Eight float32 lanes: one AVX2 register in the avx2 build, two SSE registers in the baseline one (GCC's vector
-// extension), the same IEEE operations per lane in both, so both give the same bits.
-#ifdef ASCEND_ACTS_CPU_AVX2
-using V = float __attribute__((vector_size(32)));
-#define LANES_NATIVE 1
-#else
-#define LANES_NATIVE 0
-#endif
-constexpr int64_t kLanes = 8;
-constexpr int64_t kSegment = 256;
-
-#if LANES_NATIVE
-ALWAYS_INLINE V Load(const float* p) {
-    V v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-ALWAYS_INLINE void Store(float* p, V v) { std::memcpy(p, &v, sizeof v); }
-ALWAYS_INLINE V Splat(float x) { return V{} + x; }
-ALWAYS_INLINE float Lane(V v, int64_t lane) { return v[lane]; }
-ALWAYS_INLINE V IfLess(V a, V b, V then, V otherwise) { return a < b ? then : otherwise; }
-ALWAYS_INLINE V IfGreater(V a, V b, V then, V otherwise) { return a > b ? then : otherwise; }
-ALWAYS_INLINE V IfLessEqual(V a, V b, V then, V otherwise) { return a <= b ? then : otherwise; }
-#else
-using Half = float __attribute__((vector_size(16)));
-struct V {
-    Half lo, hi;
-};
-ALWAYS_INLINE V operator+(V a, V b) { return {a.lo + b.lo, a.hi + b.hi}; }
-ALWAYS_INLINE V operator-(V a, V b) { return {a.lo - b.lo, a.hi - b.hi}; }
-ALWAYS_INLINE V operator*(V a, V b) { return {a.lo * b.lo, a.hi * b.hi}; }
-ALWAYS_INLINE V operator/(V a, V b) { return {a.lo / b.lo, a.hi / b.hi}; }
-ALWAYS_INLINE V& operator+=(V& a, V b) { return a = a + b; }
-ALWAYS_INLINE V Load(const float* p) {
-    V v;
-    std::memcpy(&v.lo, p, sizeof v.lo);
-    std::memcpy(&v.hi, p + 4, sizeof v.hi);
-    return v;
-}
-ALWAYS_INLINE void Store(float* p, V v) {
-    std::memcpy(p, &v.lo, sizeof v.lo);
-    std::memcpy(p + 4, &v.hi, sizeof v.hi);
-}
-ALWAYS_INLINE V Splat(float x) { return {Half{} + x, Half{} + x}; }
-ALWAYS_INLINE float Lane(V v, int64_t lane) { return lane < 4 ? v.lo[lane] : v.hi[lane - 4]; }
-ALWAYS_INLINE V IfLess(V a, V b, V then, V otherwise) {
-    return {a.lo < b.lo ? then.lo : otherwise.lo, a.hi < b.hi ? then.hi : otherwise.hi};
-}
-ALWAYS_INLINE V IfGreater(V a, V b, V then, V otherwise) {
-    return {a.lo > b.lo ? then.lo : otherwise.lo, a.hi > b.hi ? then.hi : otherwise.hi};
-}
-ALWAYS_INLINE V IfLessEqual(V a, V b, V then, V otherwise) {
-    return {a.lo <= b.lo ? then.lo : otherwise.lo, a.hi <= b.hi ? then.hi : otherwise.hi};
-}
-#endif
-ALWAYS_INLINE float IfLess(float a, float b, float then, float otherwise) { return a < b ? then : otherwise; }
-ALWAYS_INLINE float IfGreater(float a, float b, float then, float otherwise) { return a > b ? then : otherwise; }
-ALWAYS_INLINE float IfLessEqual(float a, float b, float then, float otherwise) { return a <= b ? then : otherwise; }
-
-ALWAYS_INLINE double Total(V v) {
-    double total = 0;
-    for (int64_t lane = 0; lane < kLanes; ++lane) total += Lane(v, lane);
-    return total;
-}
 
 // totals[k] += the sums over [0, size) of the K terms that terms(i, ...) adds at i: eight values at a time into
 // float32 lanes (vector_terms) or one (scalar_terms), each segment of kSegment values merged in float64.

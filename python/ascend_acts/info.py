@@ -13,7 +13,7 @@ import torch
 
 from . import __version__, backends
 from .backends import npu
-from .ops.conv_bn_leaky_relu import cpu_batch_norm
+from .numerics import compiled
 
 
 def report() -> str:
@@ -28,7 +28,7 @@ def report() -> str:
         reason = backends.unavailable_reason(name)
         lines.append(f"  {name:10s} {'available' if reason is None else 'unavailable: ' + reason}")
     lines.append(f"selected: {backends.current_backend_name()}")
-    lines.append(f"reference norm passes (float32): {cpu_batch_norm.describe()}")
+    lines.append(f"reference backend's float32 passes: {compiled.describe()}")
     lines += ["NPU:", *(f"  {line}" for line in npu_report())]
     return "\n".join(lines)
 

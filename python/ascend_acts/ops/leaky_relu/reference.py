@@ -11,15 +11,29 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...numerics import compiled
 from ...numerics.dtypes import compute_dtype
 from ...numerics.elementwise import leaky_relu_values, on_tensors, quiet, slope_factors
 from ...numerics.parallel import for_chunks
 
 
+def _compiled(*arrays):
+    """ascend_acts._cpu where it runs these arrays (C-contiguous float32, numerics.compiled), else None."""
+    passes = compiled.module()
+    if passes is None or not all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays):
+        return None
+    return passes
+
+
 def forward(x, negative_slope: float, out) -> None:
     ctype = compute_dtype(x.dtype)
     slope = ctype.type(negative_slope)
+    passes = _compiled(x, out)
     x, out = x.reshape(-1), out.reshape(-1)
+    if passes is not None:  # the same operation per value (torch's formula), compiled
+        compiled.for_ranges(x.size, x.size, lambda start, stop: passes.leaky_relu(
+            compiled.address(x[start:stop]), compiled.address(out[start:stop]), stop - start, float(slope)))
+        return
 
     def body(start: int, stop: int) -> None:
         with quiet():
@@ -34,7 +48,13 @@ def forward(x, negative_slope: float, out) -> None:
 def backward(grad, saved, negative_slope: float, out) -> None:
     """saved is the input, or the output when negative_slope >= 0 (same sign pattern)."""
     ctype = compute_dtype(grad.dtype)
+    passes = _compiled(grad, saved, out)
     grad, saved, out = grad.reshape(-1), saved.reshape(-1), out.reshape(-1)
+    if passes is not None:
+        slope = ctype.type(negative_slope)
+        compiled.for_ranges(grad.size, grad.size, lambda start, stop: passes.leaky_relu_backward(
+            *(compiled.address(a[start:stop]) for a in (grad, saved, out)), stop - start, float(slope)))
+        return
 
     def body(start: int, stop: int) -> None:
         with quiet():

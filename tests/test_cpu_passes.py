@@ -1,4 +1,4 @@
-"""The reference backend's compiled float32 norm + activation passes (ascend_acts._cpu, cpu_batch_norm.py) against the
+"""The reference backend's compiled float32 passes (ascend_acts._cpu): the norm + activation ones (cpu_batch_norm.py) against the
 float64 oracle (the NumPy passes in float64) and the NumPy float32 passes they stand in for: errors no larger,
 special values alike, the same bits on every build (AVX2, baseline) and thread count, and chosen where they apply."""
 
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from ascend_acts.numerics import compiled
 from ascend_acts.ops.conv_bn_leaky_relu import cpu_batch_norm, reference, reference_batch_norm
 
-pytestmark = pytest.mark.skipif(not cpu_batch_norm.available(), reason="ascend_acts._cpu not built")
+pytestmark = pytest.mark.skipif(compiled.module() is None, reason="ascend_acts._cpu not built, or switched off")
 
 SHAPES = [(4, 6, 5, 7), (2, 8, 33, 17), (1, 64, 32, 32), (3, 4, 1, 16), (5, 3, 300), (7, 2, 3, 3)]
 # (relu, slope, saved_is_result): ReLU, LeakyReLU of several slopes, none; the output kept only for slope > 0
@@ -87,6 +88,9 @@ def test_special_values_give_what_numpys_passes_give(special, kind, relu, slope,
     y, grad, gamma, beta = _inputs(shape, seed=7)
     value = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf, "-0": -0.0, "huge": 1e30}[special]
     y[1, 2, 3, :2] = value
+    # channel 0 constant (x-hat exactly 0) with a negative weight and a -0 bias: z = (+0 * -1.5) + -0 = -0, kept by
+    # ReLU and LeakyReLU
+    y[:, 0], gamma[0], beta[0] = 5.0, -1.5, -0.0
     if special in ("nan", "-0"):  # an infinite gradient's NaN/inf pattern follows the rounding of sums near 0
         grad[0, 1, 1, 1] = value
     beta[3] = -0.0
@@ -95,14 +99,14 @@ def test_special_values_give_what_numpys_passes_give(special, kind, relu, slope,
         out, stats = _run(passes, y, gamma, beta, relu, slope, groups, not saved_is_result)
         runs.append([out, *stats, *_backward(passes, grad, out if saved_is_result else y, saved_is_result, gamma,
                                               beta, stats[0], stats[1], slope, relu, groups)])
-    for compiled, numpy_passes in zip(*runs):
-        np.testing.assert_array_equal(np.isnan(compiled), np.isnan(numpy_passes))
-        np.testing.assert_array_equal(np.isinf(compiled), np.isinf(numpy_passes))
+    for ours, numpy_passes in zip(*runs):
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(numpy_passes))
+        np.testing.assert_array_equal(np.isinf(ours), np.isinf(numpy_passes))
         finite = np.isfinite(numpy_passes)
-        np.testing.assert_allclose(compiled[finite], numpy_passes[finite], rtol=2e-5, atol=2e-6)
+        np.testing.assert_allclose(ours[finite], numpy_passes[finite], rtol=2e-5, atol=2e-6)
         # zeros of either sign as NumPy's (ReLU keeps -0, the activation's zeros are torch's)
-        zeros = (numpy_passes == 0) & (compiled == 0)
-        np.testing.assert_array_equal(np.signbit(compiled[zeros]), np.signbit(numpy_passes[zeros]))
+        zeros = (numpy_passes == 0) & (ours == 0)
+        np.testing.assert_array_equal(np.signbit(ours[zeros]), np.signbit(numpy_passes[zeros]))
 
 
 def _bits(results):
@@ -135,7 +139,7 @@ def test_the_avx2_and_baseline_builds_give_the_same_bits(shape, groups):
 def test_threads_change_no_bit(monkeypatch, groups):
     y, grad, gamma, beta = _inputs((4, 8, 16, 16), seed=5)
     one = _forward_backward(y, grad, gamma, beta, groups)
-    monkeypatch.setattr(cpu_batch_norm, "_THREADED_VALUES", 1)
+    monkeypatch.setattr(compiled, "THREADED_VALUES", 1)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -153,7 +157,7 @@ def test_chosen_for_float32_and_numpy_otherwise(monkeypatch):
     assert reference._passes(np.zeros((2, 3, 4), np.float32), 3) is cpu_batch_norm
     assert reference._passes(np.zeros((0, 3, 4, 4), np.float32), 0) is reference_batch_norm
     assert reference._passes(values.transpose(0, 1, 3, 2), 0) is reference_batch_norm  # not C-contiguous
-    monkeypatch.setenv(cpu_batch_norm.NUMPY_PASSES, "1")
+    monkeypatch.setenv(compiled.NUMPY_PASSES, "1")
     assert reference._passes(values, 0) is reference_batch_norm
 
 
@@ -162,7 +166,7 @@ def test_chosen_for_float32_and_numpy_otherwise(monkeypatch):
 def test_a_converted_block_trains_as_torch_with_either_passes(monkeypatch, numpy_passes, norm):
     import ascend_acts
 
-    monkeypatch.setenv(cpu_batch_norm.NUMPY_PASSES, numpy_passes)
+    monkeypatch.setenv(compiled.NUMPY_PASSES, numpy_passes)
     torch.manual_seed(0)
     layer = {"batch": torch.nn.BatchNorm2d(6), "instance": torch.nn.InstanceNorm2d(6, affine=True),
              "group": torch.nn.GroupNorm(3, 6)}[norm]
@@ -181,3 +185,31 @@ def test_a_converted_block_trains_as_torch_with_either_passes(monkeypatch, numpy
     for ours, theirs in zip(converted.parameters(), reference_model.parameters()):
         torch.testing.assert_close(ours.grad, theirs.grad.float(), rtol=1e-4, atol=1e-4)
 
+
+
+@pytest.mark.parametrize("isa", ["avx2", "baseline"])
+@pytest.mark.parametrize("slope", [0.2, 0.0, -0.0, -0.5, 1.0, 1.5, 1e-30])
+def test_compiled_leaky_relu_is_torchs_bit_for_bit_on_either_build(isa, slope):
+    from ascend_acts import _cpu
+    from ascend_acts.ops.leaky_relu import reference as leaky_relu_reference
+
+    if isa == "avx2" and _cpu.isa() != "avx2":
+        pytest.skip("this CPU has no AVX2")
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(1003).astype(np.float32)  # not a multiple of the 8 lanes
+    x[:8] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45, 3e38]
+    grad = rng.standard_normal(1003).astype(np.float32)
+    grad[8:12] = [np.nan, -0.0, np.inf, -np.inf]
+    before = _cpu.isa()
+    try:
+        _cpu.use_isa(isa)
+        out, grad_x = np.empty_like(x), np.empty_like(x)
+        leaky_relu_reference.forward(x, slope, out)
+        leaky_relu_reference.backward(grad, x, slope, grad_x)
+    finally:
+        _cpu.use_isa(before)
+    tx = torch.from_numpy(x).requires_grad_()
+    expected = torch.nn.functional.leaky_relu(tx, slope)
+    (expected_grad,) = torch.autograd.grad(expected, tx, torch.from_numpy(grad))
+    for ours, theirs in ((out, expected), (grad_x, expected_grad)):
+        assert np.array_equal(ours.view(np.uint32), theirs.detach().numpy().view(np.uint32))
