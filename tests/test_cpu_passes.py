@@ -1,6 +1,7 @@
-"""The reference backend's compiled float32 passes (ascend_acts._cpu): the norm + activation ones (cpu_batch_norm.py) against the
-float64 oracle (the NumPy passes in float64) and the NumPy float32 passes they stand in for: errors no larger,
-special values alike, the same bits on every build (AVX2, baseline) and thread count, and chosen where they apply."""
+"""The reference backend's compiled float32 passes (ascend_acts._cpu): the norm + activation ones (cpu_batch_norm.py)
+against the float64 oracle (the NumPy passes in float64) and the NumPy float32 passes they stand in for: errors no
+larger, special values alike, the same bits on every build (AVX2, baseline) and thread count, and chosen where they
+apply; LeakyReLU's against torch, bit for bit."""
 
 import copy
 
