@@ -43,7 +43,7 @@ const Build kAvx2 = kBaseline;
 bool HasAvx2() { return false; }
 #endif
 
-// the build for this CPU; use_isa("baseline") runs the other (tests: both give the same bits)
+// the build for this CPU; use_isa("baseline") runs the other (tests: both give the same values)
 const Build* build = HasAvx2() ? &kAvx2 : &kBaseline;
 
 void Forward(uintptr_t y, uintptr_t out, int64_t n, int64_t c, int64_t size, int64_t groups, int64_t first,
@@ -56,11 +56,12 @@ void Forward(uintptr_t y, uintptr_t out, int64_t n, int64_t c, int64_t size, int
 
 void Backward(uintptr_t grad_out, uintptr_t saved, uintptr_t grad_y, bool saved_is_result, int64_t n, int64_t c,
               int64_t size, int64_t groups, int64_t first, int64_t last, uintptr_t gamma, uintptr_t beta,
-              uintptr_t mean, uintptr_t invstd, int act, float slope, uintptr_t grad_gamma, uintptr_t grad_beta) {
+              uintptr_t mean, uintptr_t invstd, int act, float slope, uintptr_t grad_gamma, uintptr_t grad_beta,
+              uintptr_t scratch) {
     build->backward(At<const float>(grad_out), At<const float>(saved), At<float>(grad_y), saved_is_result,
                     Sets{n, c, size, groups}, first, last, At<const float>(gamma), At<const float>(beta),
                     At<const float>(mean), At<const float>(invstd), static_cast<Activation>(act), slope,
-                    At<double>(grad_gamma), At<double>(grad_beta));
+                    At<double>(grad_gamma), At<double>(grad_beta), At<double>(scratch));
 }
 
 void LeakyRelu(uintptr_t x, uintptr_t out, int64_t count, float slope) {

@@ -1,14 +1,12 @@
 // See norm_activation.h. Each formula below is reference_batch_norm.py's (named there), in the same dtypes and
 // order of roundings; only the row sums are more accurate (float32 lanes of 32 values, merged in float64).
+// No C++ library templates or inline functions here (builtins instead, scratch memory from the caller): compiled with
+// -mavx2, their weak copies could be the ones the linker keeps for the baseline build too.
 #include "norm_activation.h"
 
-#include "lanes.h"
+#include <cfloat>
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <limits>
-#include <vector>
+#include "lanes.h"
 
 namespace ascend_acts_cpu {
 namespace ASCEND_ACTS_CPU_ISA {
@@ -19,7 +17,7 @@ namespace {
 template <int K, typename VectorTerms, typename ScalarTerms>
 ALWAYS_INLINE void SumTerms(int64_t size, VectorTerms vector_terms, ScalarTerms scalar_terms, double (&totals)[K]) {
     for (int64_t start = 0; start < size; start += kSegment) {
-        const int64_t end = std::min(size, start + kSegment);
+        const int64_t end = Min(size, start + kSegment);
         V lanes[K] = {};
         float rest[K] = {};
         int64_t i = start;
@@ -49,7 +47,9 @@ ALWAYS_INLINE void ForRows(const Sets& sets, int64_t set, Fn fn) {
     for (int64_t r = 0; r < per_group; ++r) fn(first + r, first % sets.c + r);
 }
 
-int64_t Count(const Sets& sets) { return (sets.groups == 0 ? sets.n : sets.c / sets.groups) * sets.size; }
+int64_t RowsPerSet(const Sets& sets) { return sets.groups == 0 ? sets.n : sets.c / sets.groups; }
+
+int64_t Count(const Sets& sets) { return RowsPerSet(sets) * sets.size; }
 
 template <Activation A>
 void ForwardSets(const float* y, float* out, const Sets& sets, int64_t first, int64_t last, const float* gamma,
@@ -89,14 +89,15 @@ void ForwardSets(const float* y, float* out, const Sets& sets, int64_t first, in
         });
         // _normalisation
         double offset = moments[0] / count;
-        if (!std::isfinite(offset)) offset = 0;
+        if (!__builtin_isfinite(offset)) offset = 0;
         const float mean = static_cast<float>(static_cast<double>(shift) + offset);
-        const double square_mean = moments[1] / count;
-        double variance = square_mean == std::numeric_limits<double>::infinity() ? square_mean
-                                                                                 : square_mean - offset * offset;
+        // squares whose float32 sum overflows (values near 1e19 and beyond): torch's variance is inf, as the NumPy
+        // passes' (not inf - inf); decided on the set's total, which the lanes' partial sums split by layout
+        const double square_mean = moments[1] > FLT_MAX ? __builtin_inf() : moments[1] / count;
+        double variance = square_mean == __builtin_inf() ? square_mean : square_mean - offset * offset;
         if (variance < 0) variance = 0;  // NaN stays
         const float variance32 = static_cast<float>(variance);
-        const float invstd = 1.0f / std::sqrt(variance32 + eps);
+        const float invstd = 1.0f / __builtin_sqrtf(variance32 + eps);
         mean_out[set] = mean;
         invstd_out[set] = invstd;
         variance_out[set] = variance32;
@@ -151,18 +152,19 @@ ALWAYS_INLINE void Recover(T saved, T grad, T shift, T scale, T bias, T slope, T
 template <bool kResult, Activation A>
 void BackwardSets(const float* grad_out, const float* saved, float* grad_y, const Sets& sets, int64_t first,
                   int64_t last, const float* gamma, const float* beta, const float* mean, const float* invstd,
-                  float slope, double* grad_gamma, double* grad_beta) {
+                  float slope, double* grad_gamma, double* grad_beta, double* scratch) {
     const int64_t size = sets.size;
     const int64_t count = Count(sets);
     const V zero{}, slopes = Splat(slope);
-    std::vector<double> row_sums;  // per row of the set: dz, dz * u, u
+    double* row_sums = scratch;                                                 // per row of the set: dz, dz * u, u
+    float* factors = reinterpret_cast<float*>(scratch + 3 * RowsPerSet(sets));  // per row: P, Q, R
     auto recovery = [&](int64_t set, int64_t channel) {
         if constexpr (kResult) return Recovery{beta[channel], 0.0f, 0.0f, slope};
         const float scale = static_cast<float>(static_cast<double>(invstd[set]) * gamma[channel]);
         return Recovery{mean[set], scale, beta[channel], slope};
     };
     for (int64_t set = first; set < last; ++set) {
-        row_sums.clear();
+        int64_t rows = 0;
         // pass (1): the row sums of dz, dz * u and u
         ForRows(sets, set, [&](int64_t row, int64_t channel) {
             const Recovery k = recovery(set, channel);
@@ -187,16 +189,16 @@ void BackwardSets(const float* grad_out, const float* saved, float* grad_y, cons
                     rest[2] += u;
                 },
                 sums);
-            row_sums.insert(row_sums.end(), {sums[0], sums[1], sums[2]});
+            for (int k3 = 0; k3 < 3; ++k3) row_sums[3 * rows + k3] = sums[k3];
+            ++rows;
         });
-        const int64_t rows = static_cast<int64_t>(row_sums.size() / 3);
         // _centred: u of a conv output centred exactly (the rounded mean leaves it a little off)
         double centre = 0;
         if (!kResult) {
             double total_u = 0;
             for (int64_t r = 0; r < rows; ++r) total_u += row_sums[3 * r + 2];
             centre = total_u / static_cast<double>(count);
-            if (!std::isfinite(centre)) centre = 0;
+            if (!__builtin_isfinite(centre)) centre = 0;
             for (int64_t r = 0; r < rows; ++r) row_sums[3 * r + 1] -= centre * row_sums[3 * r];
         }
         const double set_invstd = invstd[set];
@@ -205,7 +207,6 @@ void BackwardSets(const float* grad_out, const float* saved, float* grad_y, cons
             return kResult ? static_cast<double>(1.0f / gamma[channel]) : set_invstd;
         };
         // the factors of grad_y = P dz + Q u + R per row (_batch_factors, _group_factors)
-        std::vector<float> factors;
         if (sets.groups == 0) {
             double sum_dz = 0, sum_dz_u = 0;
             for (int64_t r = 0; r < rows; ++r) {
@@ -216,7 +217,9 @@ void BackwardSets(const float* grad_out, const float* saved, float* grad_y, cons
             const double k = static_cast<double>(gamma[set]) * set_invstd;
             const float q = static_cast<float>(-k * u_to_xhat(set) * channel_gamma / static_cast<double>(count));
             const float r = static_cast<float>(-k * sum_dz / static_cast<double>(count));
-            factors = {static_cast<float>(k), q, static_cast<float>(r - static_cast<double>(q) * centre)};
+            factors[0] = static_cast<float>(k);
+            factors[1] = q;
+            factors[2] = static_cast<float>(r - static_cast<double>(q) * centre);
             grad_gamma[set] = channel_gamma;
             grad_beta[set] = sum_dz;
         } else {
@@ -232,18 +235,21 @@ void BackwardSets(const float* grad_out, const float* saved, float* grad_y, cons
             });
             a /= static_cast<double>(count);
             b /= static_cast<double>(count);
+            r = 0;
             ForRows(sets, set, [&](int64_t, int64_t channel) {
                 const float q = static_cast<float>(-set_invstd * b * u_to_xhat(channel));
                 const float rr = static_cast<float>(-set_invstd * a);
-                factors.insert(factors.end(), {static_cast<float>(set_invstd * gamma[channel]), q,
-                                               static_cast<float>(rr - static_cast<double>(q) * centre)});
+                float* f = factors + 3 * r++;
+                f[0] = static_cast<float>(set_invstd * gamma[channel]);
+                f[1] = q;
+                f[2] = static_cast<float>(rr - static_cast<double>(q) * centre);
             });
         }
         // pass (2): grad_y = (P dz + Q u) + R
         int64_t r = 0;
         ForRows(sets, set, [&](int64_t row, int64_t channel) {
             const Recovery k = recovery(set, channel);
-            const float* f = sets.groups == 0 ? factors.data() : factors.data() + 3 * r++;
+            const float* f = sets.groups == 0 ? factors : factors + 3 * r++;
             const float* g = grad_out + row * size;
             const float* s = saved + row * size;
             float* out = grad_y + row * size;
@@ -285,20 +291,17 @@ void Forward(const float* y, float* out, Sets sets, int64_t first, int64_t last,
 
 void Backward(const float* grad_out, const float* saved, float* grad_y, bool saved_is_result, Sets sets, int64_t first,
               int64_t last, const float* gamma, const float* beta, const float* mean, const float* invstd,
-              Activation act, float slope, double* grad_gamma, double* grad_beta) {
-    auto run = [&](auto result, auto activation) {
-        BackwardSets<decltype(result)::value, decltype(activation)::value>(
-            grad_out, saved, grad_y, sets, first, last, gamma, beta, mean, invstd, slope, grad_gamma, grad_beta);
-    };
-    using Relu = std::integral_constant<Activation, Activation::kRelu>;
-    using Leaky = std::integral_constant<Activation, Activation::kLeakyRelu>;
-    using None = std::integral_constant<Activation, Activation::kNone>;
-    if (saved_is_result) return run(std::true_type{}, Leaky{});  // slope > 0; slope 1 recovers as no activation
+              Activation act, float slope, double* grad_gamma, double* grad_beta, double* scratch) {
+#define ASCEND_ACTS_CPU_BACKWARD(result, activation)                                                               \
+    return BackwardSets<result, activation>(grad_out, saved, grad_y, sets, first, last, gamma, beta, mean, invstd, \
+                                            slope, grad_gamma, grad_beta, scratch)
+    if (saved_is_result) ASCEND_ACTS_CPU_BACKWARD(true, Activation::kLeakyRelu);  // slope > 0 (1: no activation)
     switch (act) {
-        case Activation::kRelu: return run(std::false_type{}, Relu{});
-        case Activation::kLeakyRelu: return run(std::false_type{}, Leaky{});
-        default: return run(std::false_type{}, None{});
+        case Activation::kRelu: ASCEND_ACTS_CPU_BACKWARD(false, Activation::kRelu);
+        case Activation::kLeakyRelu: ASCEND_ACTS_CPU_BACKWARD(false, Activation::kLeakyRelu);
+        default: ASCEND_ACTS_CPU_BACKWARD(false, Activation::kNone);
     }
+#undef ASCEND_ACTS_CPU_BACKWARD
 }
 
 }  // namespace ASCEND_ACTS_CPU_ISA

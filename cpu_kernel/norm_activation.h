@@ -21,9 +21,10 @@ struct Sets {
 // biased variance of each (float32, indexed by set). out may be y.
 // Backward: grad_y of the sets [first, last) from grad_out and what was kept: the output (saved_is_result: slope > 0)
 // or the conv output. grad_y may be grad_out. Writes float64 per channel (batch statistics: grad_gamma[c],
-// grad_beta[c]) or per row (group statistics: [sample * C + channel], for the caller to add over the batch).
+// grad_beta[c]) or per row (group statistics: [sample * C + channel], for the caller to add over the batch). scratch:
+// 6 doubles per row of a set (N for batch statistics, C / groups for group ones), its own per concurrent call.
 // norm_activation.cpp is compiled twice, into namespace avx2 (-mavx2) and baseline (x86-64's SSE2); module.cpp calls
-// the one the CPU supports. Both give the same bits: the same IEEE operations per lane, no contraction.
+// the one the CPU supports. Both give the same values (lanes.h): the same IEEE operations per lane, no contraction.
 #define ASCEND_ACTS_CPU_DECLARE_PASSES(isa)                                                                   \
     namespace isa {                                                                                           \
     void Forward(const float* y, float* out, Sets sets, int64_t first, int64_t last, const float* gamma,      \
@@ -31,7 +32,8 @@ struct Sets {
                  float* invstd, float* variance);                                                             \
     void Backward(const float* grad_out, const float* saved, float* grad_y, bool saved_is_result, Sets sets,  \
                   int64_t first, int64_t last, const float* gamma, const float* beta, const float* mean,      \
-                  const float* invstd, Activation act, float slope, double* grad_gamma, double* grad_beta);   \
+                  const float* invstd, Activation act, float slope, double* grad_gamma, double* grad_beta,    \
+                  double* scratch);                                                                           \
     }
 
 ASCEND_ACTS_CPU_DECLARE_PASSES(avx2)

@@ -214,3 +214,28 @@ def test_compiled_leaky_relu_is_torchs_bit_for_bit_on_either_build(isa, slope):
     (expected_grad,) = torch.autograd.grad(expected, tx, torch.from_numpy(grad))
     for ours, theirs in ((out, expected), (grad_x, expected_grad)):
         assert np.array_equal(ours.view(np.uint32), theirs.detach().numpy().view(np.uint32))
+
+
+@pytest.mark.parametrize("numpy_passes", ["0", "1"])
+@pytest.mark.parametrize("plane", [(4, 4), (8, 8), (1, 40)])
+@pytest.mark.parametrize("scale", [5e18, 3e18])
+def test_squares_whose_float32_sum_overflows_give_torchs_inf_variance(monkeypatch, numpy_passes, plane, scale):
+    """Values near 1e19: the variance is finite in float64, but where the float32 sum of a channel's squares overflows
+    torch's is inf (5e18: every channel; 3e18: some), whatever the layout (the compiled passes' lanes each hold a few
+    of the squares and alone would not overflow)."""
+    import ascend_acts
+
+    monkeypatch.setenv(compiled.NUMPY_PASSES, numpy_passes)
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 4, 1, bias=False)
+    with torch.no_grad():
+        conv.weight.copy_(torch.eye(4).reshape(4, 4, 1, 1))
+    model = torch.nn.Sequential(conv, torch.nn.BatchNorm2d(4), torch.nn.LeakyReLU(0.2))
+    reference_model = copy.deepcopy(model)
+    x = torch.randn(2, 4, *plane) * scale
+    with ascend_acts.use_backend("reference"):
+        out = ascend_acts.convert(model)(x)
+    expected = reference_model(x)
+    assert torch.isinf(reference_model[1].running_var).any()
+    torch.testing.assert_close(model[1].running_var, reference_model[1].running_var)
+    torch.testing.assert_close(out, expected, equal_nan=True)

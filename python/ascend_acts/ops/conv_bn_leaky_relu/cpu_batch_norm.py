@@ -92,8 +92,9 @@ def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_result: bool, gam
     arrays = [address(a) for a in (grad_out, saved, grad_y, gamma, beta, mean, invstd, grad_gamma, grad_beta)]
 
     def run(first: int, last: int) -> None:
+        scratch = np.empty(6 * (c // groups if groups else n))  # the module's per-set sums and factors, per call
         backward_sets(*arrays[:3], saved_is_result, n, c, size, groups, first, last, *arrays[3:7],
-                      _activation(relu, slope), float(slope), *arrays[7:])
+                      _activation(relu, slope), float(slope), *arrays[7:], address(scratch))
 
     with quiet():
         compiled.for_ranges(sets, grad_out.size, run)

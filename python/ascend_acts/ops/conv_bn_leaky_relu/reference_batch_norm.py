@@ -376,8 +376,11 @@ def _normalisation(shift, centred_sums, squares, groups, count, gamma, beta, eps
     offset = _group_sums(centred_sums.astype(np.float64), groups) / count
     offset = np.where(np.isfinite(offset), offset, 0)
     mean = (shift + offset).astype(dtype)
-    square_mean = _group_sums(squares.astype(np.float64), groups) / count
-    # squares that overflow (values near float64's range): torch's variance is inf, not inf - inf
+    square_sums = _group_sums(squares.astype(np.float64), groups)
+    # squares whose sum overflows the dtype (float32: values near 1e19, torch's float32 sum is then inf, whatever our
+    # partial sums did), or overflow themselves (values near float64's range): torch's variance is inf, not inf - inf
+    square_sums[square_sums > np.finfo(dtype).max] = np.inf
+    square_mean = square_sums / count
     variance = np.maximum(np.where(square_mean == np.inf, square_mean, square_mean - offset ** 2), 0).astype(dtype)
     invstd = 1 / np.sqrt(variance + dtype.type(eps))
     row_scale = _per_row(invstd, c, groups) * gamma if groups else gamma * invstd
