@@ -91,9 +91,11 @@ void ForwardSets(const float* y, float* out, const Sets& sets, int64_t first, in
         double offset = moments[0] / count;
         if (!__builtin_isfinite(offset)) offset = 0;
         const float mean = static_cast<float>(static_cast<double>(shift) + offset);
-        // squares whose float32 sum overflows (values near 1e19 and beyond): torch's variance is inf, as the NumPy
-        // passes' (not inf - inf); decided on the set's total, which the lanes' partial sums split by layout
-        const double square_mean = moments[1] > FLT_MAX ? __builtin_inf() : moments[1] / count;
+        // squares whose sum overflows float32 (values near 1e19 and beyond; a total within half a unit of FLT_MAX
+        // rounds to it, as torch's float32 sum does): torch's variance is inf, as the NumPy passes' (not inf - inf);
+        // decided on the set's total, which the lanes' partial sums split by layout
+        const bool overflows = static_cast<float>(moments[1]) > FLT_MAX;
+        const double square_mean = overflows ? __builtin_inf() : moments[1] / count;
         double variance = square_mean == __builtin_inf() ? square_mean : square_mean - offset * offset;
         if (variance < 0) variance = 0;  // NaN stays
         const float variance32 = static_cast<float>(variance);

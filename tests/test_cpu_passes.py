@@ -239,3 +239,25 @@ def test_squares_whose_float32_sum_overflows_give_torchs_inf_variance(monkeypatc
     assert torch.isinf(reference_model[1].running_var).any()
     torch.testing.assert_close(model[1].running_var, reference_model[1].running_var)
     torch.testing.assert_close(out, expected, equal_nan=True)
+
+
+def test_a_sum_of_squares_within_half_a_unit_of_float32s_max_is_finite_as_torchs():
+    """Squares summing (exactly) to FLT_MAX + 2^102, less than half a unit above it: torch's float32 sum rounds to
+    FLT_MAX, a finite variance; the compiled passes decide on their sum rounded to float32 alike. (The NumPy passes'
+    float32 row sums overflow on the way there: inf, within 2^-25 of the boundary.)"""
+    import ascend_acts
+
+    a, b = 2.0**62 - 2.0**38, 2.0**62  # float32 a * a rounds to 2^124 - 2^101, b * b is 2^124
+    x = torch.tensor([a, -a] * 3 + [b, -b] * 5).reshape(1, 1, 4, 4)
+    conv = torch.nn.Conv2d(1, 1, 1, bias=False)
+    with torch.no_grad():
+        conv.weight.fill_(1.0)
+    model = torch.nn.Sequential(conv, torch.nn.BatchNorm2d(1), torch.nn.LeakyReLU(0.2))
+    reference_model = copy.deepcopy(model)
+    with ascend_acts.use_backend("reference"):
+        out = ascend_acts.convert(model)(x)
+    expected = reference_model(x)
+    assert torch.isfinite(reference_model[1].running_var).all()
+    torch.testing.assert_close(model[1].running_var, reference_model[1].running_var)
+    torch.testing.assert_close(out, expected)
+

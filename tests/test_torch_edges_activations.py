@@ -2,6 +2,8 @@
 we promise it), error types, and side effects (values, version counters, RNG state)."""
 
 import contextlib
+import decimal
+import fractions
 import math
 import warnings
 
@@ -129,7 +131,7 @@ def test_negative_zero_slope_bit_for_bit(backend, dtype):
 SLOPES = [torch.tensor(0.2), torch.tensor(0.2, dtype=torch.float64), torch.tensor(2), torch.tensor(True), True,
           np.bool_(True), np.float32(0.2), np.int64(2), 2, 0.5 + 0j, torch.tensor(0.5 + 0j)]
 BAD_SLOPES = [torch.tensor([0.2]), torch.tensor(0.2, requires_grad=True), None, "0.2", 1j, 1e300,
-              torch.tensor(1e300, dtype=torch.float64), 3.4028235e38]
+              torch.tensor(1e300, dtype=torch.float64), 3.4028235e38, fractions.Fraction(1, 3), decimal.Decimal("0.1")]
 
 
 def _outcome(call, *args):
@@ -164,9 +166,20 @@ def test_overflowing_slope_is_torch_error_per_dtype(backend):
             with pytest.raises(RuntimeError, match="cannot be converted to type float without overflow"):
                 call(x)
         assert torch.equal(x, before)
+        # the ops themselves too, as aten's (forward, in-place, backward)
+        for op, reference in ((torch.ops.ascend_acts.leaky_relu, torch.ops.aten.leaky_relu),
+                              (torch.ops.ascend_acts.leaky_relu_, torch.ops.aten.leaky_relu_),
+                              (lambda t, s: torch.ops.ascend_acts.leaky_relu_backward(t, t, -s, False),
+                               lambda t, s: torch.ops.aten.leaky_relu_backward(t, t, -s, False))):
+            with pytest.raises(RuntimeError, match="cannot be converted to type float without overflow"):
+                reference(x.clone(), 1e39)
+            with pytest.raises(RuntimeError, match="cannot be converted to type float without overflow"):
+                op(x, 1e39)
+        assert torch.equal(x, before)
     if backend != "sim":  # float64 kernels take any double (sim has no float64)
         x = torch.randn(3, dtype=torch.float64)
         assert torch.equal(ascend_acts.leaky_relu(x, 1e300), F.leaky_relu(x, 1e300))
+        assert torch.equal(torch.ops.ascend_acts.leaky_relu(x, 1e300), F.leaky_relu(x, 1e300))
     # the composite's `* scale` overflows to inf rather than raising
     x = torch.tensor([[1.0, -1.0]])
     assert torch.equal(ascend_acts.fused_bias_leaky_relu(x, None, 0.2, 1e300), composite(x, None, 0.2, 1e300))

@@ -43,7 +43,8 @@ def check_number(fn: str, name: str, value, input: torch.Tensor | None = None) -
         value = float(value)  # a NumPy scalar (NVlabs' gain=np.sqrt(0.5)) is a 0-d array to dynamo
     if isinstance(value, int) and not -(2**63) <= value < 2**64:  # torch's Scalar holds an int64 or a uint64
         raise OverflowError(f"{fn}(): argument '{name}' {value}: int too big to convert")
-    if not isinstance(value, numbers.Number):
+    # torch's Scalar: Python's and NumPy's numbers, not every numbers.Number (a Fraction, a Decimal: TypeError)
+    if not isinstance(value, (int, float, complex, np.number)):
         raise TypeError(f"{fn}(): argument '{name}' must be a real number, got {type(value).__name__}")
     if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
         if value.imag != 0:  # torch's message and type for a complex scalar given to a real kernel

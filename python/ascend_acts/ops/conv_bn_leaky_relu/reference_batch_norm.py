@@ -377,9 +377,10 @@ def _normalisation(shift, centred_sums, squares, groups, count, gamma, beta, eps
     offset = np.where(np.isfinite(offset), offset, 0)
     mean = (shift + offset).astype(dtype)
     square_sums = _group_sums(squares.astype(np.float64), groups)
-    # squares whose sum overflows the dtype (float32: values near 1e19, torch's float32 sum is then inf, whatever our
-    # partial sums did), or overflow themselves (values near float64's range): torch's variance is inf, not inf - inf
-    square_sums[square_sums > np.finfo(dtype).max] = np.inf
+    # squares whose sum overflows the dtype once rounded to it (float32: values near 1e19, torch's float32 sum is then
+    # inf, whatever our partial sums did), or overflow themselves (values near float64's range): torch's variance is
+    # inf, not inf - inf
+    square_sums[np.isinf(square_sums.astype(dtype))] = np.inf
     square_mean = square_sums / count
     variance = np.maximum(np.where(square_mean == np.inf, square_mean, square_mean - offset ** 2), 0).astype(dtype)
     invstd = 1 / np.sqrt(variance + dtype.type(eps))

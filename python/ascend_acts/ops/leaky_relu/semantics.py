@@ -17,6 +17,7 @@ from .._library import (
     run_below_autograd,
 )
 from .._semantics import declare, like_argument
+from .._validation import check_number
 
 ops = torch.ops.ascend_acts
 
@@ -27,10 +28,12 @@ def saves_result(negative_slope: float) -> bool:
 
 def _check(x, negative_slope):
     check_floating("leaky_relu", "self", x)
+    check_number("leaky_relu", "negative_slope", negative_slope, x)  # a slope beyond float32's range: aten's error
 
 
 def _check_backward(grad_output, saved, negative_slope, saved_is_result):
     check_backward_operands("leaky_relu_backward", grad_output, saved)
+    check_number("leaky_relu_backward", "negative_slope", negative_slope, saved)
     check_result_based_backward("leakyReLu", not negative_slope >= 0, saved_is_result)  # NaN too, as torch
 
 
