@@ -33,6 +33,14 @@ def module():
     return _cpu if _cpu is not None and os.environ.get(NUMPY_PASSES) != "1" else None
 
 
+def module_for(*arrays: np.ndarray):
+    """module() where it can take these arrays by address (C-contiguous float32, the passes' one dtype), else None."""
+    passes = module()
+    if passes is None or not all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays):
+        return None
+    return passes
+
+
 def describe() -> str:
     """Which passes the reference backend runs in float32, for `python -m ascend_acts info`."""
     if _cpu is None:

@@ -26,7 +26,7 @@ from . import reference_batch_norm
 
 def handles(values: np.ndarray, groups: int) -> bool:
     """Whether these passes run the normalisation of `values` (N, C, ...) with `groups` (0: batch statistics)."""
-    if values.dtype != np.float32 or values.size == 0 or not values.flags.c_contiguous or compiled.module() is None:
+    if values.size == 0 or compiled.module_for(values) is None:
         return False
     return groups > 0 or math.prod(values.shape[2:]) >= reference_batch_norm._SHORT_PLANE
 

@@ -17,18 +17,10 @@ from ...numerics.elementwise import leaky_relu_values, on_tensors, quiet, slope_
 from ...numerics.parallel import for_chunks
 
 
-def _compiled(*arrays):
-    """ascend_acts._cpu where it runs these arrays (C-contiguous float32, numerics.compiled), else None."""
-    passes = compiled.module()
-    if passes is None or not all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays):
-        return None
-    return passes
-
-
 def forward(x, negative_slope: float, out) -> None:
     ctype = compute_dtype(x.dtype)
     slope = ctype.type(negative_slope)
-    passes = _compiled(x, out)
+    passes = compiled.module_for(x, out)
     x, out = x.reshape(-1), out.reshape(-1)
     if passes is not None:  # the same operation per value (torch's formula), compiled
         compiled.for_ranges(x.size, x.size, lambda start, stop: passes.leaky_relu(
@@ -48,7 +40,7 @@ def forward(x, negative_slope: float, out) -> None:
 def backward(grad, saved, negative_slope: float, out) -> None:
     """saved is the input, or the output when negative_slope >= 0 (same sign pattern)."""
     ctype = compute_dtype(grad.dtype)
-    passes = _compiled(grad, saved, out)
+    passes = compiled.module_for(grad, saved, out)
     grad, saved, out = grad.reshape(-1), saved.reshape(-1), out.reshape(-1)
     if passes is not None:
         slope = ctype.type(negative_slope)
