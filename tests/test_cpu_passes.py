@@ -1,7 +1,7 @@
 """The reference backend's compiled float32 passes (ascend_acts._cpu): the norm + activation ones (cpu_batch_norm.py)
 against the float64 oracle (the NumPy passes in float64) and the NumPy float32 passes they stand in for: errors no
 larger, special values alike, the same bits on every build (AVX2, baseline) and thread count, and chosen where they
-apply; LeakyReLU's against torch, bit for bit."""
+apply; LeakyReLU's against torch, bit for bit; the threads torch's OpenMP ones; the layout transpose exact."""
 
 import copy
 import os
@@ -140,13 +140,14 @@ def test_the_avx2_and_baseline_builds_give_the_same_bits(shape, groups):
 
 
 @pytest.mark.parametrize("groups", [0, 4])
-def test_threads_change_no_bit(monkeypatch, groups):
-    y, grad, gamma, beta = _inputs((4, 8, 16, 16), seed=5)
-    one = _forward_backward(y, grad, gamma, beta, groups)
-    monkeypatch.setattr(compiled, "THREADED_VALUES", 1)
+def test_threads_change_no_bit(groups):
+    """A call of 2^17 values is shared out over torch's threads (cpu_kernel/module.cpp): the same bits as on one."""
+    y, grad, gamma, beta = _inputs((4, 8, 64, 64), seed=5)
     threads = torch.get_num_threads()
-    torch.set_num_threads(2)
     try:
+        torch.set_num_threads(1)
+        one = _forward_backward(y, grad, gamma, beta, groups)
+        torch.set_num_threads(3)  # more than the sets of a thread's share divide evenly
         threaded = _forward_backward(y, grad, gamma, beta, groups)
     finally:
         torch.set_num_threads(threads)
@@ -217,6 +218,61 @@ def test_compiled_leaky_relu_is_torchs_bit_for_bit_on_either_build(isa, slope):
     (expected_grad,) = torch.autograd.grad(expected, tx, torch.from_numpy(grad))
     for ours, theirs in ((out, expected), (grad_x, expected_grad)):
         assert np.array_equal(ours.view(np.uint32), theirs.detach().numpy().view(np.uint32))
+
+
+@pytest.mark.parametrize("slope", [0.2, -0.5])
+def test_leaky_relu_shared_over_threads_changes_no_bit(slope):
+    """2^17 + 5 values (more than a call runs on one thread; not a multiple of a thread's share of whole lines)."""
+    from ascend_acts.ops.leaky_relu import reference as leaky_relu_reference
+
+    rng = np.random.default_rng(12)
+    x, grad = (rng.standard_normal((1 << 17) + 5).astype(np.float32) for _ in range(2))
+    results = []
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 3):
+            torch.set_num_threads(count)
+            out, grad_x = np.empty_like(x), np.empty_like(x)
+            leaky_relu_reference.forward(x, slope, out)
+            leaky_relu_reference.backward(grad, x, slope, grad_x)
+            results.append((out, grad_x))
+    finally:
+        torch.set_num_threads(threads)
+    tx = torch.from_numpy(x).requires_grad_()
+    expected = torch.nn.functional.leaky_relu(tx, slope)
+    (expected_grad,) = torch.autograd.grad(expected, tx, torch.from_numpy(grad))
+    for out, grad_x in results:
+        assert np.array_equal(out.view(np.uint32), expected.detach().numpy().view(np.uint32))
+        assert np.array_equal(grad_x.view(np.uint32), expected_grad.numpy().view(np.uint32))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps (Linux)")
+def test_the_module_runs_on_torchs_openmp_runtime_not_a_second_one():
+    """cpu_kernel/module.cpp's threads are torch's OpenMP team only if the process maps one libgomp: a second copy
+    would keep a second set of threads competing with torch's for the cores."""
+    import subprocess
+    import sys
+
+    script = ("import numpy as np, ascend_acts\n"
+              "from ascend_acts.ops.leaky_relu import reference\n"
+              "x = np.ones(1 << 20, np.float32); reference.forward(x, 0.1, x)\n"
+              "print(sorted({line.split()[-1] for line in open('/proc/self/maps') if 'gomp' in line}))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    mapped = eval(result.stdout.strip().splitlines()[-1])
+    assert len(mapped) == 1 and "torch" in mapped[0], mapped
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 5), (2, 17, 33), (3, 1030, 20), (1, 64, 4097), (2, 20, 1)])
+def test_the_layout_transpose_moves_every_value_unchanged(shape):
+    from ascend_acts import _cpu
+
+    batches, rows, cols = shape
+    src = np.random.default_rng(13).standard_normal(shape).astype(np.float32)
+    src.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
+    dst = np.full((batches, cols, rows), 7.0, np.float32)
+    _cpu.transpose(compiled.address(src), compiled.address(dst), batches, rows, cols)
+    assert np.array_equal(dst.view(np.uint32), src.transpose(0, 2, 1).view(np.uint32))
 
 
 @pytest.mark.parametrize("numpy_passes", ["0", "1"])

@@ -2,21 +2,17 @@
 emulator), used where it is built and not switched off with ASCEND_ACTS_NUMPY_PASSES=1 (then, or without the
 module, the NumPy passes it stands in for run: the oracle its tests compare against).
 
-The module takes raw addresses of C-contiguous arrays (the callers check them and keep them alive) and releases the
-GIL. Work runs on the calling thread unless it is large: measured in a CycleGAN training step on 2 CPUs, handing
-tensors of 2 Mi values to a second thread lost (the step 1.01x torch's against 0.98x), the hand-off and torch's
-OpenMP threads, still spinning after its convolutions, costing more than the second core gained; alone, such a tensor
-runs in about half the time on two threads.
+The module takes raw addresses of C-contiguous arrays (the callers check them and keep them alive), releases the
+GIL and shares a large call out over torch's own OpenMP threads (cpu_kernel/module.cpp): as many as torch would use
+on the calling thread (`threads()`; one in a DataLoader worker, as torch sets it there).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Callable
 
 import numpy as np
-
-from .parallel import for_chunks, thread_count
+import torch
 
 try:
     from .. import _cpu
@@ -24,8 +20,6 @@ except ImportError:  # a source tree without the CMake build: the NumPy passes
     _cpu = None
 
 NUMPY_PASSES = "ASCEND_ACTS_NUMPY_PASSES"
-# work on fewer values runs on the calling thread (see above)
-THREADED_VALUES = 1 << 24
 
 
 def module():
@@ -54,8 +48,6 @@ def address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
 
 
-def for_ranges(items: int, values: int, body: Callable[[int, int], None]) -> None:
-    """body(first, last) over [0, items) of `values` values in all: on the calling thread, or for a large tensor in one
-    run per thread on numerics.parallel's threads (results must not depend on the split)."""
-    threads = thread_count() if values >= THREADED_VALUES else 1
-    for_chunks(items, body, chunk=max(1, -(-items // threads)))
+def threads() -> int:
+    """The threads a large call may use: torch's intra-op thread count on the calling thread."""
+    return torch.get_num_threads()

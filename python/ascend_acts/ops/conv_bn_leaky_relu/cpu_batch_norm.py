@@ -6,7 +6,7 @@ passes; the row sums are float32 lanes of 32 values merged in float64 (at least 
 Each statistics set (a channel over the batch, a sample's group) is visited whole while it is near the core, so a
 forward reads its input about once from memory and a backward its two inputs about twice, where NumPy's passes,
 one ufunc each, gain nothing from a second thread on a small machine (docs/benchmarks.md). Sets are shared out
-to threads for large tensors only (numerics.compiled says why).
+to torch's threads for large tensors (numerics.compiled).
 
 NumPy's passes stay the oracle of these and run where these do not: float64, empty tensors, batch statistics over
 planes shorter than reference_batch_norm._SHORT_PLANE values (their whole-tensor passes), a build without the
@@ -40,9 +40,9 @@ def _float32(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float32)
 
 
-def _check(tensors, parameters, statistics, c: int, groups: int) -> int:
+def _check(tensors, parameters, statistics, c: int, groups: int) -> None:
     """The module reads and writes these arrays by address: their layout is checked here, every time (a mistake would
-    read or write outside them, not raise). Returns the number of statistics sets."""
+    read or write outside them, not raise)."""
     shape = tensors[0].shape
     if not all(t.shape == shape and t.dtype == np.float32 and t.flags.c_contiguous for t in tensors):
         raise ValueError(f"compiled norm passes: tensors must be C-contiguous float32 of one shape, got "
@@ -53,7 +53,6 @@ def _check(tensors, parameters, statistics, c: int, groups: int) -> int:
     if any(p.size != c for p in parameters) or any(s.size != sets for s in statistics):
         raise ValueError(f"compiled norm passes: {c} parameters and {sets} statistics per array expected, got "
                          f"{[p.size for p in parameters]} and {[s.size for s in statistics]}")
-    return sets
 
 
 def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slope: float, out: np.ndarray,
@@ -63,17 +62,13 @@ def forward(y: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, slop
     size = math.prod(y.shape[2:])
     gamma, beta = _float32(gamma), _float32(beta)
     slope = np.float32(slope)
-    sets = _check((y, out), (gamma, beta), (), c, groups)
+    _check((y, out), (gamma, beta), (), c, groups)
     mean, invstd, variance = (np.empty((n, groups) if groups else c, np.float32) for _ in range(3))
-    forward_sets, address = compiled.module().forward, compiled.address
-    arrays = [address(a) for a in (y, out, gamma, beta, mean, invstd, variance)]
-
-    def run(first: int, last: int) -> None:
-        forward_sets(*arrays[:2], n, c, size, groups, first, last, *arrays[2:4], float(eps), _activation(relu, slope),
-                     float(slope), centre_on_mean, *arrays[4:])
-
+    address = compiled.address
     with quiet():
-        compiled.for_ranges(sets, y.size, run)  # a set's results are its own
+        compiled.module().forward(address(y), address(out), n, c, size, groups, address(gamma), address(beta),
+                                  float(eps), _activation(relu, slope), float(slope), centre_on_mean,
+                                  *(address(a) for a in (mean, invstd, variance)), compiled.threads())
     return mean, invstd, variance
 
 
@@ -85,19 +80,15 @@ def backward(grad_out: np.ndarray, saved: np.ndarray, saved_is_result: bool, gam
     size = math.prod(grad_out.shape[2:])
     gamma, beta, mean, invstd = (_float32(a) for a in (gamma, beta, mean, invstd))
     slope = np.float32(slope)
-    sets = _check((grad_out, saved, grad_y), (gamma, beta), (mean, invstd), c, groups)
+    _check((grad_out, saved, grad_y), (gamma, beta), (mean, invstd), c, groups)
     # float64 sums: per channel (batch statistics) or per row, added over the batch below (group statistics)
     grad_gamma, grad_beta = (np.empty((n, c) if groups else c) for _ in range(2))
-    backward_sets, address = compiled.module().backward, compiled.address
-    arrays = [address(a) for a in (grad_out, saved, grad_y, gamma, beta, mean, invstd, grad_gamma, grad_beta)]
-
-    def run(first: int, last: int) -> None:
-        scratch = np.empty(6 * (c // groups if groups else n))  # the module's per-set sums and factors, per call
-        backward_sets(*arrays[:3], saved_is_result, n, c, size, groups, first, last, *arrays[3:7],
-                      _activation(relu, slope), float(slope), *arrays[7:], address(scratch))
-
+    address = compiled.address
     with quiet():
-        compiled.for_ranges(sets, grad_out.size, run)
+        compiled.module().backward(*(address(a) for a in (grad_out, saved, grad_y)), saved_is_result, n, c, size,
+                                   groups, *(address(a) for a in (gamma, beta, mean, invstd)),
+                                   _activation(relu, slope), float(slope), address(grad_gamma), address(grad_beta),
+                                   compiled.threads())
         if groups:
             grad_gamma, grad_beta = grad_gamma.sum(axis=0), grad_beta.sum(axis=0)
     return grad_gamma.astype(np.float32), grad_beta.astype(np.float32)

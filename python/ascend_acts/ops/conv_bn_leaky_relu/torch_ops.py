@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
+from . import channels_last
 
 
 def _symmetric(padding) -> tuple[int, int] | None:
@@ -111,12 +112,16 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=Fa
     differentiable; padding is (top, bottom, left, right), an asymmetric one applied by F.pad, as is any but the
     "zeros" `padding_mode` (torch's Conv2d's: the convolution then runs unpadded). `transposed`: conv_transpose2d
     (aten::convolution's argument; its padding is always symmetric). A Linear seen as a convolution (_is_linear) runs
-    as torch's Linear: oneDNN's 1x1 convolution over N rows is some 4x slower than the matrix product."""
+    as torch's Linear: oneDNN's 1x1 convolution over N rows is some 4x slower than the matrix product. A large
+    float32 transposed one on the CPU runs through channels_last (this folder's channels_last.py)."""
     if _is_linear(input, weight, padding, groups, transposed):
         return F.linear(input.flatten(1), weight.flatten(1), bias).reshape(input.shape[0], weight.shape[0], 1, 1)
     symmetric = _symmetric(padding)
     if transposed:
         check_padding_mode("conv2d", padding_mode, transposed)
+        if channels_last.applies(input, weight, bias, stride, symmetric, output_padding, dilation):
+            return channels_last.conv_transpose2d(input, weight, bias, stride, symmetric, output_padding, groups,
+                                                  dilation)
         return F.conv_transpose2d(input, weight, bias, stride, symmetric, output_padding, groups, dilation)
     if symmetric is None or padding_mode != "zeros":
         input, symmetric = pad(input, padding, padding_mode), (0, 0)

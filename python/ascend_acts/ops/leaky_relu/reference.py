@@ -23,8 +23,7 @@ def forward(x, negative_slope: float, out) -> None:
     passes = compiled.module_for(x, out)
     x, out = x.reshape(-1), out.reshape(-1)
     if passes is not None:  # the same operation per value (torch's formula), compiled
-        compiled.for_ranges(x.size, x.size, lambda start, stop: passes.leaky_relu(
-            compiled.address(x[start:stop]), compiled.address(out[start:stop]), stop - start, float(slope)))
+        passes.leaky_relu(compiled.address(x), compiled.address(out), x.size, float(slope), compiled.threads())
         return
 
     def body(start: int, stop: int) -> None:
@@ -44,8 +43,8 @@ def backward(grad, saved, negative_slope: float, out) -> None:
     grad, saved, out = grad.reshape(-1), saved.reshape(-1), out.reshape(-1)
     if passes is not None:
         slope = ctype.type(negative_slope)
-        compiled.for_ranges(grad.size, grad.size, lambda start, stop: passes.leaky_relu_backward(
-            *(compiled.address(a[start:stop]) for a in (grad, saved, out)), stop - start, float(slope)))
+        passes.leaky_relu_backward(*(compiled.address(a) for a in (grad, saved, out)), grad.size, float(slope),
+                                   compiled.threads())
         return
 
     def body(start: int, stop: int) -> None:

@@ -1,0 +1,117 @@
+"""The platform's transposed convolution through channels_last (ops/conv_bn_leaky_relu/channels_last.py): taken only
+where it applies, torch's values bit for bit there, and a converted generator block that takes it (forward and the
+backward's recomputation) trains as the torch block does."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ascend_acts
+from ascend_acts.numerics import compiled
+from ascend_acts.ops.conv_bn_leaky_relu import channels_last
+from ascend_acts.ops.conv_bn_leaky_relu.torch_ops import conv2d as platform_conv2d
+
+pytestmark = pytest.mark.skipif(not channels_last.applies(
+    torch.zeros(1, 1, 64, 64), torch.zeros(1, 1, 2, 2), None, (2, 2), (0, 0), (0, 0), (1, 1)),
+    reason="the channels_last route is not taken here (not x86-64, or ascend_acts._cpu not built)")
+
+# (input shape, weight shape, stride, padding, output_padding, groups, dilation): the ResNet / U-Net generator's
+# upsampling (k 3, stride 2, output_padding 1), pix2pix's k 4, odd sizes, a grouped one
+CASES = [((1, 16, 64, 64), (16, 8, 3, 3), 2, 1, 1, 1, 1),
+         ((2, 8, 64, 64), (8, 4, 4, 4), 2, 1, 0, 1, 1),
+         ((1, 8, 70, 65), (8, 3, 3, 3), 2, 1, 1, 1, 1),
+         ((1, 8, 64, 64), (8, 4, 3, 3), 2, 1, 1, 2, 1)]
+
+
+def _arguments(case, seed=0):
+    shape, weight_shape, stride, padding, output_padding, groups, dilation = case
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=generator)
+    w = torch.randn(weight_shape[0], weight_shape[1], *weight_shape[2:], generator=generator)
+    b = torch.randn(weight_shape[1] * groups, generator=generator)
+    return x, w, b, (stride,) * 2, (padding,) * 2, (output_padding,) * 2, groups, (dilation,) * 2
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_channels_last_route_gives_torchs_values_bit_for_bit(case):
+    x, w, b, stride, padding, output_padding, groups, dilation = _arguments(case)
+    assert channels_last.applies(x, w, b, stride, padding, output_padding, dilation)
+    ours = platform_conv2d(x, w, b, stride, (padding[0],) * 2 + (padding[1],) * 2, dilation, groups, True,
+                           output_padding)
+    expected = F.conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation)
+    assert ours.is_contiguous() and ours.shape == expected.shape
+    assert torch.equal(ours.view(torch.int32), expected.view(torch.int32))
+
+
+def test_applies_only_to_float32_cpu_calls_with_large_planes_and_no_autograd(monkeypatch):
+    x, w, b, stride, padding, output_padding, _, dilation = _arguments(CASES[0])
+    geometry = (stride, padding, output_padding, dilation)
+    assert channels_last.applies(x, w, b, *geometry)
+    assert channels_last.applies(x, w, None, *geometry)
+    assert not channels_last.applies(x[..., :63, :63], w, b, *geometry)  # 126 x 126 < 128 x 128 outputs
+    assert not channels_last.applies(x, w, b, (1, 2), *geometry[1:])  # not an upsampling
+    assert not channels_last.applies(x, w, b, *geometry[:3], (2, 2))  # dilated: other bits (oneDNN's order)
+    assert not channels_last.applies(x.double(), w.double(), b.double(), *geometry)
+    assert not channels_last.applies(x[:0], w, b, *geometry)
+    assert not channels_last.applies(x.requires_grad_(), w, b, *geometry)  # autograd would record the call
+    with torch.no_grad():
+        assert channels_last.applies(x, w, b, *geometry)
+    monkeypatch.setenv(compiled.NUMPY_PASSES, "1")  # no module: no transpose
+    assert not channels_last.applies(x.detach(), w, b, *geometry)
+
+
+def _train_step(model, x):
+    x = x.clone().requires_grad_()
+    with ascend_acts.use_backend("reference"):
+        out = model(x)
+        out.square().sum().backward()
+    return [out, x.grad] + [p.grad for p in model.parameters()]
+
+
+@pytest.mark.parametrize("norm", ["instance", "batch"])
+def test_a_converted_upsampling_block_that_takes_it_trains_as_torchs(monkeypatch, norm):
+    """ConvTranspose2d(k 3, stride 2) -> norm -> ReLU with 128 x 128 outputs: the op's forward and the backward's
+    recomputation of the conv output (recompute: K = 8 * 9 / 4) take the channels_last route; the results are, bit for
+    bit, those of torch's NCHW route, and as close to the float64 model's as torch's float32 ones (within 2x)."""
+    torch.manual_seed(0)
+    layer = torch.nn.InstanceNorm2d(6, affine=True) if norm == "instance" else torch.nn.BatchNorm2d(6)
+    model = torch.nn.Sequential(torch.nn.ConvTranspose2d(8, 6, 3, 2, 1, output_padding=1), layer, torch.nn.ReLU(True))
+    x = torch.randn(1, 8, 64, 64)
+    converted = ascend_acts.convert(copy.deepcopy(model))
+    assert "recomputes the conv output" in ascend_acts.explain(converted, x)[0].reason
+    taken = []
+    transpose = channels_last.conv_transpose2d
+    monkeypatch.setattr(channels_last, "conv_transpose2d", lambda *a: taken.append(1) or transpose(*a))
+    ours = _train_step(converted, x)
+    assert len(taken) == 2  # the forward's convolution and the backward's recomputation
+    monkeypatch.setattr(channels_last, "_MEASURED_CPU", False)
+    nchw = _train_step(ascend_acts.convert(copy.deepcopy(model)), x)
+    assert len(taken) == 2
+    torchs = _train_step(copy.deepcopy(model), x)
+    exact = _train_step(copy.deepcopy(model).double(), x.double())
+    for a, b, t, e in zip(ours, nchw, torchs, exact):
+        assert torch.equal(a, b)
+        error, torch_error = ((v.double() - e).abs().max().item() for v in (a, t))
+        assert error <= 2 * torch_error + 1e-6 * e.abs().max().item()
+
+
+def test_the_layout_benchmark_times_both_routes_and_checks_their_bits(capsys):
+    """benchmarks/bench_conv_transpose_layout.py runs (one small case, one round): the table the rule's threshold
+    comes from; it stops if the route's values differ from torch's."""
+    import sys
+    from pathlib import Path
+
+    benchmarks = str(Path(__file__).resolve().parents[1] / "benchmarks")
+    sys.path.insert(0, benchmarks)
+    threads = torch.get_num_threads()
+    try:
+        import bench_conv_transpose_layout
+
+        bench_conv_transpose_layout.main(["--cases", "pix2pix_up_128", "dcgan_up_16", "--rounds", "1"])
+    finally:
+        sys.path.remove(benchmarks)
+        torch.set_num_threads(threads)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(row[0], row[-6]) for row in rows] == [("pix2pix_up_128", "yes"), ("dcgan_up_16", "no")]
