@@ -17,6 +17,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import ascend_acts
 from ascend_acts.backends import use_backend
+from ascend_acts.ops.conv_bn_leaky_relu import torch_ops
 from markers import fast_only, slow
 from op_samples import SAMPLES
 
@@ -239,15 +240,22 @@ def test_a_generator_step_through_a_frozen_discriminator_is_torchs(backend, mode
 
         with use_backend(backend):
             if kind == "converted":
-                masks = masks_of_our_conv_backwards(step)
+                projected = []  # G's first block: a transposed conv from 1x1 planes runs as matrix products
+                projection = torch_ops._projection_backward
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(torch_ops, "_projection_backward",
+                                  lambda *a: projected.append(list(a[-1])) or projection(*a))
+                    masks = masks_of_our_conv_backwards(step)
             else:
                 step()
         assert all(p.grad is None for p in netD.parameters()), kind
         grads[kind] = [p.grad for p in netG.parameters()]
     for got, want in zip(grads["converted"], grads["torch"]):
         torch.testing.assert_close(got, want, **tolerance)
-    # backward order: D's two fused blocks (input only), G's two fused blocks (weight; the first's input is the noise)
-    assert masks == [[True, False, False]] * 2 + [[True, True, False], [False, True, False]]
+    # backward order: D's two fused blocks (input only), G's second fused block (input and weight); G's first (a
+    # projection of the noise, torch_ops._is_projection) only its weight's (its input is a leaf noise)
+    assert masks == [[True, False, False]] * 2 + [[True, True, False]]
+    assert projected == [[False, True, False]]
 
 
 @pytest.mark.parametrize("backend", fast_only(["reference", "sim"], ["sim"]))
@@ -267,7 +275,12 @@ def test_a_discriminator_step_on_detached_fakes_is_torchs(backend):
 
         with use_backend(backend):
             if kind == "converted":
-                masks = masks_of_our_conv_backwards(step)
+                projected = []  # G's first block: a transposed conv from 1x1 planes runs as matrix products
+                projection = torch_ops._projection_backward
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(torch_ops, "_projection_backward",
+                                  lambda *a: projected.append(list(a[-1])) or projection(*a))
+                    masks = masks_of_our_conv_backwards(step)
             else:
                 step()
         assert all(p.grad is None for p in netG.parameters()), kind

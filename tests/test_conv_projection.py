@@ -1,0 +1,52 @@
+"""The platform convolution's matrix-product route for a transposed convolution from 1x1 planes (torch_ops.
+_is_projection: a DCGAN generator's first layer): torch's values and gradients in both float dtypes, for any stride,
+and torch's oneDNN route for everything else."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ascend_acts.ops.conv_bn_leaky_relu import torch_ops
+
+
+def _close(ours, theirs, dtype):
+    tolerance = {torch.float32: 2e-6, torch.float64: 1e-13}[dtype]
+    torch.testing.assert_close(ours, theirs, rtol=tolerance, atol=tolerance * theirs.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("stride", [(1, 1), (2, 3)])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_a_projection_gives_torchs_values_and_gradients(dtype, stride, with_bias):
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 7, 1, 1, generator=generator, dtype=dtype)
+    w = torch.randn(7, 6, 4, 3, generator=generator, dtype=dtype)
+    b = torch.randn(6, generator=generator, dtype=dtype) if with_bias else None
+    geometry = (stride, (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+    assert torch_ops._is_projection(x, w, (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+    ours = torch_ops.conv2d(x, w, b, *geometry)
+    expected = F.conv_transpose2d(x, w, b, stride)
+    assert ours.shape == expected.shape and ours.is_contiguous()
+    _close(ours, expected, dtype)
+    grad = torch.randn(expected.shape, generator=generator, dtype=dtype)
+    mask = (True, True, with_bias)
+    theirs = torch.ops.aten.convolution_backward(grad, x, w, [6] if with_bias else None, list(stride), [0, 0],
+                                                 [1, 1], True, [0, 0], 1, list(mask))
+    for wanted in ((True, True, with_bias), (False, True, False), (True, False, False)):
+        result = torch_ops.conv2d_backward(grad, x, w, *geometry, output_mask=wanted)
+        for got, want, expected_gradient in zip(result, wanted, theirs):
+            if want:
+                _close(got, expected_gradient, dtype)
+            else:
+                assert got.numel() == 0
+
+
+def test_only_an_unpadded_undilated_ungrouped_transposed_one_from_1x1_planes_is_a_projection():
+    x, w = torch.zeros(2, 4, 1, 1), torch.zeros(4, 3, 4, 4)
+    assert torch_ops._is_projection(x, w, (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+    assert not torch_ops._is_projection(x, w, (0, 0, 0, 0), (1, 1), 1, False, (0, 0))  # not transposed
+    assert not torch_ops._is_projection(x, w, (1, 1, 1, 1), (1, 1), 1, True, (0, 0))  # cropped by padding
+    assert not torch_ops._is_projection(x, w, (0, 0, 0, 0), (2, 2), 1, True, (0, 0))  # dilated: zeros between
+    assert not torch_ops._is_projection(x, w, (0, 0, 0, 0), (1, 1), 1, True, (1, 1))  # output_padding
+    assert not torch_ops._is_projection(x, torch.zeros(4, 1, 4, 4), (0, 0, 0, 0), (1, 1), 2, True, (0, 0))
+    assert not torch_ops._is_projection(torch.zeros(2, 4, 2, 1), w, (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
