@@ -139,9 +139,19 @@ def block_call(training, needs_input, needs_weight, bias, padding_mode="zeros"):
     return out, {name: t for name, t in tensors.items() if t is not None}
 
 
-def masks_of_our_conv_backwards(run):
-    """The output_mask of every aten::convolution_backward that one of our backward ops calls during `run()`."""
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+def masks_of_our_conv_backwards(run, with_projections=False):
+    """The output_mask of every aten::convolution_backward that one of our backward ops calls during `run()`; with
+    `with_projections` also, separately, those of the transposed convolutions from 1x1 planes, which run as matrix
+    products (torch_ops._is_projection)."""
+    projected = []
+    projection = torch_ops._projection_backward
+
+    def recorded(*args):
+        projected.append(list(args[-1]))
+        return projection(*args)
+
+    with pytest.MonkeyPatch.context() as patch, profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        patch.setattr(torch_ops, "_projection_backward", recorded)
         run()
     masks = []
     for event in prof.events():
@@ -152,7 +162,7 @@ def masks_of_our_conv_backwards(run):
             parent = parent.cpu_parent
         if parent is not None and parent.name.endswith("_backward"):
             masks.append([bool(m) for m in event.concrete_inputs[-1]])
-    return masks
+    return (masks, projected) if with_projections else masks
 
 
 CASES = [(needs_input, needs_weight, bias) for needs_input, needs_weight, bias in
@@ -240,12 +250,7 @@ def test_a_generator_step_through_a_frozen_discriminator_is_torchs(backend, mode
 
         with use_backend(backend):
             if kind == "converted":
-                projected = []  # G's first block: a transposed conv from 1x1 planes runs as matrix products
-                projection = torch_ops._projection_backward
-                with pytest.MonkeyPatch.context() as patch:
-                    patch.setattr(torch_ops, "_projection_backward",
-                                  lambda *a: projected.append(list(a[-1])) or projection(*a))
-                    masks = masks_of_our_conv_backwards(step)
+                masks, projected = masks_of_our_conv_backwards(step, with_projections=True)
             else:
                 step()
         assert all(p.grad is None for p in netD.parameters()), kind
@@ -275,12 +280,7 @@ def test_a_discriminator_step_on_detached_fakes_is_torchs(backend):
 
         with use_backend(backend):
             if kind == "converted":
-                projected = []  # G's first block: a transposed conv from 1x1 planes runs as matrix products
-                projection = torch_ops._projection_backward
-                with pytest.MonkeyPatch.context() as patch:
-                    patch.setattr(torch_ops, "_projection_backward",
-                                  lambda *a: projected.append(list(a[-1])) or projection(*a))
-                    masks = masks_of_our_conv_backwards(step)
+                masks = masks_of_our_conv_backwards(step)
             else:
                 step()
         assert all(p.grad is None for p in netG.parameters()), kind
