@@ -87,7 +87,8 @@ def _measure(case: Case, rounds: int) -> str:
     routed = channels_last.conv_transpose2d(x, w, b, *geometry, 1, (1, 1))
     if not torch.equal(routed.view(torch.int32), expected.view(torch.int32)):
         raise SystemExit(f"{case.name}: the channels_last route's values differ from torch's")
-    taken = channels_last.applies(x, w, b, *geometry, (1, 1))
+    with torch.no_grad():
+        taken = channels_last.applies(x, w, b, *geometry, 1, (1, 1))
     times = _interleaved({"torch": lambda: F.conv_transpose2d(x, w, b, *geometry),
                           "route": lambda: channels_last.conv_transpose2d(x, w, b, *geometry, 1, (1, 1))}, rounds)
     nhwc = expected.contiguous(memory_format=torch.channels_last)

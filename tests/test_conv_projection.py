@@ -50,3 +50,19 @@ def test_only_an_unpadded_undilated_ungrouped_transposed_one_from_1x1_planes_is_
     assert not torch_ops._is_projection(x, w, (0, 0, 0, 0), (1, 1), 1, True, (1, 1))  # output_padding
     assert not torch_ops._is_projection(x, torch.zeros(4, 1, 4, 4), (0, 0, 0, 0), (1, 1), 2, True, (0, 0))
     assert not torch_ops._is_projection(torch.zeros(2, 4, 2, 1), w, (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+
+
+def test_a_projection_of_zeros_gives_onednns_positive_zeros():
+    """oneDNN adds to a +0 accumulator: a sum of -0 products is +0 there, and so is +0 plus a -0 bias (an eval fold
+    with a running mean of 0 makes one); here too, in the forward and both gradients (a matrix product kept -0)."""
+    x, w = torch.ones(1, 2, 1, 1), torch.full((2, 3, 2, 2), -0.0)
+    geometry = ((1, 1), (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+    for bias in (None, torch.full((3,), -0.0)):
+        expected = F.conv_transpose2d(x, w, bias)
+        assert torch.equal(torch_ops.conv2d(x, w, bias, *geometry).signbit(), expected.signbit())
+    grad = torch.full((1, 3, 2, 2), -0.0)
+    theirs = torch.ops.aten.convolution_backward(grad, x, w, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1,
+                                                 [True, True, False])
+    grad_input, grad_weight, _ = torch_ops.conv2d_backward(grad, x, w, *geometry, output_mask=(True, True, False))
+    assert torch.equal(grad_input.signbit(), theirs[0].signbit())
+    assert torch.equal(grad_weight.signbit(), theirs[1].signbit())

@@ -19,7 +19,7 @@ import torch
 from .. import backends
 from ..backends import npu
 from ..op_table import TorchOp, torch_op
-from ._library import check_inplace_target
+from ._library import AUTOCAST_KEY_SET, check_inplace_target
 from ._semantics import Semantics
 
 
@@ -64,10 +64,6 @@ def backend_functions(name: str) -> BackendFunctions:
     return _BACKENDS[name]
 
 
-# (device type, dispatch key) of the autocast modes the ops have rules for (ops._register registers them)
-AUTOCAST_KEYS = (("cpu", torch._C.DispatchKey.AutocastCPU),
-                 ("privateuseone", torch._C.DispatchKey.AutocastPrivateUse1))
-_AUTOCAST_KEY_SET = torch._C.DispatchKeySet(AUTOCAST_KEYS[0][1]) | torch._C.DispatchKeySet(AUTOCAST_KEYS[1][1])
 
 
 def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], Any]) -> Callable:
@@ -90,7 +86,7 @@ def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[]
     def kernel(*args):
         # the backend's torch ops (the platform convolution, the torch backend) are the op's own computation: an
         # enclosing autocast must not re-cast them (ops without an autocast rule reach here with it still on)
-        with torch._C._ExcludeDispatchKeyGuard(_AUTOCAST_KEY_SET):
+        with torch._C._ExcludeDispatchKeyGuard(AUTOCAST_KEY_SET):
             return run(args)
 
     def run(args):

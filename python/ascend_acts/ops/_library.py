@@ -16,6 +16,12 @@ from torch.autograd import forward_ad
 from ..numerics.dtypes import FLOATING_DTYPES
 from ..op_table import TORCH_OPS, TorchOp
 
+# (device type, dispatch key) of the autocast modes the ops have rules for (ops._register registers them); their
+# kernels run with these keys excluded: the backend's torch ops are the op's own computation
+AUTOCAST_KEYS = (("cpu", torch._C.DispatchKey.AutocastCPU),
+                 ("privateuseone", torch._C.DispatchKey.AutocastPrivateUse1))
+AUTOCAST_KEY_SET = torch._C.DispatchKeySet(AUTOCAST_KEYS[0][1]) | torch._C.DispatchKeySet(AUTOCAST_KEYS[1][1])
+
 lib = torch.library.Library("ascend_acts", "DEF")
 for _op in TORCH_OPS:
     lib.define(_op.name + _op.schema)

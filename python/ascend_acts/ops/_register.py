@@ -7,8 +7,8 @@ import torch
 
 from ..backends import npu
 from ..op_table import TORCH_OPS, TorchOp
-from ._kernels import AUTOCAST_KEYS, cpu_backend, device_kernel, npu_kernels, resolved_in_place_kernel
-from ._library import lib
+from ._kernels import cpu_backend, device_kernel, npu_kernels, resolved_in_place_kernel
+from ._library import AUTOCAST_KEYS, lib
 from ._semantics import SEMANTICS
 
 

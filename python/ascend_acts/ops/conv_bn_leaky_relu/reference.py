@@ -38,8 +38,10 @@ from .torch_ops import conv2d_backward as platform_conv2d_backward
 
 def platform_conv2d(*args) -> torch.Tensor:
     """torch's convolution, C-contiguous: its result follows the input's memory format (channels_last, or a
-    (N, C, 1, 1) input that is contiguous in both formats), and the NumPy code below works on C-ordered arrays."""
-    return torch_conv2d(*args).contiguous()
+    (N, C, 1, 1) input that is contiguous in both formats), and the NumPy code below works on C-ordered arrays. The
+    kernels' values are opaque to autograd and tracers: a large upsampling may take the channels_last route."""
+    return torch_conv2d(*args, layout_route=True).contiguous()
+
 
 def output_shape(input_shape, weight_shape, stride, padding, dilation, groups=1, transposed=False,
                  output_padding=(0, 0)) -> list:

@@ -24,6 +24,7 @@ import torch
 from ...backends import current_backend_name
 from ...numerics.dtypes import FLOATING_DTYPES, compute_dtype
 from .._library import (
+    AUTOCAST_KEY_SET,
     OpFunction,
     autograd_function,
     call_in_backward,
@@ -345,11 +346,13 @@ def recomputed_conv_output(input, weight, bias, *geometry) -> torch.Tensor:
     as the backend that ran it, in the input's dtype (on the CPU the reference and sim backends compute it in
     float32 for 16-bit input and round once; the torch backend and an NPU in the input's dtype)."""
     c = compute_dtype(input.dtype)
-    with torch.no_grad():
+    # as the op's kernel ran it: no autocast (a backward called inside an autocast region would otherwise recompute
+    # in its dtype), nothing recorded
+    with torch.no_grad(), torch._C._ExcludeDispatchKeyGuard(AUTOCAST_KEY_SET):
         if c == input.dtype or input.device.type != "cpu" or current_backend_name() == "torch":
-            return platform_conv2d(input, weight, bias, *geometry)
-        return platform_conv2d(input.to(c), weight.to(c), None if bias is None else bias.to(c), *geometry).to(
-            input.dtype)
+            return platform_conv2d(input, weight, bias, *geometry, layout_route=True)
+        return platform_conv2d(input.to(c), weight.to(c), None if bias is None else bias.to(c), *geometry,
+                               layout_route=True).to(input.dtype)
 
 
 def conv_output_mask(ctx, has_bias: bool) -> tuple[bool, bool, bool]:

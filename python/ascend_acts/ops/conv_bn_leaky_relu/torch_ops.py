@@ -107,24 +107,25 @@ def output_channels(weight: torch.Tensor, groups: int, transposed: bool) -> int:
 
 
 def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=False, output_padding=(0, 0),
-           padding_mode="zeros") -> torch.Tensor:
+           padding_mode="zeros", *, layout_route=False) -> torch.Tensor:
     """The platform's convolution (every backend's: ours never implement one), in the tensors' dtype and
     differentiable; padding is (top, bottom, left, right), an asymmetric one applied by F.pad, as is any but the
     "zeros" `padding_mode` (torch's Conv2d's: the convolution then runs unpadded). `transposed`: conv_transpose2d
     (aten::convolution's argument; its padding is always symmetric). A Linear seen as a convolution (_is_linear) runs
     as torch's Linear: oneDNN's 1x1 convolution over N rows is some 4x slower than the matrix product; so does a
-    transposed one from 1x1 planes (_is_projection). A large float32 transposed one on the CPU runs through
-    channels_last (this folder's channels_last.py)."""
+    transposed one from 1x1 planes (_is_projection). `layout_route`: the caller computes a value no tracer or autograd
+    sees (an op's kernel, or the backward's recomputation of one), so a large float32 upsampling on the CPU may run
+    through channels_last (this folder's channels_last.py, whose `applies` checks the rest)."""
     if _is_linear(input, weight, padding, groups, transposed):
         return F.linear(input.flatten(1), weight.flatten(1), bias).reshape(input.shape[0], weight.shape[0], 1, 1)
     if _is_projection(input, weight, padding, dilation, groups, transposed, output_padding):
-        if bias is not None:
-            bias = bias.repeat_interleave(weight.shape[2] * weight.shape[3])
-        return F.linear(input.flatten(1), weight.flatten(1).t(), bias).reshape(input.shape[0], *weight.shape[1:])
+        out = _positive_zeros(torch.mm(input.flatten(1), weight.flatten(1))).reshape(input.shape[0], *weight.shape[1:])
+        return out if bias is None else out + bias.reshape(1, -1, 1, 1)
     symmetric = _symmetric(padding)
     if transposed:
         check_padding_mode("conv2d", padding_mode, transposed)
-        if channels_last.applies(input, weight, bias, stride, symmetric, output_padding, dilation):
+        if layout_route and channels_last.applies(input, weight, bias, stride, symmetric, output_padding, groups,
+                                                  dilation):
             return channels_last.conv_transpose2d(input, weight, bias, stride, symmetric, output_padding, groups,
                                                   dilation)
         return F.conv_transpose2d(input, weight, bias, stride, symmetric, output_padding, groups, dilation)
@@ -190,12 +191,20 @@ def _is_projection(input, weight, padding, dilation, groups, transposed, output_
 
 def _projection_backward(grad, input, weight, mask):
     """conv2d_backward of a projection (_is_projection): two matrix products and the bias gradient as a sum over the
-    batch and the kernel's positions."""
+    batch and the kernel's positions, with oneDNN's signed zeros."""
     wants_input, wants_weight, wants_bias = mask
     rows, matrix, features = grad.flatten(1), weight.flatten(1), input.flatten(1)
-    return (torch.mm(rows, matrix.t()).reshape(input.shape) if wants_input else input.new_empty(0),
-            torch.mm(features.t(), rows).reshape(weight.shape) if wants_weight else weight.new_empty(0),
+    grad_input = _positive_zeros(torch.mm(rows, matrix.t())).reshape(input.shape) if wants_input else None
+    grad_weight = _positive_zeros(torch.mm(features.t(), rows)).reshape(weight.shape) if wants_weight else None
+    return (input.new_empty(0) if grad_input is None else grad_input,
+            weight.new_empty(0) if grad_weight is None else grad_weight,
             grad.sum((0, 2, 3)) if wants_bias else grad.new_empty(0))
+
+
+def _positive_zeros(products: torch.Tensor) -> torch.Tensor:
+    """A matrix product's sums with oneDNN's signed zeros: its convolutions add to a +0 accumulator, so a sum of -0
+    products is +0 there where a matrix product keeps -0 (x + 0.0 changes nothing else)."""
+    return products + 0.0
 
 
 def _linear_backward(grad, input, weight, mask):
