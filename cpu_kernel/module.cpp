@@ -57,8 +57,8 @@ bool HasAvx2() { return false; }
 // the build for this CPU; use_isa("baseline") runs the other (tests: both give the same values)
 const Build* build = HasAvx2() ? &kAvx2 : &kBaseline;
 
-// below this many values a call runs on the calling thread (torch's ATen shares out work of 32 Ki values and up; a
-// team's start costs about as much as a pass over 32 Ki values)
+// below this many values a call runs on the calling thread (torch's ATen shares out work above 32 Ki values, its
+// grain size; twice that here, not tuned further)
 constexpr int64_t kParallelValues = int64_t{1} << 16;
 
 // set in a fork()ed child: GNU OpenMP's threads do not survive fork, and a region there waits for them forever
