@@ -14,7 +14,7 @@ from ascend_acts.ops.conv_bn_leaky_relu import channels_last
 from ascend_acts.ops.conv_bn_leaky_relu.torch_ops import conv2d as platform_conv2d
 
 with torch.no_grad():
-    _TAKEN_HERE = channels_last.applies(torch.zeros(1, 1, 64, 64), torch.zeros(1, 1, 2, 2), None, (2, 2), (0, 0),
+    _TAKEN_HERE = channels_last.applies(torch.zeros(1, 8, 64, 64), torch.zeros(8, 1, 2, 2), None, (2, 2), (0, 0),
                                         (0, 0), 1, (1, 1))
 pytestmark = pytest.mark.skipif(not _TAKEN_HERE, reason="the channels_last route is not taken here (not x86-64, or "
                                                          "ascend_acts._cpu not built)")
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not _TAKEN_HERE, reason="the channels_last route
 CASES = [((1, 16, 64, 64), (16, 8, 3, 3), 2, 1, 1, 1, 1),
          ((2, 8, 64, 64), (8, 4, 4, 4), 2, 1, 0, 1, 1),
          ((1, 8, 70, 65), (8, 3, 3, 3), 2, 1, 1, 1, 1),
-         ((1, 5, 43, 50), (5, 3, 3, 3), 3, 1, 2, 1, 1)]
+         ((1, 8, 43, 50), (8, 3, 3, 3), 3, 1, 2, 1, 1)]
 
 
 def _arguments(case, seed=0):
@@ -62,6 +62,7 @@ def test_applies_only_to_ungrouped_undilated_float32_cpu_upsamplings_to_large_pl
         assert not channels_last.applies(x, w, b, (1, 2), *geometry[1:], 1, dilation)  # not an upsampling
         assert not channels_last.applies(x, w, b, *geometry, 1, (2, 2))  # dilated: other bits (oneDNN's order)
         assert not channels_last.applies(x, w[:, :4], b, *geometry, 2, dilation)  # grouped: other bits
+        assert not channels_last.applies(x[:, :5], w[:5], b, *geometry, 1, dilation)  # 5 channels: other bits
         assert not channels_last.applies(x.double(), w.double(), b.double(), *geometry, 1, dilation)
         assert not channels_last.applies(x[:0], w, b, *geometry, 1, dilation)
     assert not channels_last.applies(x.requires_grad_(), w, b, *geometry, 1, dilation)  # autograd records it

@@ -2,6 +2,8 @@
 _is_projection: a DCGAN generator's first layer): torch's values and gradients in both float dtypes, for any stride,
 and torch's oneDNN route for everything else."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -66,3 +68,14 @@ def test_a_projection_of_zeros_gives_onednns_positive_zeros():
     grad_input, grad_weight, _ = torch_ops.conv2d_backward(grad, x, w, *geometry, output_mask=(True, True, False))
     assert torch.equal(grad_input.signbit(), theirs[0].signbit())
     assert torch.equal(grad_weight.signbit(), theirs[1].signbit())
+
+
+@pytest.mark.parametrize("bias", [torch.zeros(1), torch.zeros(3, 1), torch.zeros(3, dtype=torch.float64)],
+                         ids=["one value", "two dims", "float64"])
+def test_a_bias_torchs_convolution_refuses_is_refused_as_torch_refuses_it(bias):
+    """The matrix product would broadcast or promote it: the call goes to torch's convolution, for its error."""
+    x, w = torch.zeros(2, 4, 1, 1), torch.zeros(4, 3, 2, 2)
+    with pytest.raises(RuntimeError) as expected:
+        F.conv_transpose2d(x, w, bias)
+    with pytest.raises(RuntimeError, match=re.escape(str(expected.value).splitlines()[0])):
+        torch_ops.conv2d(x, w, bias, (1, 1), (0, 0, 0, 0), (1, 1), 1, True, (0, 0))

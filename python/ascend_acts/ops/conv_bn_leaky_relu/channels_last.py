@@ -6,10 +6,11 @@ U-Net generator (k 3, stride 2, 128 -> 64 channels, 1 x 128 x 128 in) that copy 
 Here the weight goes in as channels_last (so oneDNN's output stays channels_last) and the result is brought to NCHW
 by cpu_kernel/layout.cpp's tiled transpose. That took a quarter to two fifths less time for upsamplings (stride >= 2)
 to planes of 128 x 128 and more, and gave torch's values bit for bit (tests/test_channels_last_conv.py; dilated and
-grouped ones did not: oneDNN's summation order differs there). Smaller planes, e.g. a DCGAN generator's (64 of
-32 x 32), were as fast or slower that way, so they keep torch's path; so do stride 1, dilation, groups, other CPUs
-(measured on x86-64 only), dtypes, devices, and any call something records (see `applies`). The forward's convolution
-and the backward's recomputation of it take the same route, so they agree.
+grouped ones, and those from fewer than 6 channels, did not: oneDNN's summation order differs there). Smaller
+planes, e.g. a DCGAN generator's (64 of 32 x 32), were as fast or slower that way, so they keep torch's path; so do
+stride 1, dilation, groups, few channels, other CPUs (measured on x86-64 only), dtypes, devices, and any call
+something records (see `applies`). The forward's convolution and the backward's recomputation of it take the same
+route, so they agree.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from ...numerics import compiled
 
 # output planes of at least this many values (128 x 128) take the channels_last route (see above)
 MIN_PLANE = 128 * 128
+# and inputs of at least this many channels: with 1-5, oneDNN's channels_last kernel gave other bits (6 and more
+# matched; generators upsample 32 channels and more)
+MIN_CHANNELS = 8
 _MEASURED_CPU = platform.machine().lower() in ("x86_64", "amd64")
 
 
@@ -38,16 +42,15 @@ def _output_plane(input, weight, stride, padding, output_padding, dilation) -> i
 
 def applies(input, weight, bias, stride, padding, output_padding, groups, dilation) -> bool:
     """Whether conv_transpose2d below runs this call: an ungrouped, undilated upsampling of plain float32 CPU tensors
-    to large planes, which nothing records. The transpose is opaque to autograd, autocast, tracers, compilers,
-    functorch and Python modes (a traced graph would keep the empty output), so it runs only where none of them is
-    active (conv2d's callers, an op's kernel or our backward, guarantee most of that already). Grouped convolutions
-    gave other bits through channels_last (oneDNN's summation order), so they keep torch's path."""
+    of 8 channels or more to large planes, which nothing records. The transpose is opaque to autograd, autocast,
+    tracers, compilers, functorch and Python modes (a traced graph would keep the empty output), so it runs only where
+    none of them is active (conv2d's callers, an op's kernel or our backward, guarantee most of that already)."""
     tensors = (input, weight) if bias is None else (input, weight, bias)
     return (_MEASURED_CPU and compiled.module() is not None and groups == 1
             and min(stride) >= 2 and tuple(dilation) == (1, 1)
             and all(type(t) is torch.Tensor and t.device.type == "cpu" and t.dtype == torch.float32
                     and not is_functorch_wrapped_tensor(t) for t in tensors)
-            and input.dim() == 4 and input.numel() > 0 and _nothing_records()
+            and input.dim() == 4 and input.numel() > 0 and input.shape[1] >= MIN_CHANNELS and _nothing_records()
             and _output_plane(input, weight, stride, padding, output_padding, dilation) >= MIN_PLANE)
 
 

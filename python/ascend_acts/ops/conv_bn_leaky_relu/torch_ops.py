@@ -118,7 +118,8 @@ def conv2d(input, weight, bias, stride, padding, dilation, groups, transposed=Fa
     through channels_last (this folder's channels_last.py, whose `applies` checks the rest)."""
     if _is_linear(input, weight, padding, groups, transposed):
         return F.linear(input.flatten(1), weight.flatten(1), bias).reshape(input.shape[0], weight.shape[0], 1, 1)
-    if _is_projection(input, weight, padding, dilation, groups, transposed, output_padding):
+    if _is_projection(input, weight, padding, dilation, groups, transposed, output_padding) and _as_torch_takes(
+            input, weight, bias):
         out = _positive_zeros(torch.mm(input.flatten(1), weight.flatten(1))).reshape(input.shape[0], *weight.shape[1:])
         return out if bias is None else out + bias.reshape(1, -1, 1, 1)
     symmetric = _symmetric(padding)
@@ -187,6 +188,15 @@ def _is_projection(input, weight, padding, dilation, groups, transposed, output_
     forward and 10x backward at batch 32 (100 -> 512 channels, k 4)."""
     return (transposed and groups == 1 and not any(padding) and not any(output_padding)
             and tuple(dilation) == (1, 1) and tuple(input.shape[2:]) == (1, 1))
+
+
+def _as_torch_takes(input, weight, bias) -> bool:
+    """Whether weight and bias are what torch's convolution accepts with this input (one dtype and device, a bias of
+    the output channels): anything else goes to torch's, for its error (a matrix product would broadcast or
+    promote)."""
+    tensors = (input, weight) if bias is None else (input, weight, bias)
+    return (all(t.dtype == input.dtype and t.device == input.device for t in tensors)
+            and (bias is None or tuple(bias.shape) == (weight.shape[1],)))
 
 
 def _projection_backward(grad, input, weight, mask):
