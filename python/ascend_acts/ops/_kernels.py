@@ -64,8 +64,6 @@ def backend_functions(name: str) -> BackendFunctions:
     return _BACKENDS[name]
 
 
-
-
 def device_kernel(op: TorchOp, semantics: Semantics, implementation: Callable[[], Any]) -> Callable:
     """The kernel of `op` that runs `implementation()`'s function of the op's (functional) name: `implementation()`
     returns an object with an attribute per functional op (a `BackendFunctions`)."""

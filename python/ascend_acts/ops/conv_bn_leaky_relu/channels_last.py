@@ -15,6 +15,7 @@ route, so they agree.
 
 from __future__ import annotations
 
+import math
 import platform
 
 import torch
@@ -23,6 +24,7 @@ from torch._C._functorch import is_functorch_wrapped_tensor
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from ...numerics import compiled
+from ...numerics.layout import convolution_output_shape
 
 # output planes of at least this many values (128 x 128) take the channels_last route (see above)
 MIN_PLANE = 128 * 128
@@ -32,26 +34,21 @@ MIN_CHANNELS = 8
 _MEASURED_CPU = platform.machine().lower() in ("x86_64", "amd64")
 
 
-def _output_plane(input, weight, stride, padding, output_padding, dilation) -> int:
-    plane = 1
-    for d in range(2):
-        plane *= ((input.shape[2 + d] - 1) * stride[d] - 2 * padding[d] + dilation[d] * (weight.shape[2 + d] - 1)
-                  + output_padding[d] + 1)
-    return plane
-
-
 def applies(input, weight, bias, stride, padding, output_padding, groups, dilation) -> bool:
     """Whether conv_transpose2d below runs this call: an ungrouped, undilated upsampling of plain float32 CPU tensors
     of 8 channels or more to large planes, which nothing records. The transpose is opaque to autograd, autocast,
     tracers, compilers, functorch and Python modes (a traced graph would keep the empty output), so it runs only where
     none of them is active (conv2d's callers, an op's kernel or our backward, guarantee most of that already)."""
     tensors = (input, weight) if bias is None else (input, weight, bias)
-    return (_MEASURED_CPU and compiled.module() is not None and groups == 1
+    if not (_MEASURED_CPU and compiled.module() is not None and groups == 1
             and min(stride) >= 2 and tuple(dilation) == (1, 1)
             and all(type(t) is torch.Tensor and t.device.type == "cpu" and t.dtype == torch.float32
                     and not is_functorch_wrapped_tensor(t) for t in tensors)
-            and input.dim() == 4 and input.numel() > 0 and input.shape[1] >= MIN_CHANNELS and _nothing_records()
-            and _output_plane(input, weight, stride, padding, output_padding, dilation) >= MIN_PLANE)
+            and input.dim() == 4 and input.numel() > 0 and input.shape[1] >= MIN_CHANNELS and _nothing_records()):
+        return False
+    output = convolution_output_shape(input.shape, weight.shape, stride, (padding[0],) * 2 + (padding[1],) * 2,
+                                      dilation, groups, True, output_padding)
+    return math.prod(output[2:]) >= MIN_PLANE
 
 
 def _nothing_records() -> bool:

@@ -27,6 +27,7 @@ import torch
 
 from ...backends.launch import check_dtype, launch, on_emulator
 from ...backends.sim import emulator
+from ...numerics.layout import convolution_output_shape
 from ...op_table import kernel as table_kernel
 from ..leaky_relu import kernels as elementwise
 from . import reference
@@ -275,7 +276,7 @@ def eval_kernel(x, weight, bias, stride, padding, dilation, negative_slope: floa
         raise TypeError(f"weight must have the input's dtype {x.dtype}, got {weight.dtype}")
     if bias.dtype != torch.float32 or not bias.is_contiguous():
         raise TypeError(f"bias: the kernel takes a contiguous float32 bias, got {bias.dtype}")
-    y = torch.empty(reference.output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype,
+    y = torch.empty(convolution_output_shape(x.shape, weight.shape, stride, padding, dilation), dtype=x.dtype,
                     device=x.device)
     attrs = {"strides": list(stride), "pads": list(padding), "dilations": list(dilation),
              "negative_slope": negative_slope, "relu": relu}
@@ -331,7 +332,7 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
     if path == "platform":
         y = platform_conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding)
         return torch.relu(y) if relu else elementwise.leaky_relu(y, negative_slope)
-    shape = reference.output_shape(input.shape, weight.shape, stride, padding, dilation)
+    shape = convolution_output_shape(input.shape, weight.shape, stride, padding, dilation)
     if 0 in shape:  # an empty batch: nothing to launch (the emulator, like the NPU, takes no empty grid)
         return input.new_empty(shape)
     return eval_kernel(input.contiguous(), weight.detach().to(input.dtype).contiguous(),

@@ -43,20 +43,6 @@ def platform_conv2d(*args) -> torch.Tensor:
     return torch_conv2d(*args, layout_route=True).contiguous()
 
 
-def output_shape(input_shape, weight_shape, stride, padding, dilation, groups=1, transposed=False,
-                 output_padding=(0, 0)) -> list:
-    """NCHW shape of the convolution's output (or of the transposed convolution's: weight (C_in, C_out/groups, kh,
-    kw)); padding is (top, bottom, left, right)."""
-    sizes = []
-    for axis in range(2):
-        pads, kernel_extent = padding[2 * axis] + padding[2 * axis + 1], dilation[axis] * (weight_shape[2 + axis] - 1)
-        if transposed:
-            sizes.append((input_shape[2 + axis] - 1) * stride[axis] - pads + kernel_extent + output_padding[axis] + 1)
-        else:
-            sizes.append((input_shape[2 + axis] + pads - kernel_extent - 1) // stride[axis] + 1)
-    return [input_shape[0], weight_shape[1] * groups if transposed else weight_shape[0], *sizes]
-
-
 def _windows(x, kernel, stride, padding, dilation):
     """cols[n, c, i, j, oh, ow] = padded x at (oh*sh + i*dh, ow*sw + j*dw)."""
     top, bottom, left, right = padding

@@ -23,6 +23,7 @@ import torch
 
 from ...backends import current_backend_name
 from ...numerics.dtypes import FLOATING_DTYPES, compute_dtype
+from ...numerics.layout import convolution_output_shape
 from .._library import (
     AUTOCAST_KEY_SET,
     OpFunction,
@@ -35,7 +36,6 @@ from .._library import (
 )
 from .._semantics import declare
 from . import derivatives
-from .reference import output_shape
 from .torch_ops import ALL_GRADIENTS, check_pad, check_padding_mode, output_channels
 from .torch_ops import conv2d as platform_conv2d
 
@@ -91,7 +91,8 @@ def conv_output_shape(input, weight, stride, padding, dilation, groups=1, transp
                       output_padding=(0, 0)) -> list:
     """The convolution output's shape as torch's conv2d (conv_transpose2d) gives it (meta included): no output
     channels for an input without channels."""
-    shape = output_shape(input.shape, weight.shape, stride, padding, dilation, groups, transposed, output_padding)
+    shape = convolution_output_shape(input.shape, weight.shape, stride, padding, dilation, groups, transposed,
+                                     output_padding)
     return [shape[0], 0, *shape[2:]] if input.shape[1] == 0 else shape
 
 

@@ -204,10 +204,10 @@ def _projection_backward(grad, input, weight, mask):
     batch and the kernel's positions, with oneDNN's signed zeros."""
     wants_input, wants_weight, wants_bias = mask
     rows, matrix, features = grad.flatten(1), weight.flatten(1), input.flatten(1)
-    grad_input = _positive_zeros(torch.mm(rows, matrix.t())).reshape(input.shape) if wants_input else None
-    grad_weight = _positive_zeros(torch.mm(features.t(), rows)).reshape(weight.shape) if wants_weight else None
-    return (input.new_empty(0) if grad_input is None else grad_input,
-            weight.new_empty(0) if grad_weight is None else grad_weight,
+    return (_positive_zeros(torch.mm(rows, matrix.t())).reshape(input.shape) if wants_input
+            else input.new_empty(0),
+            _positive_zeros(torch.mm(features.t(), rows)).reshape(weight.shape) if wants_weight
+            else weight.new_empty(0),
             grad.sum((0, 2, 3)) if wants_bias else grad.new_empty(0))
 
 
