@@ -79,3 +79,37 @@ def test_a_bias_torchs_convolution_refuses_is_refused_as_torch_refuses_it(bias):
         F.conv_transpose2d(x, w, bias)
     with pytest.raises(RuntimeError, match=re.escape(str(expected.value).splitlines()[0])):
         torch_ops.conv2d(x, w, bias, (1, 1), (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+
+
+@pytest.mark.parametrize("case", ["no input channels", "other input channels", "3-d weight"])
+def test_what_torchs_convolution_refuses_it_refuses_with_torchs_error(case):
+    """A matrix product of (N, 0) by (0, K) is zeros, and shapes that do not fit give mm's message: torch's
+    convolution decides instead."""
+    x, w = {"no input channels": (torch.zeros(2, 0, 1, 1), torch.zeros(0, 3, 2, 2)),
+            "other input channels": (torch.zeros(2, 4, 1, 1), torch.zeros(5, 3, 2, 2)),
+            "3-d weight": (torch.zeros(2, 4, 1, 1), torch.zeros(4, 3, 2))}[case]
+    with pytest.raises(RuntimeError) as expected:
+        F.conv_transpose2d(x, w)
+    with pytest.raises(RuntimeError, match=re.escape(str(expected.value).splitlines()[0])):
+        torch_ops.conv2d(x, w, None, (1, 1), (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+
+
+@pytest.mark.parametrize("layout", ["channels_last weight", "channels_last-strided input"])
+def test_a_channels_last_argument_gives_torchs_channels_last_result(layout):
+    x, w = torch.randn(2, 4, 1, 1), torch.randn(4, 3, 2, 2)
+    if layout == "channels_last weight":
+        w = w.contiguous(memory_format=torch.channels_last)
+    else:
+        x = x.as_strided(x.shape, (4, 1, 4, 4))
+    ours = torch_ops.conv2d(x, w, None, (1, 1), (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+    expected = F.conv_transpose2d(x, w)
+    assert ours.stride() == expected.stride() and torch.equal(ours, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_16_bit_with_a_bias_rounds_once_as_torchs(dtype):
+    """oneDNN adds the bias before its one rounding to 16 bits; a 16-bit matrix product and a sum would round twice."""
+    generator = torch.Generator().manual_seed(3)
+    x, w, b = (torch.randn(shape, generator=generator).to(dtype) for shape in ((8, 16, 1, 1), (16, 8, 4, 4), (8,)))
+    ours = torch_ops.conv2d(x, w, b, (1, 1), (0, 0, 0, 0), (1, 1), 1, True, (0, 0))
+    assert torch.equal(ours, F.conv_transpose2d(x, w, b))

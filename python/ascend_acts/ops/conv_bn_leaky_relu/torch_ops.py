@@ -150,7 +150,8 @@ def conv2d_backward(grad, input, weight, stride, padding, dilation, groups, tran
         return input.new_empty(0), weight.new_empty(0), grad.new_empty(0)
     if _is_linear(input, weight, padding, groups, transposed):
         return _linear_backward(grad, input, weight, mask)
-    if _is_projection(input, weight, padding, dilation, groups, transposed, output_padding):
+    if _is_projection(input, weight, padding, dilation, groups, transposed, output_padding) and _as_torch_takes(
+            input, weight, None) and _nchw_strides(grad) and grad.dtype == input.dtype:
         return _projection_backward(grad, input, weight, mask)
     symmetric = _symmetric(padding)
     if transposed:
@@ -191,12 +192,25 @@ def _is_projection(input, weight, padding, dilation, groups, transposed, output_
 
 
 def _as_torch_takes(input, weight, bias) -> bool:
-    """Whether weight and bias are what torch's convolution accepts with this input (one dtype and device, a bias of
-    the output channels): anything else goes to torch's, for its error (a matrix product would broadcast or
-    promote)."""
+    """Whether torch's convolution would take these as they are and give an NCHW result the matrix product matches
+    bit for bit: float32 or float64 (oneDNN rounds a 16-bit one once, after its bias), one dtype and device, input
+    channels that match (at least one), a bias of the output channels, and NCHW strides (torch's result follows a
+    channels_last input or weight). Anything else goes to torch's convolution, for its result or its error."""
     tensors = (input, weight) if bias is None else (input, weight, bias)
-    return (all(t.dtype == input.dtype and t.device == input.device for t in tensors)
-            and (bias is None or tuple(bias.shape) == (weight.shape[1],)))
+    return (input.dtype in (torch.float32, torch.float64)
+            and all(t.dtype == input.dtype and t.device == input.device for t in tensors)
+            and input.dim() == weight.dim() == 4 and 0 < weight.shape[0] == input.shape[1]
+            and (bias is None or tuple(bias.shape) == (weight.shape[1],))
+            and all(_nchw_strides(t) for t in (input, weight)))
+
+
+def _nchw_strides(tensor: torch.Tensor) -> bool:
+    """The strides torch.empty gives its shape (is_contiguous alone lets size-1 dimensions have any)."""
+    expected, step = [], 1
+    for size in reversed(tensor.shape):
+        expected.append(step)
+        step *= max(size, 1)
+    return tuple(tensor.stride()) == tuple(reversed(expected))
 
 
 def _projection_backward(grad, input, weight, mask):
