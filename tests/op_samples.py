@@ -263,8 +263,8 @@ def conv_bn_leaky_relu_train_backward(dtype, device):
 
 
 # the backward ops' output_mask (grad_input, grad_weight, grad_bias) as autograd sets it
-INPUT_ONLY, WEIGHT_AND_BIAS, WEIGHT_ONLY, NONE = [True, False, False], [False, True, True], [False, True, False], \
-    [False, False, False]
+INPUT_ONLY, WEIGHT_AND_BIAS, WEIGHT_ONLY, NONE, ALL = [True, False, False], [False, True, True], \
+    [False, True, False], [False, False, False], [True, True, True]
 
 
 def _mask_name(mask) -> str:
@@ -300,6 +300,24 @@ def conv_bn_leaky_relu_eval(dtype, device):
         samples.append(Sample((x, weight, bias, *config[6:], slope, relu, False, [0, 0], mode),
                               name=f"padding-{mode}-{geometry}-slope{slope}{_layout_name(layout)}"
                                    f"{'-relu' if relu else ''}"))
+    # the BN affine (folded in inside the op): a zero and a small bn_weight under a large bn_bias; a transposed grouped
+    # conv; bn_weight alone (a reflect pad), bn_bias alone
+    pc = m.per_channel_dtype
+    for geometry, slope, relu, which in (("3x3", 0.2, False, "both"), ("transposed-strided-groups", 0.0, True, "both"),
+                                         ("3x3", -0.3, False, "weight"), ("dilated", 0.2, False, "bias")):
+        transposed = geometry in TRANSPOSED_GEOMETRIES
+        config, output_padding = TRANSPOSED_GEOMETRIES[geometry] if transposed else (CONV_GEOMETRIES[geometry], [0, 0])
+        x, weight, bias = _transposed_tensors(m, config) if transposed else _conv_tensors(m, config)
+        c = config[2]
+        gamma = m.randn(c).to(pc)
+        gamma[-1] = 0.01
+        if which == "both":  # a zero bn_weight without bn_bias puts the channel on the activation's kink
+            gamma[0] = 0.0
+        beta = m.randn(c).to(pc) * 2
+        affine = {"both": (gamma, beta), "weight": (gamma, None), "bias": (None, beta)}[which]
+        samples.append(Sample((x, weight, bias, *config[6:], slope, relu, transposed, output_padding,
+                               "reflect" if which == "weight" else "zeros", *affine),
+                              name=f"affine-{which}-{geometry}-slope{slope}{'-relu' if relu else ''}"))
     return samples
 
 
@@ -308,8 +326,11 @@ def conv_bn_leaky_relu_eval_backward(dtype, device):
     for forward in conv_bn_leaky_relu_eval(dtype, device):
         out = ops.conv_bn_leaky_relu_eval(*forward.args)
         grad = torch.empty_like(out).copy_(m.randn(*out.shape))
-        samples.append(Sample((grad, *forward.args), name=forward.name))
-    # output_mask (see the train backward's): options relu, transposed, output_padding, padding_mode
+        # the affine follows the backward's output_mask
+        args = (*forward.args[:12], ALL, *forward.args[12:]) if len(forward.args) > 12 else forward.args
+        samples.append(Sample((grad, *args), name=forward.name))
+    # output_mask (see the train backward's): options relu, transposed, output_padding, padding_mode; then the
+    # affine and its affine_mask: each of its gradients alone, none (the conv's only)
     defaults = (False, False, [0, 0], "zeros")
     for sample, mask in _masked(samples, (("3x3", INPUT_ONLY), ("padding-circular", INPUT_ONLY),
                                           ("transposed-strided", WEIGHT_AND_BIAS), ("strided-asymmetric", WEIGHT_ONLY),
@@ -317,6 +338,10 @@ def conv_bn_leaky_relu_eval_backward(dtype, device):
         options = sample.args[9:]
         samples.append(Sample((*sample.args[:9], *options, *defaults[len(options):], mask),
                               name=f"{sample.name}-mask{_mask_name(mask)}"))
+    affine = next(s for s in samples if s.name.startswith("affine-both-3x3"))
+    for mask, affine_mask in ((ALL, [True, False]), (NONE, [False, True]), (INPUT_ONLY, [False, False])):
+        samples.append(Sample((*affine.args[:13], mask, *affine.args[14:], affine_mask),
+                              name=f"{affine.name}-mask{_mask_name(mask)}-affine{_mask_name(affine_mask)}"))
     return samples
 
 
@@ -395,12 +420,29 @@ def _train_backward_composite(grad, saved, saved_is_result, x, weight, bn_weight
     return _gradients(out, [*leaves[:2], bias, *leaves[2:]], grad, (*output_mask, True, True))
 
 
+def _eval_composite(x, weight, bias, stride, padding, dilation, groups, slope, relu, transposed=False,
+                    output_padding=(0, 0), padding_mode="zeros", bn_weight=None, bn_bias=None):
+    """torch's activation(bn_weight * conv + bn_bias), the affine as batch_norm applies it (float32 parameters of a
+    16-bit conv output: the result in the conv's dtype)."""
+    conv = _conv(x, weight, bias, stride, padding, dilation, groups, transposed, output_padding, padding_mode)
+    z = conv
+    if bn_weight is not None:
+        z = z * bn_weight.view(1, -1, 1, 1)
+    if bn_bias is not None:
+        z = z + bn_bias.view(1, -1, 1, 1)
+    return _activation(z.to(conv.dtype), slope, relu)
+
+
 def _eval_backward_composite(grad, x, weight, bias, stride, padding, dilation, groups, slope, relu, transposed=False,
-                             output_padding=(0, 0), padding_mode="zeros", output_mask=(True, True, True)):
+                             output_padding=(0, 0), padding_mode="zeros", output_mask=(True, True, True),
+                             bn_weight=None, bn_bias=None, affine_mask=(True, True)):
     leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
-    out = _activation(_conv(*leaves, stride, padding, dilation, groups, transposed, output_padding, padding_mode),
-                      slope, relu)
-    return _gradients(out, leaves, grad, output_mask)
+    affine = [None if t is None else t.detach().requires_grad_() for t in (bn_weight, bn_bias)]
+    out = _eval_composite(*leaves, stride, padding, dilation, groups, slope, relu, transposed, output_padding,
+                          padding_mode, *affine)
+    wanted = [t is not None and m for t, m in zip(affine, affine_mask)]
+    return _gradients(out, [*leaves, *(t if t is not None else leaves[2] for t in affine)], grad,
+                      (*output_mask, *wanted))
 
 
 def _fused_bias_composite(x, bias, slope, scale, clamp=-1.0, relu=False):
@@ -432,8 +474,7 @@ COMPOSITES = {
     "fused_bias_leaky_relu_backward": _fused_bias_backward_composite,
     "conv_bn_leaky_relu_train": _train_composite,
     "conv_bn_leaky_relu_train_backward": _train_backward_composite,
-    "conv_bn_leaky_relu_eval": lambda x, weight, bias, stride, padding, dilation, groups, slope, relu, *transposition:
-    _activation(_conv(x, weight, bias, stride, padding, dilation, groups, *transposition), slope, relu),
+    "conv_bn_leaky_relu_eval": _eval_composite,
     "conv_bn_leaky_relu_eval_backward": _eval_backward_composite,
 }
 

@@ -28,8 +28,9 @@ MASKS = [list(m) for m in itertools.product((True, False), repeat=3) if not all(
 OPTION_DEFAULTS = {TRAIN_BACKWARD: (False, False, [0, 0], 0, None, "zeros"),
                    EVAL_BACKWARD: (False, False, [0, 0], "zeros")}
 SLOPE_INDEX = {TRAIN_BACKWARD: 13, EVAL_BACKWARD: 8}
-# unmasked samples of each kind: plain (the representative), channels_last with a circular pad, transposed, GroupNorm
-SAMPLE_PREFIXES = ("3x3", "padding-circular", "transposed-strided", "norm-groups-group")
+# unmasked samples of each kind: plain (the representative), channels_last with a circular pad, transposed, GroupNorm,
+# the eval's BN affine
+SAMPLE_PREFIXES = ("3x3", "padding-circular", "transposed-strided", "norm-groups-group", "affine-both-3x3")
 
 
 def unmasked_samples(name, dtype=torch.float32):
@@ -44,10 +45,11 @@ def unmasked_samples(name, dtype=torch.float32):
 
 
 def with_mask(name, args, mask):
-    """The call with every option given, then `mask`."""
-    position = SLOPE_INDEX[name] + 1
-    options, defaults = tuple(args[position:]), OPTION_DEFAULTS[name]
-    return (*args[:position], *options, *defaults[len(options):], mask)
+    """The call with every option given, then `mask` (in place of the sample's), then the arguments after it (the eval
+    backward's affine)."""
+    position, defaults = SLOPE_INDEX[name] + 1, OPTION_DEFAULTS[name]
+    options, after = tuple(args[position:position + len(defaults)]), tuple(args[position + len(defaults) + 1:])
+    return (*args[:position], *options, *defaults[len(options):], mask, *after)
 
 
 def conv_gradient_likes(name, args):
@@ -175,8 +177,9 @@ def test_autograd_asks_only_for_the_gradients_that_are_needed(training, needs_in
     out, leaves = block_call(training, needs_input, needs_weight, bias)
     grad = torch.randn_like(out)
     masks = masks_of_our_conv_backwards(lambda: torch.autograd.backward(out, grad))
-    # eval: the conv weight and bias are the BN-folded ones, which need gradients (the norm's parameters do)
-    expected = [needs_input, needs_weight or not training, bias or not training]
+    # eval: the BN affine folds in inside the op, so the conv weight needs a gradient only if it does; the conv bias's
+    # is a sum of the eval backward's own (folding.conv_gradient_mask), never aten's
+    expected = [needs_input, needs_weight, bias and training]
     assert masks == ([expected] if any(expected) else [])
     # the gradients computed are those of the call where everything needs one; the others are not there
     full_out, full = block_call(training, True, True, bias)

@@ -222,8 +222,12 @@ _NORM_GROUPS = "int norm_groups=0"
 _PADDING_MODE = 'str padding_mode="zeros"'
 # the conv backward ops' (grad_input, grad_weight, grad_bias) to compute, as aten::convolution_backward's: autograd
 # asks only for what needs a gradient (a frozen or leaf input, a frozen weight, no conv bias); a masked one is returned
-# empty (numel 0). The normalisation's gradients are always computed. The last argument of the backward ops
+# empty (numel 0). The training normalisation's gradients are always computed. The last argument of the train
+# backward op
 _OUTPUT_MASK = "bool[3] output_mask=[True, True, True]"
+# the eval ops' BatchNorm affine (None: 1 and 0), after the arguments above; the eval backward's `affine_mask` says
+# which of its two gradients to compute (an empty one otherwise, or for a None parameter)
+_AFFINE = "Tensor? bn_weight=None, Tensor? bn_bias=None"
 
 
 @dataclass(frozen=True)
@@ -285,13 +289,16 @@ TORCH_OPS: tuple[TorchOp, ...] = (
             f"{_TRANSPOSED}, {_NORM_GROUPS}, Tensor? bias=None, {_PADDING_MODE}, {_OUTPUT_MASK}) "
             "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
             ("batch_norm_leaky_relu_grad",)),
+    # weight and bias carry the running statistics' normalisation; bn_weight/bn_bias, the affine, fold in inside
+    # (its gradients are then batch_norm's; see ops/conv_bn_leaky_relu/folding.py)
     TorchOp("conv_bn_leaky_relu_eval",
             f"(Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, bool relu=False, "
-            f"{_TRANSPOSED}, {_PADDING_MODE}) -> Tensor",
+            f"{_TRANSPOSED}, {_PADDING_MODE}, {_AFFINE}) -> Tensor",
             ("leaky_relu", "conv_bn_leaky_relu_eval")),  # aclnn conv + ours; the fused kernel on request
     TorchOp("conv_bn_leaky_relu_eval_backward",
             f"(Tensor grad_out, Tensor input, Tensor weight, Tensor bias, {_GEOMETRY}, float negative_slope, "
-            f"bool relu=False, {_TRANSPOSED}, {_PADDING_MODE}, {_OUTPUT_MASK}) -> (Tensor, Tensor, Tensor)",
+            f"bool relu=False, {_TRANSPOSED}, {_PADDING_MODE}, {_OUTPUT_MASK}, {_AFFINE}, "
+            "bool[2] affine_mask=[True, True]) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
             ()),
     # StyleGAN2's bias + LeakyReLU * scale (rosinality's fused_leaky_relu, mmcv's fused_bias_leakyrelu); the
     # bias is over dim 1 of an input of rank >= 2

@@ -12,6 +12,14 @@ from torch._prims_common import suggest_memory_format
 
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
+from .folding import (
+    affine_fold,
+    conv_backward_arguments,
+    conv_gradient_mask,
+    eval_gradients,
+    eval_pre_activation,
+    scale_output_channels,
+)
 from .torch_ops import (
     ALL_GRADIENTS,
     activation_gradient,
@@ -127,21 +135,32 @@ def conv_bn_leaky_relu_train_backward_differentiable(grad_out, saved, saved_is_r
 
 def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bias, stride, padding, dilation, groups,
                                                  negative_slope, relu=False, transposed=False, output_padding=(0, 0),
-                                                 padding_mode="zeros", output_mask=ALL_GRADIENTS):
+                                                 padding_mode="zeros", output_mask=ALL_GRADIENTS, bn_weight=None,
+                                                 bn_bias=None, affine_mask=(True, True)):
     c = compute_dtype(input.dtype)
-    x, w = input.to(c), weight.to(c)
+    x, w, b = input.to(c), weight.to(c), bias.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-    pre = conv2d(x, w, bias.to(c), *geometry)
-    grad = grad_out.to(c)
-    dz = _recorded_activation_gradient(pre, grad, negative_slope, relu)
-    return _conv_gradients(dz, x, w, geometry, input, weight, bias, output_mask)
+    pre, xhat = eval_pre_activation(lambda w, b: conv2d(x, w, b, *geometry), w, b, bn_weight, bn_bias, transposed,
+                                    groups, wants_xhat=bn_weight is not None and affine_mask[0])
+    dz = _recorded_activation_gradient(pre, grad_out.to(c), negative_slope, relu)
+    grad, conv_weight = conv_backward_arguments(dz, w, b, bn_weight, bn_bias, transposed, groups)
+    grad_input, grad_weight, grad_bias, *affine = eval_gradients(
+        conv2d_backward(grad, x, conv_weight, *geometry, conv_gradient_mask(output_mask)), dz, xhat, w, bn_weight,
+        bn_bias, output_mask, affine_mask, transposed, groups, weight.dtype)
+    return (*_conv_gradients_in_formats(grad_input, grad_weight, grad_bias, input, weight, bias, padding_mode,
+                                        output_mask), *affine)
 
 
 def _conv_gradients(grad, x, w, geometry, input, weight, bias_like, output_mask):
     """The conv gradients of the backward ops (grad_input, grad_weight, grad_bias) in the dtypes and layouts of
     input, weight and `bias_like`; those `output_mask` does not ask for empty, as the backends give them."""
-    grad_input, grad_weight, grad_bias = conv2d_backward(grad, x, w, *geometry, output_mask)
-    padding_mode, (wants_input, wants_weight, _) = geometry[-1], output_mask
+    return _conv_gradients_in_formats(*conv2d_backward(grad, x, w, *geometry, output_mask), input, weight, bias_like,
+                                      geometry[-1], output_mask)
+
+
+def _conv_gradients_in_formats(grad_input, grad_weight, grad_bias, input, weight, bias_like, padding_mode,
+                               output_mask):
+    wants_input, wants_weight, _ = output_mask
     return (input_gradient_in_format(grad_input.to(input.dtype), input_gradient_format(input, weight, padding_mode))
             if wants_input else grad_input.to(input.dtype),
             in_format(grad_weight.to(weight.dtype), memory_format(input, weight, padding_mode))
@@ -199,16 +218,30 @@ def conv_bn_leaky_relu_train_jvp(input, weight, bn_weight, bn_bias, invstd, tang
 
 
 def conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents, stride, padding, dilation, groups, negative_slope, like,
-                                relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros"):
-    """Tangent of the eval output along tangents (input, weight, bias)."""
+                                relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros",
+                                bn_weight=None, bn_bias=None, affine_tangents=(None, None)):
+    """Tangent of the eval output along tangents (input, weight, bias) and affine_tangents (bn_weight, bn_bias)."""
     c = compute_dtype(input.dtype)
     input_t, weight_t, bias_t = (_as(t, c) for t in tangents)
-    x, w = input.to(c), weight.to(c)
+    gamma_t, beta_t = (_as(t, c) for t in affine_tangents)
+    x, w, b = input.to(c), weight.to(c), bias.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-    pre = conv2d(x, w, bias.to(c), *geometry)
-    pre_t = _tangent_conv(x, w, input_t, weight_t, geometry)
+    folded_weight, folded_bias = affine_fold(w, b, bn_weight, bn_bias, transposed, groups)
+    pre = conv2d(x, folded_weight, folded_bias, *geometry)
+    # the folded weight's and bias's tangents: d(w * gamma) = dw * gamma + w * dgamma, d(b * gamma + beta) likewise
+    gamma = None if bn_weight is None else bn_weight.to(c)
+    scaled = (lambda t: t) if gamma is None else (lambda t: scale_output_channels(t, gamma, transposed, groups))
+    folded_weight_t = None if weight_t is None else scaled(weight_t)
+    folded_bias_t = None if bias_t is None else bias_t if gamma is None else bias_t * gamma
+    if gamma_t is not None:
+        weight_part = scale_output_channels(w, gamma_t, transposed, groups)
+        folded_weight_t = weight_part if folded_weight_t is None else folded_weight_t + weight_part
+        folded_bias_t = b * gamma_t if folded_bias_t is None else folded_bias_t + b * gamma_t
+    if beta_t is not None:
+        folded_bias_t = beta_t if folded_bias_t is None else folded_bias_t + beta_t
+    pre_t = _tangent_conv(x, folded_weight, input_t, folded_weight_t, geometry)
     pre_t = torch.zeros_like(pre) if pre_t is None else pre_t
-    if bias_t is not None:
-        pre_t = pre_t + channel(bias_t)
+    if folded_bias_t is not None:
+        pre_t = pre_t + channel(folded_bias_t)
     out_t = activation_gradient(pre, pre_t, negative_slope, relu)
     return in_format(out_t.to(like.dtype), memory_format(input, weight, padding_mode))

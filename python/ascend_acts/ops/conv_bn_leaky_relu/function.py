@@ -12,6 +12,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from .._library import values_unknown
 from .._validation import check_bool
+from .folding import affine_fold, normalisation_fold
 from .semantics import output_determines_batch_norm
 from .torch_ops import activation
 from .torch_ops import conv2d as platform_conv2d
@@ -21,25 +22,15 @@ ops = torch.ops.ascend_acts
 F = torch.nn.functional
 
 
-def _batch_norm_scale(running_var, bn_weight, eps):
-    """The eval BN's per-channel scale, bn_weight / sqrt(running_var + eps), as fold_batch_norm computes it."""
-    scale = torch.rsqrt(running_var + eps)
-    return scale if bn_weight is None else scale * bn_weight
-
-
-def fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias, eps, transposed=False, groups=1):
-    """Conv weight and bias with eval-mode BN folded in (exact up to rounding; differentiable). A transposed weight
-    (C_in, C_out/groups, kh, kw) is scaled per output channel along dim 1, within each group."""
-    scale = _batch_norm_scale(running_var, bn_weight, eps)
-    shift = -running_mean * scale if bias is None else (bias - running_mean) * scale
-    if bn_bias is not None:
-        shift = shift + bn_bias
-    scale = scale.to(weight.dtype)
-    if transposed:
-        c_in, per_group, kh, kw = weight.shape
-        grouped = weight.reshape(groups, c_in // groups, per_group, kh, kw) * scale.reshape(groups, 1, per_group, 1, 1)
-        return grouped.reshape(weight.shape), shift.to(weight.dtype)
-    return weight * scale.reshape(-1, 1, 1, 1), shift.to(weight.dtype)
+def _fold_reproduces_batch_norm(weight, bias, running_var, bn_weight, bn_bias, eps, transposed, groups) -> bool:
+    """Whether the eval op's fold of the normalised `weight` and `bias` is finite with no zero per-channel scale
+    (bn_weight / sqrt(running_var + eps)), the folded conv then giving torch's batch_norm values (see the caller)."""
+    with torch.no_grad():
+        folded_weight, folded_bias = affine_fold(weight, bias, bn_weight, bn_bias, transposed, groups)
+        scale = torch.rsqrt(running_var + eps)
+        scale = scale if bn_weight is None else scale * bn_weight
+        return bool(torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()
+                    and scale.count_nonzero() == scale.numel())
 
 
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,
@@ -104,15 +95,20 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
         # of zeros loses), checked on the CPU only: elsewhere the check would cost a host sync per layer, and there a
         # non-finite fold makes the output non-finite as in torch (NaN where torch may give an infinity), a zero BN
         # weight the right zeros up to their signs. A zero scale is checked, not only a zero weight: an infinite
-        # running variance or eps, or a subnormal weight over a large variance, make it 0 too
-        if args.eps != 0:
-            folded_weight, folded_bias = fold_batch_norm(weight, bias, running_mean, running_var, bn_weight, bn_bias,
-                                                         args.eps, args.transposed, args.groups)
-            if values_unknown(folded_weight) or input.device.type != "cpu" or bool(
-                    torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()
-                    and _batch_norm_scale(running_var, bn_weight, args.eps).count_nonzero() == running_var.numel()):
-                out = ops.conv_bn_leaky_relu_eval(input, folded_weight, folded_bias, *geometry, args.negative_slope,
-                                                  relu, *transposition, *padded)
+        # running variance or eps, or a subnormal weight over a large variance, make it 0 too. An input without
+        # channels gives a conv output without channels, which only torch's batch_norm takes with C_out parameters
+        if args.eps != 0 and not args.no_input_channels:
+            # the normalisation folds here; the affine inside the op, whose backward then takes bn_weight's and
+            # bn_bias's gradients as torch's batch_norm does (folding.py)
+            normalised_weight, normalised_bias = normalisation_fold(weight, bias, running_mean, running_var, args.eps,
+                                                                    args.transposed, args.groups)
+            if values_unknown(normalised_weight) or input.device.type != "cpu" or _fold_reproduces_batch_norm(
+                    normalised_weight, normalised_bias, running_var, bn_weight, bn_bias, args.eps, args.transposed,
+                    args.groups):
+                affine = (args.padding_mode, bn_weight, bn_bias) if bn_weight is not None or bn_bias is not None \
+                    else padded
+                out = ops.conv_bn_leaky_relu_eval(input, normalised_weight, normalised_bias, *geometry,
+                                                  args.negative_slope, relu, *transposition, *affine)
                 # running statistics with norm_groups are InstanceNorm's, whose output torch makes contiguous
                 return out.contiguous() if args.norm_groups else out
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)

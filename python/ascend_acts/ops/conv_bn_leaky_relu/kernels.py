@@ -32,6 +32,7 @@ from ...op_table import kernel as table_kernel
 from ..leaky_relu import kernels as elementwise
 from . import reference
 from . import torch_ops as platform
+from .folding import affine_fold, affine_follows_conv, eval_pre_activation
 
 EVAL_KERNEL_ENV = "ASCEND_ACTS_EVAL_KERNEL"
 
@@ -319,12 +320,20 @@ def eval_path(input, weight, stride, padding, dilation, groups, transposed=False
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                            transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+                            transposed=False, output_padding=(0, 0), padding_mode="zeros", bn_weight=None,
+                            bn_bias=None):
     """A transposed convolution has no eval kernel: it runs as grouped ones do. A `padding_mode` other than "zeros"
-    is the platform's pad, then the convolution unpadded."""
+    is the platform's pad, then the convolution unpadded. The affine folds into weight and bias first (torch ops on
+    the device: C_out * C_in * kH * kW values), or follows a 16-bit platform convolution (folding.py)."""
     check_dtype(input)
     if padding_mode != "zeros":
         input, padding = platform.pad(input, padding, padding_mode), (0, 0, 0, 0)
+    if affine_follows_conv(weight, bn_weight, bn_bias):
+        geometry = (stride, padding, dilation, groups, transposed, output_padding)
+        pre, _ = eval_pre_activation(lambda w, b: platform_conv2d(input, w, b, *geometry), weight, bias, bn_weight,
+                                     bn_bias, transposed, groups)
+        return (torch.relu(pre) if relu else elementwise.leaky_relu(pre, negative_slope)).to(input.dtype)
+    weight, bias = affine_fold(weight, bias, bn_weight, bn_bias, transposed, groups)
     path = eval_path(input, weight, stride, padding, dilation, groups, transposed, relu)
     if path == "reference":
         return reference.conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope,
@@ -341,9 +350,10 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
                                      negative_slope, relu=False, transposed=False, output_padding=(0, 0),
-                                     padding_mode="zeros", output_mask=platform.ALL_GRADIENTS):
+                                     padding_mode="zeros", output_mask=platform.ALL_GRADIENTS, bn_weight=None,
+                                     bn_bias=None, affine_mask=(True, True)):
     """No kernel of ours: the reference backend's on the CPU, the torch backend's torch ops on an NPU."""
     backend = reference if on_emulator(input) else platform
     return backend.conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups,
                                                     negative_slope, relu, transposed, output_padding, padding_mode,
-                                                    output_mask)
+                                                    output_mask, bn_weight, bn_bias, affine_mask)

@@ -31,6 +31,7 @@ from ...numerics.elementwise import quiet
 from ...numerics.layout import channel_view
 from ..leaky_relu import reference as leaky_relu_reference
 from . import cpu_batch_norm, reference_batch_norm
+from .folding import conv_backward_arguments, conv_gradient_mask, eval_gradients, eval_pre_activation
 from .torch_ops import ALL_GRADIENTS, update_running_statistics
 from .torch_ops import conv2d as torch_conv2d
 from .torch_ops import conv2d_backward as platform_conv2d_backward
@@ -288,11 +289,14 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                            transposed=False, output_padding=(0, 0), padding_mode="zeros"):
+                            transposed=False, output_padding=(0, 0), padding_mode="zeros", bn_weight=None,
+                            bn_bias=None):
     c = compute_dtype(input.dtype)
     with torch.no_grad():
-        y = platform_conv2d(input.detach().to(c), weight.detach().to(c), bias.detach().to(c), stride, padding,
-                            dilation, groups, transposed, output_padding, padding_mode)
+        x, w, b = input.detach().to(c), weight.detach().to(c), bias.detach().to(c)
+        geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
+        y, _ = eval_pre_activation(lambda w, b: platform_conv2d(x, w, b, *geometry), w, b, bn_weight, bn_bias,
+                                   transposed, groups)
         if relu:
             reference_batch_norm.relu_in_place(y.numpy())
         else:
@@ -302,17 +306,22 @@ def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, grou
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
                                      relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros",
-                                     output_mask=ALL_GRADIENTS):
-    """Recomputes the pre-activation for the LeakyReLU (or ReLU) mask (works for any slope): nothing else is kept."""
+                                     output_mask=ALL_GRADIENTS, bn_weight=None, bn_bias=None, affine_mask=(True, True)):
+    """Recomputes the pre-activation for the LeakyReLU (or ReLU) mask (works for any slope): nothing else is kept.
+    It is overwritten by its gradient."""
     c = compute_dtype(input.dtype)
     with torch.no_grad():
-        x, w = input.detach().to(c), weight.detach().to(c)
+        x, w, b = input.detach().to(c), weight.detach().to(c), bias.detach().to(c)
         geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-        pre = platform_conv2d(x, w, bias.detach().to(c), *geometry)
-        grad_pre = pre.numpy()  # overwritten with the gradient through the LeakyReLU
+        pre, xhat = eval_pre_activation(lambda w, b: platform_conv2d(x, w, b, *geometry), w, b, bn_weight, bn_bias,
+                                        transposed, groups, wants_xhat=bn_weight is not None and affine_mask[0])
+        grad_pre = pre.numpy()
         if relu:
             reference_batch_norm.relu_gradient(_array(grad_out, c), grad_pre, out=grad_pre)
         else:
             leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
-        grads = platform_conv2d_backward(pre, x, w, *geometry, output_mask)
-        return tuple(g.to(like.dtype) for g, like in zip(grads, (input, weight, bias)))
+        grad, conv_weight = conv_backward_arguments(pre, w, b, bn_weight, bn_bias, transposed, groups)
+        conv_gradients = platform_conv2d_backward(grad, x, conv_weight, *geometry, conv_gradient_mask(output_mask))
+        grad_input, grad_weight, *rest = eval_gradients(conv_gradients, pre, xhat, w, bn_weight, bn_bias, output_mask,
+                                                        affine_mask, transposed, groups, weight.dtype)
+        return grad_input.to(input.dtype), grad_weight.to(weight.dtype), *rest

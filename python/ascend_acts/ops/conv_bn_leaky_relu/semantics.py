@@ -192,20 +192,31 @@ def _check_train_backward(grad_out, saved, saved_is_result, input, weight, bn_we
     check_output_mask(TRAIN_BACKWARD, output_mask)
 
 
+def _affine(bn_weight, bn_bias) -> dict:
+    return {name: t for name, t in (("bn_weight", bn_weight), ("bn_bias", bn_bias)) if t is not None}
+
+
 def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
-                output_padding=(0, 0), padding_mode="zeros"):
-    check_dtypes(EVAL, input, {"weight": weight, "bias": bias})
-    check_shapes(EVAL, output_channels(weight, groups, transposed), {"bias": bias})
+                output_padding=(0, 0), padding_mode="zeros", bn_weight=None, bn_bias=None):
+    affine = _affine(bn_weight, bn_bias)
+    check_dtypes(EVAL, input, {"weight": weight, "bias": bias}, affine)
+    check_shapes(EVAL, output_channels(weight, groups, transposed), {"bias": bias, **affine})
     check_padding(EVAL, input, padding, transposed, padding_mode)
 
 
 def _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                         transposed=False, output_padding=(0, 0), padding_mode="zeros", output_mask=ALL_GRADIENTS):
-    check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias})
-    check_shapes(EVAL_BACKWARD, output_channels(weight, groups, transposed), {"bias": bias}, {"grad_out": grad_out},
+                         transposed=False, output_padding=(0, 0), padding_mode="zeros", output_mask=ALL_GRADIENTS,
+                         bn_weight=None, bn_bias=None, affine_mask=(True, True)):
+    affine = _affine(bn_weight, bn_bias)
+    check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias}, affine)
+    check_shapes(EVAL_BACKWARD, output_channels(weight, groups, transposed), {"bias": bias, **affine},
+                 {"grad_out": grad_out},
                  conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding))
     check_padding(EVAL_BACKWARD, input, padding, transposed, padding_mode)
     check_output_mask(EVAL_BACKWARD, output_mask)
+    if len(affine_mask) != 2:
+        raise RuntimeError(f"ascend_acts::{EVAL_BACKWARD}: 'affine_mask' must have 2 values (grad_bn_weight, "
+                           f"grad_bn_bias), got {list(affine_mask)}")
 
 
 def _padding_mode(args, position: int) -> str:
@@ -310,19 +321,22 @@ def _train_backward_fake(grad_out, saved, saved_is_result, input, weight, bn_wei
 
 
 def _eval_fake(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
-               output_padding=(0, 0), padding_mode="zeros"):
+               output_padding=(0, 0), padding_mode="zeros", bn_weight=None, bn_bias=None):
     _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu, transposed,
-                output_padding, padding_mode)
+                output_padding, padding_mode, bn_weight, bn_bias)
     shape = conv_output_shape(input, weight, stride, padding, dilation, groups, transposed, output_padding)
     return _empty(shape, input, derivatives.memory_format(input, weight, padding_mode))
 
 
 def _eval_backward_fake(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                        transposed=False, output_padding=(0, 0), padding_mode="zeros", output_mask=ALL_GRADIENTS):
+                        transposed=False, output_padding=(0, 0), padding_mode="zeros", output_mask=ALL_GRADIENTS,
+                        bn_weight=None, bn_bias=None, affine_mask=(True, True)):
     _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope, relu,
-                         transposed, output_padding, padding_mode, output_mask)
+                         transposed, output_padding, padding_mode, output_mask, bn_weight, bn_bias, affine_mask)
     grad_input, grad_weight, _ = _conv_gradients_fake(input, weight, groups, transposed, padding_mode, output_mask)
-    return grad_input, grad_weight, torch.empty_like(bias) if output_mask[2] else bias.new_empty(0)
+    affine = (torch.empty_like(t) if t is not None and wanted else weight.new_empty(0)
+              for t, wanted in zip((bn_weight, bn_bias), affine_mask))
+    return grad_input, grad_weight, torch.empty_like(bias) if output_mask[2] else bias.new_empty(0), *affine
 
 
 # --- autograd: reverse mode through the backward ops, forward mode by jvp rules in torch ops -----------
@@ -330,7 +344,9 @@ _RELU, _EVAL_RELU = 15, 8  # the position of `relu` in the train and eval ops' a
 # follow it: these, in the schemas' order
 _TRAIN_OPTIONS = (("relu", False), ("transposed", False), ("output_padding", (0, 0)), ("norm_groups", 0),
                   ("recompute", False), ("padding_mode", "zeros"))
-_EVAL_OPTIONS = (("relu", False), ("transposed", False), ("output_padding", (0, 0)), ("padding_mode", "zeros"))
+_EVAL_OPTIONS = (("relu", False), ("transposed", False), ("output_padding", (0, 0)), ("padding_mode", "zeros"),
+                 ("bn_weight", None), ("bn_bias", None))
+_EVAL_BN_WEIGHT = 12  # the position of the eval op's bn_weight (bn_bias follows)
 
 
 def _trailing(ctx, inputs: tuple, position: int, options: tuple) -> None:
@@ -457,27 +473,40 @@ class _Eval(OpFunction):
     def setup_context(ctx, inputs, output):
         input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs[:_EVAL_RELU]
         _trailing(ctx, inputs, _EVAL_RELU, _EVAL_OPTIONS)
-        ctx.save_for_backward(input, weight, bias)
-        ctx.save_for_forward(output, input, weight, bias)
+        ctx.save_for_backward(input, weight, bias, ctx.bn_weight, ctx.bn_bias)
+        ctx.save_for_forward(output, input, weight, bias, ctx.bn_weight, ctx.bn_bias)
+        ctx.bn_weight = ctx.bn_bias = None  # saved above
 
     @staticmethod
     def backward(ctx, grad_out):
-        input, weight, bias = ctx.saved_tensors
+        input, weight, bias, bn_weight, bn_bias = ctx.saved_tensors
         mask = conv_output_mask(ctx, True)
-        if mask != ALL_GRADIENTS:
+        needs = ctx.needs_input_grad
+        affine_mask = [len(needs) > i and bool(needs[i]) for i in (_EVAL_BN_WEIGHT, _EVAL_BN_WEIGHT + 1)]
+        # the calls as before the affine, the other options only where they are not the defaults
+        if bn_weight is not None or bn_bias is not None:
+            options = (ctx.padding_mode, mask, bn_weight, bn_bias, affine_mask)
+        elif mask != ALL_GRADIENTS:
             options = (ctx.padding_mode, mask)
         else:
             options = (ctx.padding_mode,) if ctx.padding_mode != "zeros" else ()
         grads = call_in_backward(ops.conv_bn_leaky_relu_eval_backward, grad_out, input, weight, bias, *ctx.geometry,
                                  ctx.negative_slope, ctx.relu, ctx.transposed, ctx.output_padding, *options)
-        return (*masked(grads, mask), *(None,) * (ctx.trailing_arguments - 3))
+        gradients = [*masked(grads[:3], mask), *(None,) * (ctx.trailing_arguments - 3)]
+        for i, wanted in enumerate(affine_mask):
+            if wanted:
+                gradients[_EVAL_BN_WEIGHT + i] = grads[3 + i]
+        return tuple(gradients)
 
     @staticmethod
     def jvp(ctx, *tangents):
-        out, input, weight, bias = ctx.saved_tensors
+        out, input, weight, bias, bn_weight, bn_bias = ctx.saved_tensors
+        affine_tangents = tuple(tangents[_EVAL_BN_WEIGHT + i] if len(tangents) > _EVAL_BN_WEIGHT + i else None
+                                for i in range(2))
         return derivatives.conv_bn_leaky_relu_eval_jvp(input, weight, bias, tangents[:3], *ctx.geometry,
                                                     ctx.negative_slope, out, ctx.relu, ctx.transposed,
-                                                    ctx.output_padding, ctx.padding_mode)
+                                                    ctx.output_padding, ctx.padding_mode, bn_weight, bn_bias,
+                                                    affine_tangents)
 
 
 def _train_vmap(info, in_dims, input, weight, bias, bn_weight, bn_bias, running_mean, running_var, *attributes):

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
 from . import channels_last
+from .folding import conv_backward_arguments, conv_gradient_mask, eval_gradients, eval_pre_activation
 
 
 def _symmetric(padding) -> tuple[int, int] | None:
@@ -443,17 +444,21 @@ def conv_bn_leaky_relu_train_backward(grad_out, saved, saved_is_result, input, w
 
 
 def conv_bn_leaky_relu_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False,
-                            transposed=False, output_padding=(0, 0), padding_mode="zeros"):
-    return activation(conv2d(input, weight, bias, stride, padding, dilation, groups, transposed, output_padding,
-                             padding_mode), negative_slope, relu)
+                            transposed=False, output_padding=(0, 0), padding_mode="zeros", bn_weight=None,
+                            bn_bias=None):
+    geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
+    pre, _ = eval_pre_activation(lambda w, b: conv2d(input, w, b, *geometry), weight, bias, bn_weight, bn_bias,
+                                 transposed, groups)
+    return activation(pre, negative_slope, relu).to(input.dtype)
 
 
 def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padding, dilation, groups, negative_slope,
                                      relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros",
-                                     output_mask=ALL_GRADIENTS):
+                                     output_mask=ALL_GRADIENTS, bn_weight=None, bn_bias=None, affine_mask=(True, True)):
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-    pre = conv2d(input, weight, bias, *geometry)
-    dz = activation_gradient(pre, grad_out, negative_slope, relu)
-    return conv2d_backward(dz, input, weight, *geometry, output_mask)
-
-
+    pre, xhat = eval_pre_activation(lambda w, b: conv2d(input, w, b, *geometry), weight, bias, bn_weight, bn_bias,
+                                    transposed, groups, wants_xhat=bn_weight is not None and affine_mask[0])
+    dz = activation_gradient(pre, grad_out.to(pre.dtype), negative_slope, relu)
+    grad, conv_weight = conv_backward_arguments(dz, weight, bias, bn_weight, bn_bias, transposed, groups)
+    grads = conv2d_backward(grad, input, conv_weight, *geometry, conv_gradient_mask(output_mask))
+    return eval_gradients(grads, dz, xhat, weight, bn_weight, bn_bias, output_mask, affine_mask, transposed, groups)
