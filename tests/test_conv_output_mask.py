@@ -312,3 +312,18 @@ def test_compiled_masked_backward_is_eager(training):
         grads[kind] = {name: tensors[name].grad for name in ("x", "gamma", "beta")}
     for name, want in grads["eager"].items():
         torch.testing.assert_close(grads["compiled"][name], want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("affine_mask", [[False, True], [True, False], [False, False]])
+def test_the_eval_backwards_empty_results_are_distinct_tensors(affine_mask, backend):
+    """Gradients not asked for come back empty, each its own tensor (one tensor for several results would alias
+    outputs the schema declares fresh: opcheck's test_schema)."""
+    g = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(2, 4, 5, 5, generator=g), torch.randn(6, 4, 3, 3, generator=g), torch.randn(6, generator=g)
+    gamma, beta, grad = torch.randn(6, generator=g), torch.randn(6, generator=g), torch.randn(2, 6, 3, 3, generator=g)
+    args = (grad, x, w, b, [1, 1], [0, 0, 0, 0], [1, 1], 1, 0.01)
+    kwargs = dict(output_mask=[True, True, False], bn_weight=gamma, bn_bias=beta, affine_mask=affine_mask)
+    results = ops.conv_bn_leaky_relu_eval_backward(*args, **kwargs)
+    assert len({id(r) for r in results}) == len(results)
+    assert [r.numel() == 0 for r in results[2:]] == [True, *(not m for m in affine_mask)]
+    torch.library.opcheck(ops.conv_bn_leaky_relu_eval_backward, args, kwargs, test_utils=("test_schema",))

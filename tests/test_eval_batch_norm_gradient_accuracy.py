@@ -89,40 +89,55 @@ def test_a_frozen_conv_under_a_trained_affine_computes_no_conv_weight_gradient()
         torch.testing.assert_close(ours.grad, torchs.grad, rtol=1e-4, atol=1e-4)
 
 
-def _half_block_call(fn, x, w, b, mean, var, gamma, beta):
-    """fn's output and the gradients of (x, w, b, gamma, beta) for a fixed output gradient."""
-    leaves = [t.detach().clone().requires_grad_() for t in (x, w, b, gamma, beta)]
-    out = fn(leaves[0], leaves[1], leaves[2], mean, var, leaves[3], leaves[4])
-    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(out.dtype)
-    out.backward(grad)
-    return [out.detach(), *(t.grad for t in leaves)]
+def _chain(seed: int) -> nn.Sequential:
+    """DCGAN-like blocks in eval (a strided Conv2d -> BN -> LeakyReLU, a ConvTranspose2d -> BN -> ReLU, a Conv2d with
+    bias -> BN -> LeakyReLU), then Flatten -> Linear, with trained-looking running statistics and affines. (A Linear ->
+    BatchNorm1d head over a batch of 4 sums 4 values per gradient: one activation mask flip near 0 decides the
+    comparison there, for torch as for us.)"""
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Conv2d(3, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.LeakyReLU(0.2),
+                          nn.ConvTranspose2d(8, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, 1, 1), nn.BatchNorm2d(8), nn.LeakyReLU(0.2), nn.Flatten(),
+                          nn.Linear(8 * 32 * 32, 2))
+    with torch.no_grad():
+        for bn in (m for m in model if isinstance(m, nn.modules.batchnorm._BatchNorm)):
+            bn.running_mean.normal_(0, 0.5), bn.running_var.uniform_(0.1, 2.1)
+            bn.weight.normal_(1, 0.5), bn.bias.normal_(0, 0.5)
+    return model.eval()
 
 
-def _torch_composite(x, w, b, mean, var, gamma, beta):
-    return F.leaky_relu(F.batch_norm(F.conv2d(x, w, b, padding=1), mean, var, gamma, beta, False), 0.2)
+def _model_gradients(model, x, autocast_dtype=None):
+    x = x.detach().clone().requires_grad_()
+    with torch.autocast("cpu", dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        out = model(x)
+    (out.float() * torch.linspace(-1, 1, out.numel()).reshape(out.shape)).sum().backward()
+    return {"output": out.detach(), "input": x.grad, **{name: p.grad for name, p in model.named_parameters()}}
 
 
-def _ours(x, w, b, mean, var, gamma, beta):
-    return ascend_acts.conv_bn_leaky_relu(x, w, b, mean, var, gamma, beta, training=False, negative_slope=0.2,
-                                          padding=1)
-
-
-@pytest.mark.parametrize("dtype", fast_only([torch.float16, torch.bfloat16], [torch.bfloat16]), ids=str)
-def test_16_bit_eval_is_as_accurate_as_torchs_16_bit(dtype, backend):
-    """16-bit conv with float32 BN parameters (autocast's mix), a BN bias putting many pre-activations near 0: the
-    affine follows the 16-bit convolution in float32 as in torch's batch_norm (folded into a 16-bit weight, its
-    rounding was 2.6x torch's error in the input gradient); output and every gradient within 2x torch's own error."""
-    g = torch.Generator().manual_seed(0)
-    x, w, b = torch.randn(4, 16, 16, 16, generator=g), torch.randn(32, 16, 3, 3, generator=g) / 12, \
-        torch.randn(32, generator=g)
-    mean, var = torch.randn(32, generator=g), torch.rand(32, generator=g) + 0.5
-    gamma, beta = torch.randn(32, generator=g), torch.randn(32, generator=g)
-    exact = _half_block_call(_torch_composite, *(t.double() for t in (x, w, b, mean, var, gamma, beta)))
-    low = (x.to(dtype), w.to(dtype), b.to(dtype), mean, var, gamma, beta)
-    torchs, ours = _half_block_call(_torch_composite, *low), _half_block_call(_ours, *low)
-    for name, e, t, o in zip(("output", "input", "weight", "bias", "bn weight", "bn bias"), exact, torchs, ours):
-        torch_error, our_error = (t.double() - e).norm().item(), (o.double() - e).norm().item()
-        assert our_error <= 2 * torch_error, (name, our_error, torch_error)
+@pytest.mark.parametrize("mode", fast_only(["float16 model", "bfloat16 model", "bfloat16 autocast", "float16 autocast"],
+                                           ["float16 model"]))
+def test_16_bit_eval_is_as_accurate_as_torchs_16_bit(mode, backend):
+    """A 16-bit model (`.half()`, `.bfloat16()`; the oracle is its float64 copy), or a float32 one under autocast
+    (the float32 model's): output and every gradient within 2x torch's own same-dtype error, as the median over seeds
+    of the ratio. In 16 bits a pre-activation near 0 lands on either side of it now and then, for torch as for us, and
+    one such element can decide a seed; the median leaves those out. Nothing folds into the 16-bit weight and bias:
+    the op applies the BN's float32 scale and shift after the convolution, as torch's batch_norm (with the
+    normalisation folded into 16-bit weights, the first BN's bias gradient was over 3x torch's error)."""
+    dtype = torch.bfloat16 if mode.startswith("bfloat16") else torch.float16
+    autocast = dtype if "autocast" in mode else None
+    ratios: dict[str, list[float]] = {}
+    for seed in range(8):
+        model = _chain(seed)
+        x = torch.randn(4, 3, 32, 32)
+        low, low_x = (model, x) if autocast else (model.to(dtype), x.to(dtype))
+        exact = _model_gradients(copy.deepcopy(low).double(), low_x.double())
+        torchs = _model_gradients(copy.deepcopy(low), low_x, autocast)
+        ours = _model_gradients(ascend_acts.convert(copy.deepcopy(low)), low_x, autocast)
+        for name, e in exact.items():
+            torch_error, our_error = (torchs[name].double() - e).norm().item(), (ours[name].double() - e).norm().item()
+            ratios.setdefault(name, []).append(our_error / torch_error if torch_error else float(our_error > 0))
+    medians = {name: sorted(r)[len(r) // 2] for name, r in ratios.items()}
+    assert all(m <= 2 for m in medians.values()), medians
 
 
 def _eval_composite(x, w, b, gamma, beta, grad):

@@ -93,7 +93,7 @@ def test_dcgan_generator_and_discriminator(training):
         assert all(r.saved_bytes_converted < r.saved_bytes_torch for r in generator_table)
         assert all(r.reason == "recomputes the conv output in backward" for r in generator_table)
     else:
-        assert all(r.reason == "eval: BatchNorm folded into the conv" for r in generator_table)
+        assert all(r.reason == "eval: running statistics folded into the conv" for r in generator_table)
     table = ascend_acts.explain(discriminator, image)
     assert [r.path for r in table] == ["<model>[2:5]", "<model>[5:8]", "<model>[8:11]"]
     assert all(r.fused for r in table)
@@ -102,7 +102,7 @@ def test_dcgan_generator_and_discriminator(training):
         assert table.saved_bytes_converted < table.saved_bytes_torch
         assert all(r.reason == "" for r in table)
     else:
-        assert all(r.reason == "eval: BatchNorm folded into the conv" for r in table)
+        assert all(r.reason == "eval: running statistics folded into the conv" for r in table)
 
 
 def test_reasons_a_hook_a_dropout_between_and_a_nested_sequential():

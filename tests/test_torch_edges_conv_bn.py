@@ -340,3 +340,50 @@ def test_geometry_beyond_int64_raises_value_error_as_torch():
         F.conv2d(x, w, stride=2**63)
     with pytest.raises(ValueError, match="Overflow"):
         ascend_acts.conv_bn_leaky_relu(x, w, training=True, stride=2**63)
+
+
+# --- the eval op's BN affine (bn_weight, bn_bias) ----------------------------------------------------------------
+def test_eval_bn_bias_changed_in_place_before_the_backward_as_torch(backend):
+    """torch's batch_norm keeps no bias for its backward: a BN bias changed in place between forward and backward (an
+    optimizer step on another loss, an EMA) is no error, and the gradients are the forward's. The eval op keeps a copy
+    of its values."""
+    ours, theirs = ours_and_torch(torch_block(c_out=4).eval())
+    x = torch.randn(2, 2, 6, 6)
+    outputs = [model(x) for model in (ours, theirs)]
+    for model in (ours, theirs):
+        with torch.no_grad():
+            model[1].bias.add_(0.5)
+    grad = torch.randn_like(outputs[0])
+    for out in outputs:
+        out.backward(grad)
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        close(a.grad, b.grad)
+
+
+def test_eval_inference_mode_bn_bias_as_torch(backend):
+    """A BN bias made under torch.inference_mode, then used where autograd records: torch's batch_norm keeps no bias, so
+    it is no error."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 6, 6, generator=g, requires_grad=True)
+    w, gamma = torch.randn(4, 3, 3, 3, generator=g), torch.rand(4, generator=g) + 0.5
+    mean, var = torch.randn(4, generator=g), torch.rand(4, generator=g) + 0.5
+    with torch.inference_mode():
+        beta = torch.randn(4, generator=g)
+    ours = ascend_acts.conv_bn_leaky_relu(x, w, None, mean, var, gamma, beta, training=False, negative_slope=0.2,
+                                          padding=1)
+    theirs = F.leaky_relu(F.batch_norm(F.conv2d(x, w, padding=1), mean, var, gamma, beta, False), 0.2)
+    close(ours, theirs)
+    grad = torch.randn_like(ours)
+    close(*torch.autograd.grad(ours, x, grad), *torch.autograd.grad(theirs, x, grad))
+
+
+@pytest.mark.parametrize("name", ["bn_weight", "bn_bias"])
+def test_eval_ops_refuse_an_affine_on_another_device(name):
+    """The raw ops check devices as torch's conv2d and batch_norm do, before any backend reads the tensor."""
+    x, w, b, c = torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(4), torch.ones(4)
+    affine = {"bn_weight": c, "bn_bias": c, name: c.to("meta")}
+    geometry = ([1, 1], [0, 0, 0, 0], [1, 1], 1)
+    with pytest.raises(RuntimeError, match=f"'{name}' is on meta"):
+        ops.conv_bn_leaky_relu_eval(x, w, b, *geometry, 0.2, **affine)
+    with pytest.raises(RuntimeError, match=f"'{name}' is on meta"):
+        ops.conv_bn_leaky_relu_eval_backward(torch.randn(2, 4, 4, 4), x, w, b, *geometry, 0.2, **affine)

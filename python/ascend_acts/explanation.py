@@ -331,8 +331,7 @@ def _verdict(run: _Found, container: nn.Module, decisions: dict) -> tuple[bool, 
             notes.append(decision.reason or "the activation runs itself")
     norm = list(container)[run.norm]
     if not norm.training and getattr(norm, "running_mean", None) is not None:  # GroupNorm has none: per sample
-        notes.append("eval: BatchNorm folded into the conv" if isinstance(norm, nn.modules.batchnorm._BatchNorm)
-                     else "eval: running statistics folded into the conv")
+        notes.append("eval: running statistics folded into the conv")  # the affine applies inside the op
     if decision.recompute:
         notes.append("recomputes the conv output in backward")
     return True, "; ".join(notes)

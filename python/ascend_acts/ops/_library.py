@@ -22,6 +22,16 @@ AUTOCAST_KEYS = (("cpu", torch._C.DispatchKey.AutocastCPU),
                  ("privateuseone", torch._C.DispatchKey.AutocastPrivateUse1))
 AUTOCAST_KEY_SET = torch._C.DispatchKeySet(AUTOCAST_KEYS[0][1]) | torch._C.DispatchKeySet(AUTOCAST_KEYS[1][1])
 
+
+def autocast_dtype(tensor: torch.Tensor) -> torch.dtype | None:
+    """The dtype the ops' autocast rules would cast `tensor` to here (an autocast region of its device type whose key
+    is not excluded), or None."""
+    for device_type, key in AUTOCAST_KEYS:
+        if (tensor.device.type == device_type and torch.is_autocast_enabled(device_type)
+                and not torch._C._dispatch_tls_is_dispatch_key_excluded(key)):
+            return torch.get_autocast_dtype(device_type)
+    return None
+
 lib = torch.library.Library("ascend_acts", "DEF")
 for _op in TORCH_OPS:
     lib.define(_op.name + _op.schema)

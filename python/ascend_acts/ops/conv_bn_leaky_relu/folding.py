@@ -5,13 +5,14 @@ weight * invstd and (bias - running_mean) * invstd, whose output is x-hat. The a
 inside it (`eval_pre_activation`), so that the op's backward takes the affine's gradients as torch's batch_norm does:
 sum(dz * x-hat) and sum(dz) per channel (`eval_gradients`). Through a folded weight instead, bn_weight's gradient
 would be the conv weight gradient (a float32 sum over N*H*W) dotted with the weight, several times torch's float32
-error, and bn_bias's the platform's bias gradient.
+error, and bn_bias's the platform's bias gradient. In float32 and float64 the op folds the affine into its conv
+weight and bias too (`affine_fold`): one convolution, then the activation.
 
-In float32 and float64 the affine folds into the conv weight and bias too (`affine_fold`): one convolution, then the
-activation. A 16-bit convolution takes its weight rounded to 16 bits, and a folded weight's rounding moves the
-pre-activation by about a 16-bit unit of the conv's terms, twice torch's error or more where a bn_bias puts many
-values near 0; there the affine follows the convolution in float32, on its 16-bit output, as torch's batch_norm
-computes it."""
+A 16-bit convolution (16-bit weights, or autocast's) folds nothing into its weight and bias, whose 16-bit rounding
+would move the pre-activations (a bias's rounding a whole channel's) by more than torch's own rounding: the op gets
+the conv's own weight and bias and, as its affine, the whole BatchNorm's float32 scale and shift
+(`eval_arguments`), applied after the convolution in float32, as torch's batch_norm computes on a 16-bit conv
+output."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import torch
 
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
+from .._library import autocast_dtype
 
 HALF_TYPES = (torch.float16, torch.bfloat16)
 
@@ -40,6 +42,24 @@ def normalisation_fold(weight, bias, running_mean, running_var, eps: float, tran
     invstd = torch.rsqrt(running_var + eps)
     shift = -running_mean * invstd if bias is None else (bias - running_mean) * invstd
     return scale_output_channels(weight, invstd.to(weight.dtype), transposed, groups), shift.to(weight.dtype)
+
+
+def eval_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, eps: float,
+                   transposed: bool = False, groups: int = 1):
+    """(weight, bias, bn_weight, bn_bias) to give the eval op for an eval BatchNorm after a convolution of `input`
+    (differentiable in every tensor): the normalised conv weight and bias and the BN's affine; for a 16-bit
+    convolution (`input` 16-bit, or cast to 16 bits by autocast) the conv's weight and bias (zeros for None) and the
+    BN's scale and shift in float32."""
+    if input.dtype not in HALF_TYPES and not (input.dtype == torch.float32 and autocast_dtype(input) in HALF_TYPES):
+        return (*normalisation_fold(weight, bias, running_mean, running_var, eps, transposed, groups), bn_weight,
+                bn_bias)
+    scale = torch.rsqrt(running_var.float() + eps)
+    if bn_weight is not None:
+        scale = scale * bn_weight.float()
+    shift = -running_mean.float() * scale
+    if bn_bias is not None:
+        shift = shift + bn_bias.float()
+    return weight, bias if bias is not None else weight.new_zeros(running_var.shape), scale, shift
 
 
 def affine_fold(weight, bias, bn_weight, bn_bias, transposed: bool = False, groups: int = 1):
@@ -123,7 +143,7 @@ def eval_gradients(conv_gradients, grad_pre, xhat, weight, bn_weight, bn_bias, o
     # rounded once); elsewhere in the compute dtype
     accumulate = torch.float64 if dz.device.type == "cpu" else c
     result_dtype = weight.dtype if result_dtype is None else result_dtype
-    grad_bias = grad_gamma = grad_beta = grad_pre.new_empty(0, dtype=result_dtype)
+    grad_bias, grad_gamma, grad_beta = (grad_pre.new_empty(0, dtype=result_dtype) for _ in range(3))  # never aliased
     if output_mask[2] or (bn_bias is not None and affine_mask[1]):
         sums = dz.sum((0, 2, 3), dtype=accumulate)
         if output_mask[2]:

@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from .._library import values_unknown
 from .._validation import check_bool
-from .folding import affine_fold, normalisation_fold
+from .folding import affine_fold, eval_arguments
 from .semantics import output_determines_batch_norm
 from .torch_ops import activation
 from .torch_ops import conv2d as platform_conv2d
@@ -22,11 +22,11 @@ ops = torch.ops.ascend_acts
 F = torch.nn.functional
 
 
-def _fold_reproduces_batch_norm(weight, bias, running_var, bn_weight, bn_bias, eps, transposed, groups) -> bool:
-    """Whether the eval op's fold of the normalised `weight` and `bias` is finite with no zero per-channel scale
-    (bn_weight / sqrt(running_var + eps)), the folded conv then giving torch's batch_norm values (see the caller)."""
+def _fold_reproduces_batch_norm(eval_arguments, running_var, bn_weight, eps, transposed, groups) -> bool:
+    """Whether the eval op's fold of its (weight, bias, bn_weight, bn_bias) `eval_arguments` is finite with no zero
+    per-channel scale (bn_weight / sqrt(running_var + eps)), its values then torch's batch_norm's (see the caller)."""
     with torch.no_grad():
-        folded_weight, folded_bias = affine_fold(weight, bias, bn_weight, bn_bias, transposed, groups)
+        folded_weight, folded_bias = affine_fold(*eval_arguments, transposed, groups)
         scale = torch.rsqrt(running_var + eps)
         scale = scale if bn_weight is None else scale * bn_weight
         return bool(torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()
@@ -100,15 +100,14 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
         if args.eps != 0 and not args.no_input_channels:
             # the normalisation folds here; the affine inside the op, whose backward then takes bn_weight's and
             # bn_bias's gradients as torch's batch_norm does (folding.py)
-            normalised_weight, normalised_bias = normalisation_fold(weight, bias, running_mean, running_var, args.eps,
-                                                                    args.transposed, args.groups)
-            if values_unknown(normalised_weight) or input.device.type != "cpu" or _fold_reproduces_batch_norm(
-                    normalised_weight, normalised_bias, running_var, bn_weight, bn_bias, args.eps, args.transposed,
-                    args.groups):
-                affine = (args.padding_mode, bn_weight, bn_bias) if bn_weight is not None or bn_bias is not None \
-                    else padded
-                out = ops.conv_bn_leaky_relu_eval(input, normalised_weight, normalised_bias, *geometry,
-                                                  args.negative_slope, relu, *transposition, *affine)
+            arguments = eval_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args.eps,
+                                       args.transposed, args.groups)
+            if values_unknown(arguments[0]) or input.device.type != "cpu" or _fold_reproduces_batch_norm(
+                    arguments, running_var, bn_weight, args.eps, args.transposed, args.groups):
+                op_weight, op_bias, *affine = arguments
+                options = (args.padding_mode, *affine) if any(t is not None for t in affine) else padded
+                out = ops.conv_bn_leaky_relu_eval(input, op_weight, op_bias, *geometry, args.negative_slope, relu,
+                                                  *transposition, *options)
                 # running statistics with norm_groups are InstanceNorm's, whose output torch makes contiguous
                 return out.contiguous() if args.norm_groups else out
         return _unfused(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args, relu)

@@ -5,8 +5,10 @@ inverted (negative_slope > 0, no zero bn_weight, |bn_bias| / |bn_weight| small e
 decides with `save_output`, see output_determines_batch_norm below); otherwise it
 keeps the conv output. `norm_groups` G >= 1 normalises per sample over groups of C/G channels (InstanceNorm G == C,
 GroupNorm) instead of per channel over the batch: mean/invstd are then (N, G), and running statistics are taken only
-with G == C (F.instance_norm's update). Eval runs the conv with BN folded into weight and bias; its backward
-recomputes the pre-activation, so nothing but the input and the folded weight is kept.
+with G == C (F.instance_norm's update). Eval runs the conv with the running statistics folded into weight and bias and
+the BN affine (bn_weight, bn_bias) applied inside the op (folding.py: so that its backward takes the affine's
+gradients as torch's batch_norm); its backward recomputes the pre-activation, so nothing but the input, the
+normalised weight and bias and the affine is kept.
 `padding_mode` (torch's Conv2d's: "zeros", "reflect", "replicate", "circular"): any but "zeros" pads the input with
 F.pad and convolves unpadded; autograd keeps the unpadded input and the backward pads it again (a transient copy).
 `recompute` (training): autograd keeps no conv output (conv_out is empty, as with save_output); the backward
@@ -196,9 +198,19 @@ def _affine(bn_weight, bn_bias) -> dict:
     return {name: t for name, t in (("bn_weight", bn_weight), ("bn_bias", bn_bias)) if t is not None}
 
 
+def check_devices(op: str, input: torch.Tensor, tensors: dict) -> None:
+    """Every tensor on the input's device: a RuntimeError naming the argument, as torch's conv2d and batch_norm raise
+    one (before a backend reads another device's memory)."""
+    for name, t in tensors.items():
+        if t is not None and t.device != input.device:
+            raise RuntimeError(f"ascend_acts::{op}: '{name}' is on {t.device}, 'input' on {input.device}: expected all "
+                               "tensors to be on the same device")
+
+
 def _check_eval(input, weight, bias, stride, padding, dilation, groups, negative_slope, relu=False, transposed=False,
                 output_padding=(0, 0), padding_mode="zeros", bn_weight=None, bn_bias=None):
     affine = _affine(bn_weight, bn_bias)
+    check_devices(EVAL, input, {"weight": weight, "bias": bias, **affine})
     check_dtypes(EVAL, input, {"weight": weight, "bias": bias}, affine)
     check_shapes(EVAL, output_channels(weight, groups, transposed), {"bias": bias, **affine})
     check_padding(EVAL, input, padding, transposed, padding_mode)
@@ -208,6 +220,7 @@ def _check_eval_backward(grad_out, input, weight, bias, stride, padding, dilatio
                          transposed=False, output_padding=(0, 0), padding_mode="zeros", output_mask=ALL_GRADIENTS,
                          bn_weight=None, bn_bias=None, affine_mask=(True, True)):
     affine = _affine(bn_weight, bn_bias)
+    check_devices(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias, **affine})
     check_dtypes(EVAL_BACKWARD, input, {"grad_out": grad_out, "weight": weight, "bias": bias}, affine)
     check_shapes(EVAL_BACKWARD, output_channels(weight, groups, transposed), {"bias": bias, **affine},
                  {"grad_out": grad_out},
@@ -473,13 +486,18 @@ class _Eval(OpFunction):
     def setup_context(ctx, inputs, output):
         input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs[:_EVAL_RELU]
         _trailing(ctx, inputs, _EVAL_RELU, _EVAL_OPTIONS)
-        ctx.save_for_backward(input, weight, bias, ctx.bn_weight, ctx.bn_bias)
+        # bn_bias as a copy of the C values the forward used: torch's batch_norm keeps no bias, so an in-place change
+        # of it before the backward (or an inference-mode bias) is no error there; on ctx for a recorded backward
+        kept_bias = None if ctx.bn_bias is None else ctx.bn_bias.detach().clone()
+        ctx.save_for_backward(input, weight, bias, ctx.bn_weight, kept_bias)
         ctx.save_for_forward(output, input, weight, bias, ctx.bn_weight, ctx.bn_bias)
-        ctx.bn_weight = ctx.bn_bias = None  # saved above
+        ctx.bn_weight = None  # saved above
 
     @staticmethod
     def backward(ctx, grad_out):
         input, weight, bias, bn_weight, bn_bias = ctx.saved_tensors
+        if torch.is_grad_enabled():  # recorded: the composite differentiates through bn_bias, as through torch's
+            bn_bias = _forward_values(bn_bias, ctx.bn_bias)
         mask = conv_output_mask(ctx, True)
         needs = ctx.needs_input_grad
         affine_mask = [len(needs) > i and bool(needs[i]) for i in (_EVAL_BN_WEIGHT, _EVAL_BN_WEIGHT + 1)]
