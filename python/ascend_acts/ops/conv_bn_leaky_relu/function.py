@@ -12,7 +12,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 from .._library import values_unknown
 from .._validation import check_bool
-from .folding import affine_fold, eval_arguments
+from .folding import eval_arguments
 from .semantics import output_determines_batch_norm
 from .torch_ops import activation
 from .torch_ops import conv2d as platform_conv2d
@@ -22,14 +22,22 @@ ops = torch.ops.ascend_acts
 F = torch.nn.functional
 
 
-def _fold_reproduces_batch_norm(eval_arguments, running_var, bn_weight, eps, transposed, groups) -> bool:
+def _fold_reproduces_batch_norm(eval_arguments, running_var, bn_weight, eps) -> bool:
     """Whether the eval op's fold of its (weight, bias, bn_weight, bn_bias) `eval_arguments` is finite with no zero
-    per-channel scale (bn_weight / sqrt(running_var + eps)), its values then torch's batch_norm's (see the caller)."""
+    per-channel scale (bn_weight / sqrt(running_var + eps)), its values then torch's batch_norm's (see the caller).
+    The weight's fold is bounded by max|weight| * max|bn_weight| (one pass over the weight, no products: a bound that
+    overflows where no product would only sends the call to torch's composite)."""
+    weight, bias, affine_weight, affine_bias = eval_arguments
     with torch.no_grad():
-        folded_weight, folded_bias = affine_fold(*eval_arguments, transposed, groups)
+        bound = torch.stack(torch.aminmax(weight)).abs().amax() if weight.numel() else weight.new_zeros(())
+        folded_bias = bias
+        if affine_weight is not None:
+            bound, folded_bias = bound * affine_weight.abs().amax(), folded_bias * affine_weight
+        if affine_bias is not None:
+            folded_bias = folded_bias + affine_bias
         scale = torch.rsqrt(running_var + eps)
         scale = scale if bn_weight is None else scale * bn_weight
-        return bool(torch.isfinite(folded_weight).all() and torch.isfinite(folded_bias).all()
+        return bool(torch.isfinite(bound) and torch.isfinite(folded_bias).all()
                     and scale.count_nonzero() == scale.numel())
 
 
@@ -103,7 +111,7 @@ def conv_bn_activation(input, weight, bias=None, running_mean=None, running_var=
             arguments = eval_arguments(input, weight, bias, running_mean, running_var, bn_weight, bn_bias, args.eps,
                                        args.transposed, args.groups)
             if values_unknown(arguments[0]) or input.device.type != "cpu" or _fold_reproduces_batch_norm(
-                    arguments, running_var, bn_weight, args.eps, args.transposed, args.groups):
+                    arguments, running_var, bn_weight, args.eps):
                 op_weight, op_bias, *affine = arguments
                 options = (args.padding_mode, *affine) if any(t is not None for t in affine) else padded
                 out = ops.conv_bn_leaky_relu_eval(input, op_weight, op_bias, *geometry, args.negative_slope, relu,
