@@ -272,9 +272,9 @@ def expected_saved(name, args, results):
         # recompute reads the conv weight and bias as the forward used them: copies of them
         snapshot = [("copy", t) for t in (weight, bias) if t is not None] if recompute else []
         return [*kept, x, weight, bn_weight, bn_bias, results[2], results[3], *kept_bias, *snapshot]
-    if name == "conv_bn_leaky_relu_eval":  # and the affine (O(C)): bn_bias as a copy, as torch's batch_norm keeps none
+    if name == "conv_bn_leaky_relu_eval":  # and the affine (O(C)); the biases as copies, as torch keeps none
         bn_weight, bn_bias = (*args[12:14], None, None)[:2]
-        return [*args[:3], *([bn_weight] if bn_weight is not None else []),
+        return [*args[:2], ("copy", args[2]), *([bn_weight] if bn_weight is not None else []),
                 *([("copy", bn_bias)] if bn_bias is not None else [])]
     return None
 

@@ -11,6 +11,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import ascend_acts
+from markers import slow
 
 ops = torch.ops.ascend_acts
 
@@ -387,3 +388,73 @@ def test_eval_ops_refuse_an_affine_on_another_device(name):
         ops.conv_bn_leaky_relu_eval(x, w, b, *geometry, 0.2, **affine)
     with pytest.raises(RuntimeError, match=f"'{name}' is on meta"):
         ops.conv_bn_leaky_relu_eval_backward(torch.randn(2, 4, 4, 4), x, w, b, *geometry, 0.2, **affine)
+
+
+def test_16_bit_eval_conv_bias_changed_in_place_before_the_backward_as_torch(backend):
+    """A 16-bit model's eval op takes the conv's own bias (folding.eval_arguments): kept as a copy, as torch's
+    convolution keeps no bias."""
+    ours, theirs = ours_and_torch(torch_block(c_out=4).eval().half())
+    x = torch.randn(2, 2, 6, 6).half()
+    outputs = [model(x) for model in (ours, theirs)]
+    for model in (ours, theirs):
+        with torch.no_grad():
+            model[0].bias.add_(1)
+    for out in outputs:
+        out.float().sum().backward()
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("model_dtype, autocast_dtype", [(torch.float16, torch.bfloat16),
+                                                         (torch.bfloat16, torch.float16)], ids=str)
+def test_eval_under_autocast_of_the_other_16_bit_dtype_as_torch(backend, model_dtype, autocast_dtype):
+    """A 16-bit model with float32 BN under autocast to the other 16-bit dtype (the fold check runs outside
+    autocast's casts)."""
+    ours, theirs = ours_and_torch(torch_block(c_out=4).eval().to(model_dtype))
+    for model in (ours, theirs):
+        model[1].float()
+    x = torch.randn(2, 2, 6, 6).to(model_dtype)
+    with torch.autocast("cpu", dtype=autocast_dtype):
+        got, want = ours(x), theirs(x)
+    assert got.dtype == want.dtype == autocast_dtype
+    torch.testing.assert_close(got.float(), want.float(), rtol=5e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("scale", [1e5, 1e30, 1e38])
+def test_16_bit_eval_overflow_as_torch(backend, dtype, scale):
+    """A BN weight whose fold leaves the 16-bit range runs torch's composite on the CPU: the infinities and NaN of
+    the output and gradients where torch's are. (Within the range, bfloat16's at 1e38, the conv weight gradient sums
+    products that overflow: infinities of both signs, whose sum is NaN in torch's order of summation where ours may
+    stay infinite; docs/usage.md, "Degenerate norm weights".)"""
+    ours, theirs = ours_and_torch(torch_block(c_in=3, c_out=4).eval())
+    for model in (ours, theirs):
+        with torch.no_grad():
+            model[1].weight[0] = scale
+        model.to(dtype)
+    x = torch.randn(2, 3, 6, 6).to(dtype)
+    results = []
+    for model in (ours, theirs):
+        xi = x.clone().requires_grad_()
+        out = model(xi)
+        out.float().sum().backward()
+        conv_weight, *others = model.parameters()
+        results.append([out, xi.grad, *(p.grad for p in others)])
+    for got, want in zip(*results):
+        assert torch.equal(got.isinf(), want.isinf()) and torch.equal(got.isnan(), want.isnan())
+
+
+@slow
+def test_compiled_eval_under_autocast_inside_fullgraph_as_eager():
+    """torch.compile(fullgraph=True) of a converted eval block with autocast inside the compiled function: the op's
+    16-bit form is chosen while tracing, and the result is eager's."""
+    ours = ascend_acts.convert(torch_block(c_out=4).eval())
+    x = torch.randn(2, 2, 6, 6)
+
+    def run(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return ours(x)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(run, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), run(x), rtol=0, atol=0)

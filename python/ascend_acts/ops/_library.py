@@ -27,8 +27,9 @@ def autocast_dtype(tensor: torch.Tensor) -> torch.dtype | None:
     """The dtype the ops' autocast rules would cast `tensor` to here (an autocast region of its device type whose key
     is not excluded), or None."""
     for device_type, key in AUTOCAST_KEYS:
+        # a compiled graph's own regions exclude no key (and dynamo cannot trace the query)
         if (tensor.device.type == device_type and torch.is_autocast_enabled(device_type)
-                and not torch._C._dispatch_tls_is_dispatch_key_excluded(key)):
+                and (torch.compiler.is_compiling() or not torch._C._dispatch_tls_is_dispatch_key_excluded(key))):
             return torch.get_autocast_dtype(device_type)
     return None
 

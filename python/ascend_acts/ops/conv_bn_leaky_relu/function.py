@@ -10,7 +10,8 @@ import torch
 from torch.autograd.graph import _CloneArgBeforeMutateMode
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-from .._library import values_unknown
+from ...numerics.dtypes import compute_dtype
+from .._library import AUTOCAST_KEY_SET, values_unknown
 from .._validation import check_bool
 from .folding import eval_arguments
 from .semantics import output_determines_batch_norm
@@ -23,22 +24,25 @@ F = torch.nn.functional
 
 
 def _fold_reproduces_batch_norm(eval_arguments, running_var, bn_weight, eps) -> bool:
-    """Whether the eval op's fold of its (weight, bias, bn_weight, bn_bias) `eval_arguments` is finite with no zero
-    per-channel scale (bn_weight / sqrt(running_var + eps)), its values then torch's batch_norm's (see the caller).
-    The weight's fold is bounded by max|weight| * max|bn_weight| (one pass over the weight, no products: a bound that
-    overflows where no product would only sends the call to torch's composite)."""
+    """Whether the eval op's fold of its (weight, bias, bn_weight, bn_bias) `eval_arguments` stays within the weight's
+    dtype with no zero per-channel scale (bn_weight / sqrt(running_var + eps)), its values then torch's batch_norm's
+    (see the caller; in 16 bits beyond that range torch's own intermediates overflow). The weight's fold is bounded by
+    max|weight| * max|bn_weight| (one pass over the weight, no products: a bound beyond the range where no product is
+    only sends the call to torch's composite). Autocast is off here: its casts are the op's business."""
     weight, bias, affine_weight, affine_bias = eval_arguments
-    with torch.no_grad():
-        bound = torch.stack(torch.aminmax(weight)).abs().amax() if weight.numel() else weight.new_zeros(())
-        folded_bias = bias
+    largest = torch.finfo(weight.dtype).max
+    with torch.no_grad(), torch._C._ExcludeDispatchKeyGuard(AUTOCAST_KEY_SET):
+        c = compute_dtype(weight.dtype)
+        bound = torch.stack(torch.aminmax(weight)).abs().amax().to(c) if weight.numel() else torch.zeros((), dtype=c)
+        folded_bias = bias.to(c)
         if affine_weight is not None:
-            bound, folded_bias = bound * affine_weight.abs().amax(), folded_bias * affine_weight
+            bound, folded_bias = bound * affine_weight.abs().amax().to(c), folded_bias * affine_weight.to(c)
         if affine_bias is not None:
-            folded_bias = folded_bias + affine_bias
+            folded_bias = folded_bias + affine_bias.to(c)
         scale = torch.rsqrt(running_var + eps)
         scale = scale if bn_weight is None else scale * bn_weight
-        return bool(torch.isfinite(bound) and torch.isfinite(folded_bias).all()
-                    and scale.count_nonzero() == scale.numel())
+        return bool((bound <= largest) & (folded_bias.abs() <= largest).all()
+                    & (scale.count_nonzero() == scale.numel()))
 
 
 def conv_bn_leaky_relu(input, weight, bias=None, running_mean=None, running_var=None, bn_weight=None, bn_bias=None,

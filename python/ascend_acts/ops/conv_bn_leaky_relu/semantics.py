@@ -486,18 +486,19 @@ class _Eval(OpFunction):
     def setup_context(ctx, inputs, output):
         input, weight, bias, *ctx.geometry, ctx.negative_slope = inputs[:_EVAL_RELU]
         _trailing(ctx, inputs, _EVAL_RELU, _EVAL_OPTIONS)
-        # bn_bias as a copy of the C values the forward used: torch's batch_norm keeps no bias, so an in-place change
-        # of it before the backward (or an inference-mode bias) is no error there; on ctx for a recorded backward
-        kept_bias = None if ctx.bn_bias is None else ctx.bn_bias.detach().clone()
-        ctx.save_for_backward(input, weight, bias, ctx.bn_weight, kept_bias)
+        # the biases as copies of the C values the forward used: torch's convolution and batch_norm keep none, so an
+        # in-place change of one before the backward (or an inference-mode one) is no error there (a 16-bit call's
+        # conv bias is the module's own: folding.eval_arguments); on ctx for a recorded backward
+        kept_bias, kept_bn_bias = (None if t is None else t.detach().clone() for t in (bias, ctx.bn_bias))
+        ctx.save_for_backward(input, weight, kept_bias, ctx.bn_weight, kept_bn_bias)
         ctx.save_for_forward(output, input, weight, bias, ctx.bn_weight, ctx.bn_bias)
-        ctx.bn_weight = None  # saved above
+        ctx.conv_bias, ctx.bn_weight = bias, None  # bn_weight saved above
 
     @staticmethod
     def backward(ctx, grad_out):
         input, weight, bias, bn_weight, bn_bias = ctx.saved_tensors
-        if torch.is_grad_enabled():  # recorded: the composite differentiates through bn_bias, as through torch's
-            bn_bias = _forward_values(bn_bias, ctx.bn_bias)
+        if torch.is_grad_enabled():  # recorded: the composite differentiates through the biases, as through torch's
+            bias, bn_bias = _forward_values(bias, ctx.conv_bias), _forward_values(bn_bias, ctx.bn_bias)
         mask = conv_output_mask(ctx, True)
         needs = ctx.needs_input_grad
         affine_mask = [len(needs) > i and bool(needs[i]) for i in (_EVAL_BN_WEIGHT, _EVAL_BN_WEIGHT + 1)]
