@@ -12,6 +12,7 @@ import torch
 
 from ascend_acts.numerics import compiled
 from ascend_acts.ops.conv_bn_leaky_relu import cpu_batch_norm, reference, reference_batch_norm
+from markers import slow
 
 if compiled._cpu is None and os.environ.get("ASCEND_ACTS_REQUIRE_SIM") == "1":  # CI: built with the emulator
     raise RuntimeError("ascend_acts._cpu is not built, and ASCEND_ACTS_REQUIRE_SIM=1 requires the compiled modules")
@@ -246,6 +247,7 @@ def test_leaky_relu_shared_over_threads_changes_no_bit(slope):
         assert np.array_equal(grad_x.view(np.uint32), expected_grad.numpy().view(np.uint32))
 
 
+@slow  # a subprocess
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps (Linux)")
 def test_the_module_runs_on_torchs_openmp_runtime_not_a_second_one():
     """cpu_kernel/module.cpp's threads are torch's OpenMP team only if the process maps one libgomp: a second copy
