@@ -12,14 +12,7 @@ from torch._prims_common import suggest_memory_format
 
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
-from .folding import (
-    affine_fold,
-    conv_backward_arguments,
-    conv_gradient_mask,
-    eval_gradients,
-    eval_pre_activation,
-    scale_output_channels,
-)
+from .folding import affine_fold, eval_op_backward, scale_output_channels
 from .torch_ops import (
     ALL_GRADIENTS,
     activation_gradient,
@@ -140,13 +133,11 @@ def conv_bn_leaky_relu_eval_backward_differentiable(grad_out, input, weight, bia
     c = compute_dtype(input.dtype)
     x, w, b = input.to(c), weight.to(c), bias.to(c)
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-    pre, xhat = eval_pre_activation(lambda w, b: conv2d(x, w, b, *geometry), w, b, bn_weight, bn_bias, transposed,
-                                    groups, wants_xhat=bn_weight is not None and affine_mask[0])
-    dz = _recorded_activation_gradient(pre, grad_out.to(c), negative_slope, relu)
-    grad, conv_weight = conv_backward_arguments(dz, w, b, bn_weight, bn_bias, transposed, groups)
-    grad_input, grad_weight, grad_bias, *affine = eval_gradients(
-        conv2d_backward(grad, x, conv_weight, *geometry, conv_gradient_mask(output_mask)), dz, xhat, w, bn_weight,
-        bn_bias, output_mask, affine_mask, transposed, groups, weight.dtype)
+    grad_input, grad_weight, grad_bias, *affine = eval_op_backward(
+        lambda w, b: conv2d(x, w, b, *geometry),
+        lambda pre: _recorded_activation_gradient(pre, grad_out.to(c), negative_slope, relu),
+        lambda grad, w, mask: conv2d_backward(grad, x, w, *geometry, mask),
+        w, b, bn_weight, bn_bias, output_mask, affine_mask, transposed, groups, weight.dtype)
     return (*_conv_gradients_in_formats(grad_input, grad_weight, grad_bias, input, weight, bias, padding_mode,
                                         output_mask), *affine)
 

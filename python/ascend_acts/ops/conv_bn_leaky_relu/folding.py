@@ -3,7 +3,7 @@
 The normalisation by the running statistics folds outside the eval op (`normalisation_fold`): the op convolves with
 weight * invstd and (bias - running_mean) * invstd, whose output is x-hat. The affine (bn_weight, bn_bias) is applied
 inside it (`eval_pre_activation`), so that the op's backward takes the affine's gradients as torch's batch_norm does:
-sum(dz * x-hat) and sum(dz) per channel (`eval_gradients`). Through a folded weight instead, bn_weight's gradient
+sum(dz * x-hat) and sum(dz) per channel (`eval_op_backward`). Through a folded weight instead, bn_weight's gradient
 would be the conv weight gradient (a float32 sum over N*H*W) dotted with the weight, several times torch's float32
 error, and bn_bias's the platform's bias gradient. In float32 and float64 the op folds the affine into its conv
 weight and bias too (`affine_fold`): one convolution, then the activation.
@@ -109,10 +109,10 @@ def eval_pre_activation(convolve, weight, bias, bn_weight, bn_bias, transposed: 
     return pre, convolve(weight, bias) if wants_xhat else None
 
 
-def conv_backward_arguments(grad_pre, weight, bias, bn_weight, bn_bias, transposed: bool = False, groups: int = 1):
+def _conv_backward_arguments(grad_pre, weight, bias, bn_weight, bn_bias, transposed: bool = False, groups: int = 1):
     """(the gradient to give the convolution's backward, the weight it convolves with): the pre-activation's gradient
     and the folded weight where the affine folds in (the weight's gradient is then scaled by bn_weight:
-    eval_gradients); after a 16-bit convolution, that gradient times bn_weight in the weight's dtype and the op's
+    _eval_gradients); after a 16-bit convolution, that gradient times bn_weight in the weight's dtype and the op's
     weight, as torch's batch_norm backward gives its input's gradient to the convolution's."""
     if affine_follows_conv(weight, bn_weight, bn_bias):
         grad = grad_pre if bn_weight is None else grad_pre * channel(bn_weight.to(grad_pre.dtype))
@@ -120,16 +120,16 @@ def conv_backward_arguments(grad_pre, weight, bias, bn_weight, bn_bias, transpos
     return grad_pre, affine_fold(weight, bias, bn_weight, None, transposed, groups)[0]
 
 
-def conv_gradient_mask(output_mask) -> tuple[bool, bool, bool]:
+def _conv_gradient_mask(output_mask) -> tuple[bool, bool, bool]:
     """The aten::convolution_backward mask of the eval backward: `output_mask`'s input and weight gradients; the
     bias's is eval_gradients' sum (the platform's float32 CPU bias gradient adds the planes one after another)."""
     return bool(output_mask[0]), bool(output_mask[1]), False
 
 
-def eval_gradients(conv_gradients, grad_pre, xhat, weight, bn_weight, bn_bias, output_mask, affine_mask,
+def _eval_gradients(conv_gradients, grad_pre, xhat, weight, bn_weight, bn_bias, output_mask, affine_mask,
                    transposed: bool = False, groups: int = 1, result_dtype: torch.dtype | None = None) -> tuple:
     """The eval backward's five results: the gradients of input and weight (from aten::convolution_backward with
-    conv_gradient_mask and conv_backward_arguments; the weight's scaled by bn_weight where it was the folded one's),
+    _conv_gradient_mask and _conv_backward_arguments; the weight's scaled by bn_weight where it was the folded one's),
     of the bias, sum(dz) * bn_weight, of bn_weight, sum(dz * x-hat), and of bn_bias, sum(dz), the sums torch's
     batch_norm takes (`xhat` from eval_pre_activation with wants_xhat). `weight` is the one the backend convolved
     with; the bias's gradient, and an empty one, are in `result_dtype` (the op's weight's, by default `weight`'s). A
@@ -156,3 +156,17 @@ def eval_gradients(conv_gradients, grad_pre, xhat, weight, bn_weight, bn_bias, o
     if gamma is not None and folded and grad_weight.numel():
         grad_weight = scale_output_channels(grad_weight.to(c), gamma, transposed, groups).to(grad_weight.dtype)
     return grad_input, grad_weight, grad_bias, grad_gamma, grad_beta
+
+
+def eval_op_backward(convolve, activation_gradient, convolve_backward, weight, bias, bn_weight, bn_bias, output_mask,
+                  affine_mask, transposed: bool = False, groups: int = 1, result_dtype: torch.dtype | None = None):
+    """The eval backward op's five results (grad_input, grad_weight, grad_bias, grad_bn_weight, grad_bn_bias), from a
+    backend's convolution of the input `convolve(weight, bias)`, the activation's gradient at a pre-activation
+    `activation_gradient(pre)` (it may overwrite pre) and the convolution's backward `convolve_backward(grad,
+    weight, mask)` (aten::convolution_backward's three results). Differentiable where those are."""
+    pre, xhat = eval_pre_activation(convolve, weight, bias, bn_weight, bn_bias, transposed, groups,
+                                    wants_xhat=bn_weight is not None and bool(affine_mask[0]))
+    grad_pre = activation_gradient(pre)
+    grad, conv_weight = _conv_backward_arguments(grad_pre, weight, bias, bn_weight, bn_bias, transposed, groups)
+    return _eval_gradients(convolve_backward(grad, conv_weight, _conv_gradient_mask(output_mask)), grad_pre, xhat,
+                           weight, bn_weight, bn_bias, output_mask, affine_mask, transposed, groups, result_dtype)

@@ -31,7 +31,7 @@ from ...numerics.elementwise import quiet
 from ...numerics.layout import channel_view
 from ..leaky_relu import reference as leaky_relu_reference
 from . import cpu_batch_norm, reference_batch_norm
-from .folding import conv_backward_arguments, conv_gradient_mask, eval_gradients, eval_pre_activation
+from .folding import eval_op_backward, eval_pre_activation
 from .torch_ops import ALL_GRADIENTS, update_running_statistics
 from .torch_ops import conv2d as torch_conv2d
 from .torch_ops import conv2d_backward as platform_conv2d_backward
@@ -310,18 +310,20 @@ def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padd
     """Recomputes the pre-activation for the LeakyReLU (or ReLU) mask (works for any slope): nothing else is kept.
     It is overwritten by its gradient."""
     c = compute_dtype(input.dtype)
-    with torch.no_grad():
-        x, w, b = input.detach().to(c), weight.detach().to(c), bias.detach().to(c)
-        geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-        pre, xhat = eval_pre_activation(lambda w, b: platform_conv2d(x, w, b, *geometry), w, b, bn_weight, bn_bias,
-                                        transposed, groups, wants_xhat=bn_weight is not None and affine_mask[0])
+
+    def activation_gradient(pre):
         grad_pre = pre.numpy()
         if relu:
             reference_batch_norm.relu_gradient(_array(grad_out, c), grad_pre, out=grad_pre)
         else:
             leaky_relu_reference.backward(_array(grad_out, c), grad_pre, negative_slope, out=grad_pre)
-        grad, conv_weight = conv_backward_arguments(pre, w, b, bn_weight, bn_bias, transposed, groups)
-        conv_gradients = platform_conv2d_backward(grad, x, conv_weight, *geometry, conv_gradient_mask(output_mask))
-        grad_input, grad_weight, *rest = eval_gradients(conv_gradients, pre, xhat, w, bn_weight, bn_bias, output_mask,
-                                                        affine_mask, transposed, groups, weight.dtype)
+        return pre
+
+    with torch.no_grad():
+        x, w, b = input.detach().to(c), weight.detach().to(c), bias.detach().to(c)
+        geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
+        grad_input, grad_weight, *rest = eval_op_backward(
+            lambda w, b: platform_conv2d(x, w, b, *geometry), activation_gradient,
+            lambda grad, w, mask: platform_conv2d_backward(grad, x, w, *geometry, mask),
+            w, b, bn_weight, bn_bias, output_mask, affine_mask, transposed, groups, weight.dtype)
         return grad_input.to(input.dtype), grad_weight.to(weight.dtype), *rest

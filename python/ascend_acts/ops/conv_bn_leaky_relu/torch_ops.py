@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from ...numerics.dtypes import compute_dtype
 from ...numerics.layout import channel_view as channel
 from . import channels_last
-from .folding import conv_backward_arguments, conv_gradient_mask, eval_gradients, eval_pre_activation
+from .folding import eval_op_backward, eval_pre_activation
 
 
 def _symmetric(padding) -> tuple[int, int] | None:
@@ -456,9 +456,7 @@ def conv_bn_leaky_relu_eval_backward(grad_out, input, weight, bias, stride, padd
                                      relu=False, transposed=False, output_padding=(0, 0), padding_mode="zeros",
                                      output_mask=ALL_GRADIENTS, bn_weight=None, bn_bias=None, affine_mask=(True, True)):
     geometry = (stride, padding, dilation, groups, transposed, output_padding, padding_mode)
-    pre, xhat = eval_pre_activation(lambda w, b: conv2d(input, w, b, *geometry), weight, bias, bn_weight, bn_bias,
-                                    transposed, groups, wants_xhat=bn_weight is not None and affine_mask[0])
-    dz = activation_gradient(pre, grad_out.to(pre.dtype), negative_slope, relu)
-    grad, conv_weight = conv_backward_arguments(dz, weight, bias, bn_weight, bn_bias, transposed, groups)
-    grads = conv2d_backward(grad, input, conv_weight, *geometry, conv_gradient_mask(output_mask))
-    return eval_gradients(grads, dz, xhat, weight, bn_weight, bn_bias, output_mask, affine_mask, transposed, groups)
+    return eval_op_backward(lambda w, b: conv2d(input, w, b, *geometry),
+                         lambda pre: activation_gradient(pre, grad_out.to(pre.dtype), negative_slope, relu),
+                         lambda grad, w, mask: conv2d_backward(grad, input, w, *geometry, mask),
+                         weight, bias, bn_weight, bn_bias, output_mask, affine_mask, transposed, groups)
